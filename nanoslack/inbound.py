@@ -1,0 +1,116 @@
+"""The message every pipeline stage works on, after parsing and before the agent.
+
+Pure data: no Slack client, no bolt, no SQL. The Slack edge builds an ``Inbound``
+from an event payload (``nanoslack.slack.parse``); the guard may re-attribute it
+(``with_sender``); the router and gate read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+class InboxKey(NamedTuple):
+    """Identity of one Slack message as seen by one instance.
+
+    ``message`` and its ``app_mention`` twin share it, so does every Slack retry.
+    """
+
+    instance: str
+    channel: str
+    ts: str
+
+
+def human_sender_id(user_id: str) -> str:
+    return f"slack:{user_id}"
+
+
+def bot_sender_id(bot_id: str) -> str:
+    return f"slack:bot:{bot_id}"
+
+
+def platform_id(channel: str) -> str:
+    return f"slack:{channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    instance: str
+    team_id: str | None
+    channel: str
+    # "im", "mpim", "channel", "group"; None when Slack omitted it (app_mention).
+    channel_type: str | None
+    ts: str
+    thread_ts: str | None
+    # Slack user id of the author: a human's U…/W…, or a modern bot's *bot user* id.
+    user: str | None
+    # Present iff the message is bot-authored (Slack's field, never the text).
+    bot_id: str | None
+    text: str
+    # User ids named by <@U…> tokens in the text, in order, without duplicates.
+    mentions: tuple[str, ...]
+    event_type: str  # "message" or "app_mention"
+    subtype: str | None = None
+    event_id: str | None = None
+    # Who the pipeline says sent it: "slack:U…" for humans; "slack:bot:B…" once
+    # the guard admitted a bot message; "" for a bot message not yet admitted.
+    sender_id: str = ""
+    # Bot display name carried by the event (bot_profile.name), if any.
+    bot_name: str | None = None
+    # Set by the A2A policy on an admitted bot message: which consecutive hop
+    # this is (1-based) and the budget; 0 for humans.
+    hop: int = 0
+    hop_limit: int = 0
+
+    @property
+    def key(self) -> InboxKey:
+        return InboxKey(self.instance, self.channel, self.ts)
+
+    @property
+    def is_bot(self) -> bool:
+        return self.bot_id is not None
+
+    @property
+    def is_dm(self) -> bool:
+        return self.channel_type == "im"
+
+    @property
+    def thread_key(self) -> str | None:
+        """The thread a reply belongs to: the parent ts in groups, None in DMs."""
+        if self.is_dm:
+            return None
+        return self.thread_ts or self.ts
+
+    @property
+    def platform_id(self) -> str:
+        return platform_id(self.channel)
+
+    @property
+    def wrapping_up(self) -> bool:
+        """True when this admitted hop is the last the budget allows (§5 cue)."""
+        return self.hop_limit > 0 and self.hop >= self.hop_limit
+
+    def mentions_user(self, user_id: str | None) -> bool:
+        return user_id is not None and user_id in self.mentions
+
+    def with_sender(self, sender_id: str) -> Inbound:
+        return dataclasses.replace(self, sender_id=sender_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Inbound:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values["mentions"] = tuple(values.get("mentions") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """A stage's refusal, with the reason operators will grep for."""
+
+    reason: str

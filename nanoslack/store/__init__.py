@@ -1,0 +1,66 @@
+"""The store: the one package that owns SQL (DESIGN §4).
+
+``Store.open(url)`` creates or migrates the schema and hands out one repository
+per concept. Every repository method is one transaction unless it runs inside
+``store.transaction()``, which lets the pipeline commit a message's routing,
+its gate decision, its outbox posts and its inbox entry atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection
+
+from nanoslack.store.agents import AgentGroups
+from nanoslack.store.approvals import Approvals
+from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
+from nanoslack.store.groups import MessagingGroups
+from nanoslack.store.hops import HopCount, Hops
+from nanoslack.store.inbox import Inbox
+from nanoslack.store.messages import Messages
+from nanoslack.store.outbox import Outbox
+from nanoslack.store.refusals import Refusals
+from nanoslack.store.users import Users
+
+__all__ = ["SCHEMA_VERSION", "HopCount", "Store", "StoreError", "sqlite_url"]
+
+
+def sqlite_url(path: str) -> str:
+    return f"sqlite:///{path}"
+
+
+class Store:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.inbox = Inbox(db)
+        self.hops = Hops(db)
+        self.groups = MessagingGroups(db)
+        self.users = Users(db)
+        self.agents = AgentGroups(db)
+        self.approvals = Approvals(db)
+        self.refusals = Refusals(db)
+        self.messages = Messages(db)
+        self.outbox = Outbox(db)
+
+    @classmethod
+    def open(cls, url: str) -> Store:
+        return cls(Database(url))
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.db.transaction() as conn:
+            yield conn
+
+    def data_version(self) -> int:
+        return self.db.data_version()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

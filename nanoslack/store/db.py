@@ -1,0 +1,148 @@
+"""Engine, connection and schema versioning.
+
+One ``Store`` per process holds one SQLAlchemy connection: the fleet runs on one
+asyncio loop, and SQLite serialises writers anyway, so a pool would only add
+checkout cost on the hot path. A re-entrant lock keeps the odd call from another
+thread (tests, CLI helpers) safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlmodel import SQLModel
+
+from nanoslack.store import tables
+
+SCHEMA_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    # pysqlite's implicit transactions fight explicit ones; take over (SQLAlchemy's
+    # documented recipe) and issue BEGIN ourselves in _sqlite_begin.
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    # WAL: readers (q.py, the CLI) never block the fleet; NORMAL sync keeps every
+    # commit across a process crash (kill -9), which is what §8 asks for.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front, so a read-then-write (the hop
+    # reservation) cannot interleave with another process's.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    database = parsed.database
+    if database and database != ":memory:":
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 5.0})
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+# Each entry upgrades the schema from version i to i+1. Version 1 is the first
+# release: the tables as declared in ``tables``.
+_MIGRATIONS: list[Callable[[Connection], None]] = [
+    lambda conn: SQLModel.metadata.create_all(conn),
+]
+
+
+def _current_version(conn: Connection) -> int:
+    has_meta = conn.execute(
+        text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_meta'")
+        if conn.dialect.name == "sqlite"
+        else text("SELECT 1 FROM information_schema.tables WHERE table_name='schema_meta'")
+    ).first()
+    if not has_meta:
+        return 0
+    row = conn.execute(text("SELECT value FROM schema_meta WHERE key='version'")).first()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; refuse a database from the future."""
+    assert tables.SchemaMeta  # the import registers every table on SQLModel.metadata
+    version = _current_version(conn)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database schema version {version} is newer than this nanoslack ({SCHEMA_VERSION}); upgrade"
+        )
+    while version < SCHEMA_VERSION:
+        _MIGRATIONS[version](conn)
+        version += 1
+        conn.execute(text("DELETE FROM schema_meta WHERE key='version'"))
+        conn.execute(text("INSERT INTO schema_meta (key, value) VALUES ('version', :v)"), {"v": str(version)})
+    return version
+
+
+class Database:
+    """The connection and its transaction discipline, shared by every repository."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._lock = threading.RLock()
+        self._conn = self.engine.connect()
+        self._depth = 0
+        with self.transaction() as conn:
+            migrate(conn)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One atomic unit; nested calls join the outer transaction."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            self._depth = 1
+            try:
+                with self._conn.begin():
+                    yield self._conn
+            finally:
+                self._depth = 0
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (SQLite); lets caches notice
+        an operator's SQL without a restart. Non-SQLite: a fresh value each call."""
+        if not self.is_sqlite:
+            return -1
+        with self._lock:
+            if self._depth:
+                raise StoreError("data_version() inside a transaction would be stale")
+            raw = self._conn.connection.dbapi_connection
+            assert raw is not None
+            row = raw.execute("PRAGMA data_version").fetchone()
+            return int(row[0]) if row else -1
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self.engine.dispose()

@@ -1,0 +1,84 @@
+"""Hop counts for the A2A policy (DESIGN §3.6), kept in the store.
+
+A hop is a row per (room, instance, ts): reserving is idempotent for the same
+message (a resumed event keeps its hop), releasing deletes it, and a human
+message deletes the room's rows. ``identity`` scope counts this instance's rows;
+``room`` scope counts distinct message ts across the fleet, so one bot message
+seen by five instances is one hop of the room, not five.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+_HELD = text("SELECT 1 FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
+_COUNT_IDENTITY = text("SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance")
+_COUNT_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room")
+_RANK_IDENTITY = text(
+    "SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance AND ts <= :ts"
+)
+_RANK_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room AND ts <= :ts")
+_ROOM_HAS_TS = text("SELECT 1 FROM a2a_hops WHERE room = :room AND ts = :ts LIMIT 1")
+_INSERT = text(
+    "INSERT INTO a2a_hops (room, instance, ts, bot_id, created_at)"
+    " VALUES (:room, :instance, :ts, :bot_id, :now) ON CONFLICT DO NOTHING"
+)
+_RELEASE = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
+_RESET_ROOM = text("DELETE FROM a2a_hops WHERE room = :room")
+_RESET_IDENTITY = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance")
+_LIST = text(
+    "SELECT room, instance, count(*), max(created_at) FROM a2a_hops GROUP BY room, instance ORDER BY room, instance"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HopCount:
+    room: str
+    instance: str
+    count: int
+    last_at: float
+
+
+class Hops:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def reserve(self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str) -> int | None:
+        """Take a hop for this message; its 1-based number, or None at the limit.
+
+        Check and insert share one IMMEDIATE transaction, so concurrent
+        deliveries (even from other processes) cannot over-admit.
+        """
+        key = {"room": room, "instance": instance, "ts": ts}
+        by_room = scope == "room"
+        with self._db.transaction() as conn:
+            if conn.execute(_HELD, key).first() is None:
+                already_counted = by_room and conn.execute(_ROOM_HAS_TS, key).first() is not None
+                if not already_counted:
+                    used = conn.execute(_COUNT_ROOM if by_room else _COUNT_IDENTITY, key).scalar_one()
+                    if int(used) >= max_hops:
+                        return None
+                conn.execute(_INSERT, {**key, "bot_id": bot_id, "now": time.time()})
+            rank = conn.execute(_RANK_ROOM if by_room else _RANK_IDENTITY, key).scalar_one()
+            return int(rank)
+
+    def release(self, *, room: str, instance: str, ts: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_RELEASE, {"room": room, "instance": instance, "ts": ts})
+
+    def reset(self, *, room: str, instance: str | None) -> int:
+        """A human spoke: forget the room's hops (one identity's, or everyone's)."""
+        with self._db.transaction() as conn:
+            if instance is None:
+                return int(conn.execute(_RESET_ROOM, {"room": room}).rowcount)
+            return int(conn.execute(_RESET_IDENTITY, {"room": room, "instance": instance}).rowcount)
+
+    def counts(self) -> list[HopCount]:
+        with self._db.transaction() as conn:
+            rows = conn.execute(_LIST).all()
+        return [HopCount(str(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]

@@ -1,0 +1,189 @@
+"""Every table nanoslack keeps, in one place (DESIGN §4).
+
+Names that operators use in SQL (``messaging_groups``, ``users``, ``agent_groups``,
+``agent_group_members``, ``pending_sender_approvals`` and their documented columns)
+are fixed; the rest is ours. Times are Unix seconds (REAL).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, Integer, String, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+
+class SchemaMeta(SQLModel, table=True):
+    __tablename__ = "schema_meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class InboxEntry(SQLModel, table=True):
+    """Durable inbox (§3.4): one row per (instance, channel, ts), written before the ack."""
+
+    __tablename__ = "inbox"
+    __table_args__ = (
+        Index("inbox_unfinished", "instance", sqlite_where=text("status = 'received'")),
+    )
+    instance: str = Field(primary_key=True)
+    channel: str = Field(primary_key=True)
+    ts: str = Field(primary_key=True)
+    event_type: str
+    event_id: str | None = None
+    payload: str  # Inbound as JSON, so a restart can resume it
+    status: str = "received"  # received | done | dropped | failed
+    reason: str | None = None
+    attempts: int = 0
+    received_at: float
+    finished_at: float | None = None
+
+
+class A2AHop(SQLModel, table=True):
+    """One admitted bot message (a hop) held by one instance in one room (§3.6).
+
+    A row per (room, instance, ts) makes a reservation idempotent across a crash
+    and lets ``room`` scope count distinct messages across the fleet.
+    """
+
+    __tablename__ = "a2a_hops"
+    room: str = Field(primary_key=True)
+    instance: str = Field(primary_key=True)
+    ts: str = Field(primary_key=True)
+    bot_id: str
+    created_at: float
+
+
+class MessagingGroup(SQLModel, table=True):
+    __tablename__ = "messaging_groups"
+    __table_args__ = (UniqueConstraint("platform", "platform_id", "instance"),)
+    id: int | None = Field(default=None, primary_key=True)
+    platform: str = "slack"
+    platform_id: str  # slack:<conversation id>
+    instance: str
+    kind: str  # dm | group
+    name: str | None = None
+    engage_mode: str  # pattern | mention | mention-sticky
+    engage_pattern: str | None = None
+    unknown_sender_policy: str  # public | request_approval | strict | decline_notify
+    created_at: float
+
+
+class User(SQLModel, table=True):
+    __tablename__ = "users"
+    id: str = Field(primary_key=True)  # slack:U… or slack:bot:B…
+    kind: str  # human | bot
+    display_name: str | None = None
+    slack_user_id: str | None = None  # the U… of a human, or a bot's bot user
+    created_at: float
+    updated_at: float
+
+
+class AgentGroup(SQLModel, table=True):
+    __tablename__ = "agent_groups"
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str = Field(sa_column=Column(String, unique=True, nullable=False))
+    name: str
+    created_at: float
+
+
+class AgentGroupMember(SQLModel, table=True):
+    __tablename__ = "agent_group_members"
+    agent_group_id: int = Field(primary_key=True, foreign_key="agent_groups.id")
+    user_id: str = Field(primary_key=True)
+    role: str = "member"  # member | admin
+    added_at: float
+    added_by: str | None = None
+
+
+class EngagedThread(SQLModel, table=True):
+    """Where an instance is engaged (mention-sticky, §3.7): one row per thread."""
+
+    __tablename__ = "engaged_threads"
+    messaging_group_id: int = Field(primary_key=True, foreign_key="messaging_groups.id")
+    thread_key: str = Field(primary_key=True)
+    engaged_at: float
+
+
+class Message(SQLModel, table=True):
+    """Every message that passed the guard, as one instance saw it.
+
+    ``status``: ``context`` (not engaged: room context for later turns), ``pending``
+    (engaged and allowed: waiting for a turn), ``held`` (waiting for an approval),
+    ``refused`` (the gate said no), ``done`` (a turn consumed it).
+    """
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("messages_pending", "instance", "thread_key", sqlite_where=text("status = 'pending'")),
+        Index("messages_by_group", "messaging_group_id", "ts"),
+    )
+    instance: str = Field(primary_key=True)
+    channel: str = Field(primary_key=True)
+    ts: str = Field(primary_key=True)
+    thread_key: str = ""  # "" in DMs
+    messaging_group_id: int | None = None
+    sender_id: str
+    text: str
+    status: str
+    hop: int = 0
+    hop_limit: int = 0
+    created_at: float
+
+
+class PendingSenderApproval(SQLModel, table=True):
+    """One approval question per (agent group, sender), whatever the number of messages."""
+
+    __tablename__ = "pending_sender_approvals"
+    __table_args__ = (UniqueConstraint("agent_group_id", "sender_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    agent_group_id: int = Field(foreign_key="agent_groups.id")
+    messaging_group_id: int = Field(foreign_key="messaging_groups.id")
+    sender_id: str
+    status: str = "pending"  # pending | approved | denied
+    owner_id: str | None = None
+    request_channel: str | None = None
+    request_ts: str | None = None
+    created_at: float
+    decided_at: float | None = None
+    decided_by: str | None = None
+
+
+class SenderRefusal(SQLModel, table=True):
+    """Audit of gate refusals (§3.8): counted, with first and last sighting."""
+
+    __tablename__ = "sender_refusals"
+    messaging_group_id: int = Field(primary_key=True, foreign_key="messaging_groups.id")
+    sender_id: str = Field(primary_key=True)
+    reason: str = Field(primary_key=True)
+    instance: str
+    count: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    first_seen: float
+    last_seen: float
+
+
+class OutboxPost(SQLModel, table=True):
+    """Posts to make, written in the same transaction as the decision behind them.
+
+    ``dedupe_key`` makes a post happen once even across a crash; a poster sends
+    rows in ``queued`` state and records Slack's ts.
+    """
+
+    __tablename__ = "outbox"
+    __table_args__ = (Index("outbox_queued", "instance", sqlite_where=text("status = 'queued'")),)
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str
+    dedupe_key: str = Field(sa_column=Column(String, unique=True, nullable=False))
+    kind: str = "post"  # post | update
+    channel: str | None = None  # a conversation id, or None with dm_user set
+    dm_user: str | None = None  # open an IM with this user first
+    thread_ts: str | None = None
+    update_ts: str | None = None  # for kind=update
+    text: str
+    blocks: str | None = None  # JSON
+    metadata_json: str | None = None  # JSON {event_type, event_payload}
+    status: str = "queued"  # queued | sent | failed
+    attempts: int = 0
+    error: str | None = None
+    posted_channel: str | None = None
+    posted_ts: str | None = None
+    created_at: float
+    sent_at: float | None = None

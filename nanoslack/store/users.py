@@ -1,0 +1,10 @@
+"""TODO(store): repository for the users table(s); see nanoslack/store/tables.py."""
+
+from __future__ import annotations
+
+from nanoslack.store.db import Database
+
+
+class Users:
+    def __init__(self, db: Database) -> None:
+        self._db = db
