@@ -1,0 +1,124 @@
+"""A small sync client for the emulator's HTTP driver API (`/_emulator/...`)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+class EmulatorClientError(Exception):
+    pass
+
+
+class EmulatorClient:
+    """Same method names as the Python driver; returns plain dicts/lists (JSON)."""
+
+    def __init__(self, base_url: str, timeout: float = 30.0) -> None:
+        base = base_url.rstrip("/")
+        if base.endswith("/api"):
+            base = base[: -len("/api")]
+        self.base_url = base
+        self.api_url = base + "/api/"
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _req(self, path: str, body: JSON | None = None, method: str = "POST") -> Any:
+        url = f"{self.base_url}/_emulator/{path}"
+        data = None
+        if method == "GET" and body:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in body.items() if v is not None})
+        elif body is not None:
+            data = json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            raise EmulatorClientError(f"{path}: HTTP {e.code}: {e.read().decode(errors='replace')}") from e
+
+    def workspace(self) -> JSON:
+        r: JSON = self._req("workspace", method="GET")
+        return r
+
+    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> JSON:
+        r: JSON = self._req("users", {"name": name, "real_name": real_name, "id": id})
+        return r
+
+    def add_app(self, name: str, **kw: Any) -> JSON:
+        r: JSON = self._req("apps", {"name": name, **kw})
+        return r
+
+    def create_conversation(self, members: list[str], kind: str = "mpim", name: str | None = None) -> JSON:
+        r: JSON = self._req("conversations", {"members": members, "kind": kind, "name": name})
+        return r
+
+    def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
+        r = self._req("post", {"user_id": user_id, "channel": channel, "text": text, "thread_ts": thread_ts})
+        return str(r["ts"])
+
+    def bulk_post(self, user_id: str, channel: str, texts: list[str] | None = None, count: int | None = None,
+                  text: str = "message") -> JSON:
+        body: JSON = {"user_id": user_id, "channel": channel}
+        if texts is not None:
+            body["texts"] = texts
+        else:
+            body["count"] = count
+            body["text"] = text
+        r: JSON = self._req("bulk_post", body)
+        return r
+
+    def conversation_messages(self, channel: str) -> list[JSON]:
+        r: list[JSON] = self._req("messages", {"channel": channel}, method="GET")
+        return r
+
+    def all_messages(self, channel: str) -> list[JSON]:
+        r: list[JSON] = self._req("messages", {"channel": channel, "flat": "1"}, method="GET")
+        return r
+
+    @property
+    def api_calls(self) -> list[JSON]:
+        r: list[JSON] = self._req("api_calls", method="GET")
+        return r
+
+    def fail_next(self, method: str, n: int = 1, error: str = "ratelimited", retry_after: int = 1) -> None:
+        self._req("fail_next", {"method": method, "n": n, "error": error, "retry_after": retry_after})
+
+    def drop_sockets(self, app_id: str) -> int:
+        return int(self._req("drop_sockets", {"app_id": app_id})["dropped"])
+
+    def send_disconnect(self, app_id: str, reason: str = "refresh_requested") -> int:
+        return int(self._req("disconnect", {"app_id": app_id, "reason": reason})["sent"])
+
+    def withhold_acks(self, app_id: str, n: int | None) -> None:
+        self._req("withhold_acks", {"app_id": app_id, "n": n})
+
+    def stats(self, app_id: str | None = None) -> JSON:
+        r: JSON = self._req("stats", {"app_id": app_id} if app_id else None, method="GET")
+        return r
+
+    def connections(self, app_id: str) -> int:
+        return int(self._req("connections", {"app_id": app_id}, method="GET")["connections"])
+
+    def click_button(self, user_id: str, channel: str, message_ts: str, action_id: str,
+                     value: str | None = None) -> JSON:
+        r: JSON = self._req("click", {"user_id": user_id, "channel": channel, "message_ts": message_ts,
+                                      "action_id": action_id, "value": value})
+        return r
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = predicate()
+            if r:
+                return r
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"condition not met within {timeout}s; stats={self.stats()}")
+            time.sleep(interval)

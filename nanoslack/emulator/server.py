@@ -1,0 +1,155 @@
+"""aiohttp app wiring: Web API, Socket Mode endpoint and the HTTP driver API."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import webapi
+
+if TYPE_CHECKING:
+    from .driver import Emulator
+
+JSON = dict[str, Any]
+
+
+def _ok(obj: Any) -> web.Response:
+    return web.Response(text=json.dumps(obj), content_type="application/json")
+
+
+def _err(status: int, error: str) -> web.Response:
+    return web.Response(text=json.dumps({"ok": False, "error": error}), status=status,
+                        content_type="application/json")
+
+
+async def _body(request: web.Request) -> JSON:
+    if not request.can_read_body:
+        return dict(request.query)
+    try:
+        data = await request.json()
+    except ValueError:
+        data = None
+    out: JSON = dict(request.query)
+    if isinstance(data, dict):
+        out.update(data)
+    return out
+
+
+def build_app(emu: Emulator) -> web.Application:
+    from .driver import EmulatorError
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app["emulator"] = emu
+
+    async def api_handler(request: web.Request) -> web.StreamResponse:
+        return await webapi.handle(request)
+
+    async def link(request: web.Request) -> web.StreamResponse:
+        return await emu.hub.handle_ws(request)
+
+    # ---- driver --------------------------------------------------------------------------
+    def route(fn: Any) -> Any:
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            try:
+                b = await _body(request)
+                return _ok(await fn(b))
+            except EmulatorError as e:
+                return _err(400, e.error)
+            except KeyError as e:
+                return _err(404, f"not_found: {e.args[0] if e.args else ''}")
+            except (ValueError, TypeError) as e:
+                return _err(400, str(e))
+
+        return wrapped
+
+    async def d_workspace(b: JSON) -> JSON:
+        return {"team_id": emu.ws.team_id, "team": emu.ws.team_name, "api_url": emu.api_url,
+                "users": [asdict(u) for u in emu.users()],
+                "apps": [{**asdict(a), "events": sorted(a.events)} for a in emu.apps()],
+                "conversations": [asdict(c) for c in emu.conversations()]}
+
+    async def d_add_user(b: JSON) -> JSON:
+        return asdict(emu.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
+
+    async def d_add_app(b: JSON) -> JSON:
+        kw = {k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
+              if k in b}
+        a = emu.add_app(b["name"], **kw)
+        return {**asdict(a), "events": sorted(a.events)}
+
+    async def d_conv(b: JSON) -> JSON:
+        return asdict(emu.create_conversation(list(b["members"]), kind=b.get("kind", "mpim"),
+                                              name=b.get("name"), id=b.get("id")))
+
+    async def d_post(b: JSON) -> JSON:
+        ts = await emu.post_as_user(b["user_id"], b["channel"], b["text"], b.get("thread_ts"))
+        return {"ts": ts}
+
+    async def d_bulk(b: JSON) -> JSON:
+        texts = b.get("texts")
+        if texts is None:
+            n = int(b["count"])
+            prefix = str(b.get("text", "message"))
+            texts = [f"{prefix} {i}" for i in range(n)]
+        tss = await emu.bulk_post(b["user_id"], b["channel"], list(texts))
+        return {"count": len(tss), "first_ts": tss[0] if tss else None,
+                "last_ts": tss[-1] if tss else None}
+
+    async def d_messages(b: JSON) -> Any:
+        if str(b.get("flat", "")).lower() in ("1", "true"):
+            return emu.all_messages(b["channel"])
+        return emu.conversation_messages(b["channel"])
+
+    async def d_api_calls(b: JSON) -> Any:
+        calls = emu.api_calls
+        if "method" in b:
+            calls = [c for c in calls if c.method == b["method"]]
+        return [asdict(c) for c in calls]
+
+    async def d_fail_next(b: JSON) -> JSON:
+        emu.fail_next(b["method"], int(b.get("n", 1)), b.get("error", "ratelimited"),
+                      int(b.get("retry_after", 1)))
+        return {"ok": True}
+
+    async def d_drop(b: JSON) -> JSON:
+        return {"dropped": await emu.drop_sockets(b["app_id"])}
+
+    async def d_disconnect(b: JSON) -> JSON:
+        return {"sent": await emu.send_disconnect(b["app_id"], b.get("reason", "refresh_requested"))}
+
+    async def d_withhold(b: JSON) -> JSON:
+        n = b.get("n")
+        emu.withhold_acks(b["app_id"], None if n is None else int(n))
+        return {"ok": True}
+
+    async def d_stats(b: JSON) -> JSON:
+        return asdict(emu.stats(b.get("app_id")))
+
+    async def d_connections(b: JSON) -> JSON:
+        return {"connections": emu.connections(b["app_id"])}
+
+    async def d_click(b: JSON) -> JSON:
+        return await emu.click_button(b["user_id"], b["channel"], b["message_ts"], b["action_id"],
+                                      b.get("value"))
+
+    async def response_url(request: web.Request) -> web.StreamResponse:
+        b = await _body(request)
+        emu.response_url_posts.append({"id": request.match_info["rid"], "body": b})
+        return _ok({"ok": True})
+
+    app.router.add_route("*", "/api/{method}", api_handler)
+    app.router.add_get("/link/", link)
+    app.router.add_get("/link", link)
+    d = "/_emulator/"
+    for path, fn in [("workspace", d_workspace), ("users", d_add_user), ("apps", d_add_app),
+                     ("conversations", d_conv), ("post", d_post), ("bulk_post", d_bulk),
+                     ("messages", d_messages), ("api_calls", d_api_calls), ("fail_next", d_fail_next),
+                     ("drop_sockets", d_drop), ("disconnect", d_disconnect),
+                     ("withhold_acks", d_withhold), ("stats", d_stats), ("connections", d_connections),
+                     ("click", d_click)]:
+        app.router.add_route("*", d + path, route(fn))
+    app.router.add_post(d + "response_url/{rid}", response_url)
+    return app

@@ -1,0 +1,463 @@
+"""Web API handlers: `/api/<method>`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .events import CHANNEL_TYPE, bot_profile
+from .state import ApiCall, App, Channel, User, parse_bool
+
+if TYPE_CHECKING:
+    from .driver import Emulator
+
+log = logging.getLogger("nanoslack.emulator.webapi")
+JSON = dict[str, Any]
+
+
+class ApiError(Exception):
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+class Ctx:
+    def __init__(self, emu: Emulator, params: JSON, app: App | None, app_level: bool) -> None:
+        self.emu = emu
+        self.params = params
+        self.app = app
+        self.app_level = app_level
+
+    @property
+    def bot(self) -> App:
+        assert self.app is not None
+        return self.app
+
+    @property
+    def bot_user(self) -> User:
+        return self.emu.ws.users[self.bot.bot_user_id]
+
+    def req(self, name: str) -> str:
+        v = self.params.get(name)
+        if v is None or v == "":
+            raise ApiError("invalid_arguments" if name not in ("channel",) else "channel_not_found")
+        return str(v)
+
+    def opt(self, name: str) -> str | None:
+        v = self.params.get(name)
+        return None if v is None or v == "" else str(v)
+
+    def flag(self, name: str) -> bool:
+        return parse_bool(self.params.get(name))
+
+    def jsonish(self, name: str) -> Any:
+        v = self.params.get(name)
+        if isinstance(v, str):
+            if not v:
+                return None
+            try:
+                return json.loads(v)
+            except ValueError as e:
+                raise ApiError("invalid_arguments") from e
+        return v
+
+    def channel(self, name: str = "channel") -> Channel:
+        cid = self.params.get(name)
+        if not cid:
+            raise ApiError("channel_not_found")
+        ch = self.emu.ws.channels.get(str(cid))
+        if ch is None:
+            raise ApiError("channel_not_found")
+        return ch
+
+    def member_channel(self, name: str = "channel") -> Channel:
+        ch = self.channel(name)
+        if self.bot.bot_user_id not in ch.member_set:
+            if ch.conv.kind in ("im", "mpim", "group"):
+                raise ApiError("channel_not_found")
+            raise ApiError("not_in_channel")
+        return ch
+
+
+Handler = Callable[[Ctx], Awaitable[JSON]]
+HANDLERS: dict[str, Handler] = {}
+APP_LEVEL_METHODS = {"apps.connections.open"}
+
+
+def api(name: str) -> Callable[[Handler], Handler]:
+    def deco(fn: Handler) -> Handler:
+        HANDLERS[name] = fn
+        return fn
+
+    return deco
+
+
+def _json(body: JSON, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type="application/json",
+                        headers=headers)
+
+
+async def read_params(request: web.Request) -> JSON:
+    params: JSON = dict(request.query)
+    if request.method == "POST" and request.can_read_body:
+        ctype = request.content_type
+        if ctype == "application/json":
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict):
+                params.update(body)
+        elif ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.post()
+            for k, v in form.items():
+                params[k] = v if isinstance(v, str) else str(v)
+        else:
+            raw = await request.text()
+            if raw.strip().startswith("{"):
+                try:
+                    body = json.loads(raw)
+                    if isinstance(body, dict):
+                        params.update(body)
+                except ValueError:
+                    pass
+    return params
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    emu: Emulator = request.app["emulator"]
+    method = request.match_info["method"]
+    params = await read_params(request)
+    token = params.pop("token", None)
+    auth = request.headers.get("Authorization", "")
+    if auth.lower().startswith("bearer "):
+        token = auth[7:].strip()
+    app: App | None = None
+    status, error = 200, None
+    body: JSON
+    headers: dict[str, str] | None = None
+    try:
+        handler = HANDLERS.get(method)
+        if handler is None:
+            raise ApiError("unknown_method")
+        if not token:
+            raise ApiError("not_authed")
+        app_level = False
+        app = emu.ws.bot_tokens.get(str(token))
+        if app is None:
+            app = emu.ws.app_tokens.get(str(token))
+            if app is None:
+                raise ApiError("invalid_auth")
+            app_level = True
+        if app_level != (method in APP_LEVEL_METHODS):
+            raise ApiError("not_allowed_token_type")
+        fault = emu.take_fault(method)
+        if fault is not None:
+            err, retry_after = fault
+            if err == "ratelimited":
+                status = 429
+                headers = {"Retry-After": str(int(retry_after))}
+            raise ApiError(err)
+        body = await handler(Ctx(emu, params, app, app_level))
+        body = {"ok": True, **body}
+    except ApiError as e:
+        error = e.error
+        body = {"ok": False, "error": e.error, **e.extra}
+    except Exception as e:  # noqa: BLE001 - driver-level errors map to Slack errors
+        from .driver import EmulatorError
+
+        if isinstance(e, EmulatorError):
+            error = e.error
+            body = {"ok": False, "error": e.error, **e.extra}
+        else:
+            log.exception("internal error in %s", method)
+            error = "internal_error"
+            body = {"ok": False, "error": "internal_error"}
+    if emu.log_api_calls:
+        emu.api_calls.append(ApiCall(method=method, params=params, app_name=app.name if app else None,
+                                     status=status, error=error))
+    return _json(body, status=status, headers=headers)
+
+
+# ---- object shapes ---------------------------------------------------------------------------
+
+def user_obj(emu: Emulator, u: User) -> JSON:
+    w = emu.ws
+    profile: JSON = {"real_name": u.real_name, "display_name": u.name, "real_name_normalized": u.real_name,
+                     "display_name_normalized": u.name, "team": w.team_id}
+    if u.is_bot:
+        profile["bot_id"] = u.bot_id
+        profile["api_app_id"] = u.app_id
+        profile["always_active"] = True
+    return {"id": u.id, "team_id": w.team_id, "name": u.name, "deleted": False,
+            "real_name": u.real_name, "is_bot": u.is_bot, "is_app_user": False,
+            "is_admin": False, "is_owner": False, "tz": "UTC", "updated": 0, "profile": profile}
+
+
+def conv_obj(emu: Emulator, ch: Channel, viewer: str | None) -> JSON:
+    c = ch.conv
+    kind = c.kind
+    o: JSON = {
+        "id": c.id,
+        "created": c.created,
+        "is_im": kind == "im",
+        "is_mpim": kind == "mpim",
+        "is_channel": kind == "channel",
+        "is_group": kind == "group",
+        "is_private": kind != "channel",
+        "is_archived": False,
+        "is_general": False,
+        "is_shared": False,
+        "is_ext_shared": False,
+        "is_org_shared": False,
+        "context_team_id": emu.ws.team_id,
+        "is_member": viewer in ch.member_set if viewer else False,
+    }
+    if kind == "im":
+        other = [m for m in c.members if m != viewer]
+        o["user"] = other[0] if other else c.members[0]
+        o["is_open"] = True
+    else:
+        o["name"] = c.name or c.id
+        o["name_normalized"] = o["name"]
+        o["num_members"] = len(c.members)
+        o["creator"] = c.members[0] if c.members else ""
+    if ch.top:
+        o["last_read"] = ch.top[-1]["ts"]
+    return o
+
+
+def strip_meta(msg: JSON, include_meta: bool) -> JSON:
+    d = dict(msg)
+    if not include_meta:
+        d.pop("metadata", None)
+    return d
+
+
+def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[list[JSON], str]:
+    try:
+        limit = int(params.opt("limit") or default_limit)
+    except ValueError as e:
+        raise ApiError("invalid_limit") from e
+    limit = max(1, min(limit, 1000))
+    cursor = params.opt("cursor")
+    start = 0
+    if cursor:
+        try:
+            start = int(cursor.removeprefix("emu:"))
+        except ValueError as e:
+            raise ApiError("invalid_cursor") from e
+    page = items[start:start + limit]
+    nxt = f"emu:{start + limit}" if start + limit < len(items) else ""
+    return page, nxt
+
+
+# ---- methods ---------------------------------------------------------------------------------
+
+@api("auth.test")
+async def auth_test(c: Ctx) -> JSON:
+    w = c.emu.ws
+    a = c.bot
+    return {"url": f"https://{w.domain}.slack.com/", "team": w.team_name, "user": a.name,
+            "team_id": w.team_id, "user_id": a.bot_user_id, "bot_id": a.bot_id,
+            "is_enterprise_install": False}
+
+
+@api("apps.connections.open")
+async def connections_open(c: Ctx) -> JSON:
+    a = c.bot
+    ticket = c.emu.hub.new_ticket(a.app_id)
+    return {"url": f"ws://127.0.0.1:{c.emu.port}/link/?ticket={ticket}&app_id={a.app_id}"}
+
+
+@api("conversations.open")
+async def conversations_open(c: Ctx) -> JSON:
+    w = c.emu.ws
+    me = c.bot.bot_user_id
+    chan = c.opt("channel")
+    if chan:
+        ch = c.member_channel("channel")
+        return {"no_op": True, "already_open": True, "channel": conv_obj(c.emu, ch, me)}
+    users_raw = c.opt("users")
+    if not users_raw:
+        raise ApiError("users_list_not_supplied")
+    ids: list[str] = []
+    for u in users_raw.split(","):
+        u = u.strip()
+        if not u or u == me or u in ids:
+            continue
+        if u not in w.users:
+            raise ApiError("user_not_found")
+        ids.append(u)
+    if not ids:
+        raise ApiError("cannot_dm_bot")
+    if len(ids) > 8:
+        raise ApiError("too_many_users")
+    if len(ids) == 1:
+        if w.users[ids[0]].is_bot:
+            raise ApiError("cannot_dm_bot")
+        kind, members = "im", [me, ids[0]]
+    else:
+        kind, members = "mpim", [me, *ids]
+    key = (kind, frozenset(members))
+    existing = w.by_memberset.get(key)
+    if existing is not None:
+        ch = w.channels[existing]
+        already = True
+    else:
+        conv = w.create_conversation(members, kind=kind)
+        ch = w.channels[conv.id]
+        already = False
+    out: JSON = {"channel": conv_obj(c.emu, ch, me) if c.flag("return_im") or kind == "mpim"
+                 else {"id": ch.conv.id}}
+    if already:
+        out["no_op"] = True
+        out["already_open"] = True
+    return out
+
+
+@api("conversations.info")
+async def conversations_info(c: Ctx) -> JSON:
+    ch = c.channel()
+    if ch.conv.kind != "channel" and c.bot.bot_user_id not in ch.member_set:
+        raise ApiError("channel_not_found")
+    return {"channel": conv_obj(c.emu, ch, c.bot.bot_user_id)}
+
+
+@api("conversations.members")
+async def conversations_members(c: Ctx) -> JSON:
+    ch = c.channel()
+    if ch.conv.kind != "channel" and c.bot.bot_user_id not in ch.member_set:
+        raise ApiError("channel_not_found")
+    page, nxt = _page(list(ch.conv.members), c)  # type: ignore[arg-type]
+    return {"members": page, "response_metadata": {"next_cursor": nxt}}
+
+
+def _ts_float(v: str | None, default: float) -> float:
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except ValueError as e:
+        raise ApiError("invalid_ts_latest") from e
+
+
+@api("conversations.history")
+async def conversations_history(c: Ctx) -> JSON:
+    ch = c.member_channel()
+    meta = c.flag("include_all_metadata")
+    inclusive = c.flag("inclusive")
+    oldest = _ts_float(c.opt("oldest"), 0.0)
+    latest = _ts_float(c.opt("latest"), float("inf"))
+    sel = []
+    for m in reversed(ch.top):
+        t = float(m["ts"])
+        if (t > oldest or (inclusive and t == oldest)) and (t < latest or (inclusive and t == latest)):
+            sel.append(strip_meta(m, meta))
+    page, nxt = _page(sel, c)
+    return {"messages": page, "has_more": bool(nxt), "pin_count": 0,
+            "response_metadata": {"next_cursor": nxt}}
+
+
+@api("conversations.replies")
+async def conversations_replies(c: Ctx) -> JSON:
+    ch = c.member_channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise ApiError("invalid_arguments")
+    msg = ch.by_ts.get(ts)
+    if msg is None:
+        raise ApiError("thread_not_found")
+    parent_ts = msg.get("thread_ts") or msg["ts"]
+    parent = ch.by_ts.get(parent_ts, msg)
+    meta = c.flag("include_all_metadata")
+    items = [strip_meta(parent, meta)] + [strip_meta(r, meta) for r in ch.replies.get(parent["ts"], [])]
+    page, nxt = _page(items, c, default_limit=1000)
+    return {"messages": page, "has_more": bool(nxt), "response_metadata": {"next_cursor": nxt}}
+
+
+@api("chat.postMessage")
+async def chat_post_message(c: Ctx) -> JSON:
+    w = c.emu.ws
+    chan = c.opt("channel")
+    if not chan:
+        raise ApiError("channel_not_found")
+    if chan not in w.channels and chan in w.users:  # posting to a user id opens the IM
+        if w.users[chan].is_bot:
+            raise ApiError("cannot_dm_bot")
+        conv = w.create_conversation([c.bot.bot_user_id, chan], kind="im")
+        chan = conv.id
+    c.params["channel"] = chan
+    ch = c.member_channel()
+    text = c.opt("text") or ""
+    blocks = c.jsonish("blocks")
+    if not text and not blocks:
+        raise ApiError("no_text")
+    if blocks is not None and not isinstance(blocks, list):
+        raise ApiError("invalid_blocks")
+    metadata = c.jsonish("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
+            raise ApiError("invalid_metadata_format")
+        metadata = {"event_type": metadata["event_type"],
+                    "event_payload": metadata.get("event_payload") or {}}
+    msg = await c.emu.post_message(c.bot_user, ch.conv.id, text, thread_ts=c.opt("thread_ts"),
+                                   blocks=blocks, metadata=metadata)
+    return {"channel": ch.conv.id, "ts": msg["ts"], "message": strip_meta(msg, True)}
+
+
+@api("chat.update")
+async def chat_update(c: Ctx) -> JSON:
+    ch = c.channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise ApiError("message_not_found")
+    blocks = c.jsonish("blocks")
+    metadata = c.jsonish("metadata")
+    text = c.opt("text")
+    if text is None and blocks is None:
+        raise ApiError("no_text")
+    msg = await c.emu.update_message(c.bot, ch.conv.id, ts, text, blocks,
+                                     metadata if isinstance(metadata, dict) else None)
+    return {"channel": ch.conv.id, "ts": ts, "text": msg.get("text", ""), "message": dict(msg)}
+
+
+@api("users.info")
+async def users_info(c: Ctx) -> JSON:
+    uid = c.opt("user")
+    u = c.emu.ws.users.get(uid or "")
+    if u is None:
+        raise ApiError("user_not_found")
+    return {"user": user_obj(c.emu, u)}
+
+
+@api("bots.info")
+async def bots_info(c: Ctx) -> JSON:
+    bid = c.opt("bot")
+    a = c.emu.ws.apps_by_bot_id.get(bid or "")
+    if a is None:
+        raise ApiError("bot_not_found")
+    prof = bot_profile(c.emu.ws, a)
+    return {"bot": {"id": a.bot_id, "deleted": False, "name": a.name, "updated": a.updated,
+                    "app_id": a.app_id, "user_id": a.bot_user_id, "icons": prof["icons"]}}
+
+
+@api("reactions.add")
+async def reactions_add(c: Ctx) -> JSON:
+    ch = c.member_channel()
+    ts = c.opt("timestamp")
+    name = c.opt("name")
+    if not ts:
+        raise ApiError("no_item_specified")
+    if not name:
+        raise ApiError("invalid_name")
+    await c.emu.add_reaction(c.bot_user, ch.conv.id, ts, name.strip(":"))
+    return {}
+
+
+__all__ = ["HANDLERS", "handle", "CHANNEL_TYPE"]
