@@ -150,7 +150,8 @@ class Settings:
     @property
     def a2a(self) -> A2AConfig:
         """The A2A keys as of load time (the running fleet uses ``a2a_source()``)."""
-        return A2AConfig(parse_rooms(self.value("SLACK_A2A_ROOMS")), parse_max_hops(self.value("SLACK_A2A_MAX_HOPS")))
+        rooms = parse_rooms(self.value("SLACK_A2A_ROOMS"))
+        return A2AConfig(rooms, parse_max_hops(self.value("SLACK_A2A_MAX_HOPS")))
 
     def a2a_source(self, *, clock: Callable[[], float] = time.monotonic) -> A2AConfigSource:
         return A2AConfigSource(self.env_file, environ=self.process_env, ttl=self.a2a_ttl, clock=clock)

@@ -1,0 +1,1 @@
+"""The Slack edge: payload parsing and (elsewhere) the bolt apps."""

@@ -1,0 +1,140 @@
+"""Socket Mode ``events_api`` payload → ``Inbound`` or ``Drop`` (DESIGN §3 steps 2–3).
+
+Pure and total: whatever the payload, the answer is a value, never an exception,
+because a malformed payload must never stop an instance (§8). Sender identity comes
+only from Slack's structured fields (``user``, ``bot_id``), never from the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from nanoslack.inbound import Drop, Inbound, human_sender_id
+
+EVENT_TYPES = frozenset({"message", "app_mention"})
+# Subtypes that carry a real message someone wrote; everything else (edits, deletions,
+# joins, topic changes, …) is bookkeeping the agents must not answer.
+KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_message"})
+MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_MAX_REASON_VALUE = 64
+
+
+def parse_event(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> Inbound | Drop:
+    try:
+        return _parse(body, instance=instance, team_id=team_id)
+    except Exception as exc:  # noqa: BLE001 — totality is the contract; the reason names the bug
+        return Drop(f"malformed payload: {type(exc).__name__}")
+
+
+def is_self(msg: Inbound, *, bot_user_id: str | None, bot_id: str | None) -> bool:
+    """The instance's own post, echoed back by Slack (both ids come from ``auth.test``)."""
+    return bool(bot_user_id and msg.user == bot_user_id) or bool(bot_id and msg.bot_id == bot_id)
+
+
+def extract_mentions(text: str) -> tuple[str, ...]:
+    """User ids of ``<@U…>`` / ``<@W…|name>`` tokens, in order, first occurrence only."""
+    return tuple(dict.fromkeys(MENTION_RE.findall(text)))
+
+
+def _clip(value: object) -> str:
+    return str(value)[:_MAX_REASON_VALUE]
+
+
+def _opt_str(event: Mapping[str, Any], key: str) -> str | None | Drop:
+    """``None`` when absent/null/empty, the string when present, a ``Drop`` when ill-typed."""
+    value = event.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    return Drop(f"ill-typed {key}")
+
+
+def _envelope_checks(body: object, team_id: str | None) -> Mapping[str, Any] | Drop:
+    if not isinstance(body, Mapping):
+        return Drop("payload is not an object")
+    if body.get("type") != "event_callback":
+        return Drop(f"not an event_callback: {_clip(body.get('type'))}")
+    event = body.get("event")
+    if not isinstance(event, Mapping):
+        return Drop("no event in payload")
+    body_team = body.get("team_id")
+    if team_id and isinstance(body_team, str) and body_team and body_team != team_id:
+        return Drop("event from another team")
+    return event
+
+
+def _event_checks(event: Mapping[str, Any]) -> str | None | Drop:
+    """The subtype, or why the event is not a message we keep."""
+    event_type = event.get("type")
+    if event_type not in EVENT_TYPES:
+        return Drop(f"event type ignored: {_clip(event_type)}")
+    subtype = event.get("subtype")
+    if subtype is None:
+        return None
+    if not isinstance(subtype, str):
+        return Drop("ill-typed subtype")
+    if subtype not in KEPT_SUBTYPES:
+        return Drop(f"subtype ignored: {_clip(subtype)}")
+    return subtype
+
+
+def _bot_name(event: Mapping[str, Any]) -> str | None:
+    profile = event.get("bot_profile")
+    name = profile.get("name") if isinstance(profile, Mapping) else None
+    if isinstance(name, str) and name:
+        return name
+    username = event.get("username")
+    return username if isinstance(username, str) and username else None
+
+
+def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> Inbound | Drop:
+    event = _envelope_checks(body, team_id)
+    if isinstance(event, Drop):
+        return event
+    subtype = _event_checks(event)
+    if isinstance(subtype, Drop):
+        return subtype
+    fields: dict[str, str | None] = {}
+    for key in ("channel", "ts", "thread_ts", "user", "bot_id", "channel_type"):
+        value = _opt_str(event, key)
+        if isinstance(value, Drop):
+            return value
+        fields[key] = value
+    channel, ts, user, bot_id = fields["channel"], fields["ts"], fields["user"], fields["bot_id"]
+    if channel is None:
+        return Drop("missing channel")
+    if ts is None:
+        return Drop("missing ts")
+    text = event.get("text", "")
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        return Drop("text is not a string")
+    if subtype == "bot_message" and bot_id is None:
+        return Drop("bot message without bot_id")
+    if bot_id is None and user is None:
+        return Drop("human message without user")
+    body_team = body.get("team_id")
+    event_id = body.get("event_id")
+    event_type = str(event["type"])
+    return Inbound(
+        instance=instance,
+        team_id=body_team if isinstance(body_team, str) and body_team else team_id,
+        channel=channel,
+        channel_type=None if event_type == "app_mention" else fields["channel_type"],
+        ts=ts,
+        thread_ts=fields["thread_ts"],
+        user=user,
+        bot_id=bot_id,
+        text=text,
+        mentions=extract_mentions(text),
+        event_type=event_type,
+        subtype=subtype,
+        event_id=event_id if isinstance(event_id, str) else None,
+        # Bots get their sender id only from the guard's admission (§3 step 5).
+        sender_id="" if bot_id is not None else human_sender_id(str(user)),
+        bot_name=_bot_name(event) if bot_id is not None else None,
+    )
