@@ -42,10 +42,9 @@ def build_app(emu: Emulator) -> web.Application:
     from .driver import EmulatorError
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app["emulator"] = emu
 
     async def api_handler(request: web.Request) -> web.StreamResponse:
-        return await webapi.handle(request)
+        return await webapi.handle(emu, request)
 
     async def link(request: web.Request) -> web.StreamResponse:
         return await emu.hub.handle_ws(request)

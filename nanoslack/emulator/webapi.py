@@ -129,8 +129,7 @@ async def read_params(request: web.Request) -> JSON:
     return params
 
 
-async def handle(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app["emulator"]
+async def handle(emu: Emulator, request: web.Request) -> web.StreamResponse:
     method = request.match_info["method"]
     params = await read_params(request)
     token = params.pop("token", None)
