@@ -7,6 +7,7 @@ import collections
 import itertools
 import json
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -17,6 +18,7 @@ from aiohttp import WSMsgType, web
 
 from .state import Stats
 
+_ACK_RE = re.compile(r'\{"envelope_id":\s*"([0-9a-f-]{36})"\}\Z')
 log = logging.getLogger("nanoslack.emulator.socket")
 
 
@@ -215,6 +217,10 @@ class SocketHub:
                     data: str = msg.data
                     if '"envelope_id"' not in data:
                         continue  # "ping"-like text frames and anything else: ignored
+                    fast = _ACK_RE.match(data)
+                    if fast is not None:
+                        self.on_ack(app_id, fast.group(1))
+                        continue
                     try:
                         obj: Any = json.loads(data)
                     except ValueError:

@@ -1,0 +1,78 @@
+"""The HTTP driver API, its sync client, the workspace file and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from slack_sdk import WebClient
+
+from nanoslack.emulator import EmulatorClient, ThreadedEmulator, sample_workspace
+
+
+def test_http_driver_client_exposes_driver_operations(temu: ThreadedEmulator) -> None:
+    drv = EmulatorClient(temu.base_url)
+    alice = drv.add_user("alice", real_name="Alice")
+    dana = drv.add_app("dana")
+    conv = drv.create_conversation([alice["id"], dana["bot_user_id"]], kind="im")
+    assert conv["id"].startswith("D")
+    ts = drv.post_as_user(alice["id"], conv["id"], "hello")
+    drv.bulk_post(alice["id"], conv["id"], count=3, text="bulk")
+    root = drv.conversation_messages(conv["id"])
+    assert [m["text"] for m in root] == ["hello", "bulk 0", "bulk 1", "bulk 2"]
+    assert root[0]["ts"] == ts and root[0]["replies"] == []
+    drv.post_as_user(alice["id"], conv["id"], "reply", thread_ts=ts)
+    assert len(drv.all_messages(conv["id"])) == 5
+    drv.fail_next("auth.test", n=1, error="invalid_auth")
+    c = WebClient(token=dana["bot_token"], base_url=temu.api_url)
+    try:
+        c.auth_test()
+    except Exception as e:  # noqa: BLE001
+        assert "invalid_auth" in str(e)
+    assert drv.api_calls[-1]["error"] == "invalid_auth"
+    assert drv.stats(dana["app_id"])["queued"] == 5
+    assert drv.stats()["queued"] == 5
+    assert drv.connections(dana["app_id"]) == 0
+    drv.withhold_acks(dana["app_id"], 1)
+    assert drv.drop_sockets(dana["app_id"]) == 0
+    assert drv.send_disconnect(dana["app_id"]) == 0
+    ws = drv.workspace()
+    assert {a["name"] for a in ws["apps"]} == {"dana"}
+
+
+def test_sample_workspace_has_alice_three_apps_and_an_mpim() -> None:
+    spec = sample_workspace()
+    assert [u["name"] for u in spec["users"]] == ["alice"]
+    assert [a["name"] for a in spec["apps"]] == ["dana", "eli", "fay"]
+    assert spec["conversations"][0]["members"] == ["alice", "dana", "eli", "fay"]
+
+
+def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path) -> None:
+    spec = {
+        "team": {"id": "T0TEST", "name": "test-team"},
+        "users": [{"name": "alice", "id": "U0ALICE"}],
+        "apps": [{"name": "dana", "app_id": "A0DANA", "bot_id": "B0DANA", "bot_user_id": "U0DANA",
+                  "bot_token": "xoxb-emu-dana-fixed", "app_token": "xapp-emu-dana-fixed"}],
+        "conversations": [{"kind": "im", "members": ["alice", "dana"], "id": "D0ALICEDANA"}],
+    }
+    f = tmp_path / "ws.json"
+    f.write_text(json.dumps(spec))
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    proc = subprocess.Popen([sys.executable, "-m", "nanoslack.emulator", "--workspace", str(f), "--json"],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        assert info["apps"][0]["bot_token"] == "xoxb-emu-dana-fixed"
+        c = WebClient(token="xoxb-emu-dana-fixed", base_url=info["api_url"])
+        r = c.auth_test()
+        assert r["user_id"] == "U0DANA" and r["team_id"] == "T0TEST"
+        c.chat_postMessage(channel="D0ALICEDANA", text="hi alice")
+        drv = EmulatorClient(info["base_url"])
+        assert drv.conversation_messages("D0ALICEDANA")[0]["text"] == "hi alice"
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
