@@ -69,7 +69,7 @@ def _envelope_checks(body: object, team_id: str | None) -> Mapping[str, Any] | D
 def _event_checks(event: Mapping[str, Any]) -> str | None | Drop:
     """The subtype, or why the event is not a message we keep."""
     event_type = event.get("type")
-    if event_type not in EVENT_TYPES:
+    if not isinstance(event_type, str) or event_type not in EVENT_TYPES:
         return Drop(f"event type ignored: {_clip(event_type)}")
     subtype = event.get("subtype")
     if subtype is None:

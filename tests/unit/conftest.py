@@ -1,0 +1,79 @@
+"""Fixtures shared by the unit tests: messages, a real store, a log isolation guard."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from nanoslack.inbound import Inbound, human_sender_id
+from nanoslack.store import Store
+
+MessageFactory = Callable[..., Inbound]
+
+
+def _message(
+    *,
+    channel: str = "G0A",
+    ts: str = "1700000000.000100",
+    user: str | None = "U0HUMAN",
+    bot_id: str | None = None,
+    text: str = "hello",
+    instance: str = "dana",
+    **extra: Any,
+) -> Inbound:
+    return Inbound(
+        instance=instance,
+        team_id="T0TEAM",
+        channel=channel,
+        channel_type="mpim",
+        ts=ts,
+        thread_ts=None,
+        user=user,
+        bot_id=bot_id,
+        text=text,
+        mentions=(),
+        event_type="message",
+        sender_id="" if bot_id else human_sender_id(user or ""),
+        **extra,
+    )
+
+
+@pytest.fixture
+def human() -> MessageFactory:
+    return _message
+
+
+@pytest.fixture
+def bot() -> MessageFactory:
+    def make(bot_id: str = "B0ELI", user: str = "U0ELIBOT", **kw: Any) -> Inbound:
+        return _message(bot_id=bot_id, user=user, **kw)
+
+    return make
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open("sqlite:///" + str(tmp_path / "t.db"))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Tests that call configure_logging must not leak handlers/config into others."""
+    config = structlog.get_config()
+    saved = {k: (list(v) if isinstance(v, list) else v) for k, v in config.items()}
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    library_levels = {n: logging.getLogger(n).level for n in ("slack_sdk", "slack_bolt", "aiohttp")}
+    yield
+    structlog.configure(**saved)  # type: ignore[arg-type]
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, lvl in library_levels.items():
+        logging.getLogger(name).setLevel(lvl)

@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanoslack.inbound import Drop, Inbound
+from nanoslack.slack.parse import extract_mentions, is_self, parse_event
+
+TEAM = "T0TEAM"
+
+
+def body(**event: Any) -> dict[str, Any]:
+    base_event: dict[str, Any] = {
+        "type": "message",
+        "channel": "G0A",
+        "channel_type": "mpim",
+        "ts": "1.000100",
+        "user": "U0H",
+    }
+    base_event.update(event)
+    return {
+        "type": "event_callback",
+        "team_id": TEAM,
+        "api_app_id": "A0APP",
+        "event_id": "Ev01",
+        "event": {k: v for k, v in base_event.items() if v is not ...},
+    }
+
+
+def parse(payload: Any, team_id: str | None = TEAM) -> Inbound | Drop:
+    return parse_event(payload, instance="dana", team_id=team_id)
+
+
+def parsed(payload: Any) -> Inbound:
+    result = parse(payload)
+    assert isinstance(result, Inbound), result
+    return result
+
+
+# -- what is kept --------------------------------------------------------------------------------
+
+
+def test_human_message_keeps_slacks_fields_and_a_human_sender() -> None:
+    msg = parsed(body(text="hi <@U0BOT>", thread_ts="0.5"))
+    assert (msg.instance, msg.team_id, msg.channel, msg.channel_type) == ("dana", TEAM, "G0A", "mpim")
+    assert (msg.ts, msg.thread_ts, msg.user, msg.bot_id) == ("1.000100", "0.5", "U0H", None)
+    assert (msg.text, msg.mentions, msg.event_type, msg.event_id) == (
+        "hi <@U0BOT>",
+        ("U0BOT",),
+        "message",
+        "Ev01",
+    )
+    assert msg.sender_id == "slack:U0H" and not msg.is_bot
+
+
+def test_modern_bot_message_is_bot_authored_with_no_sender_until_admitted() -> None:
+    msg = parsed(body(user="U0ELIBOT", bot_id="B0ELI", bot_profile={"id": "B0ELI", "name": "eli"}))
+    assert msg.is_bot and msg.bot_id == "B0ELI" and msg.user == "U0ELIBOT"
+    assert msg.sender_id == "" and msg.bot_name == "eli"
+
+
+def test_legacy_bot_message_subtype_uses_its_bot_id_and_username() -> None:
+    msg = parsed(body(subtype="bot_message", user=..., bot_id="B0OLD", username="hook"))
+    assert msg.is_bot and msg.bot_id == "B0OLD" and msg.bot_name == "hook" and msg.subtype == "bot_message"
+
+
+def test_legacy_bot_message_without_bot_id_is_dropped() -> None:
+    assert parse(body(subtype="bot_message", user=...)) == Drop("bot message without bot_id")
+
+
+@pytest.mark.parametrize("subtype", ["file_share", "thread_broadcast", "me_message"])
+def test_human_authored_subtypes_are_kept(subtype: str) -> None:
+    assert parsed(body(subtype=subtype)).subtype == subtype
+
+
+@pytest.mark.parametrize(
+    "subtype",
+    [
+        "message_changed",
+        "message_deleted",
+        "message_replied",
+        "channel_join",
+        "channel_leave",
+        "group_join",
+        "channel_topic",
+        "channel_purpose",
+        "channel_name",
+        "channel_archive",
+        "something_new",
+    ],
+)
+def test_other_subtypes_are_dropped_naming_the_subtype(subtype: str) -> None:
+    assert parse(body(subtype=subtype)) == Drop(f"subtype ignored: {subtype}")
+
+
+def test_app_mention_and_its_message_twin_share_one_key() -> None:
+    message = parsed(body(text="<@U0DANA> go"))
+    mention = parsed(body(type="app_mention", channel_type=..., text="<@U0DANA> go"))
+    assert message.key == mention.key == ("dana", "G0A", "1.000100")
+    assert mention.event_type == "app_mention" and mention.channel_type is None
+
+
+def test_mentions_are_read_from_user_tokens_in_order_without_duplicates() -> None:
+    text = "<@U01> and <@W02|bob>, again <@U01>; not <#C03>, <!here>, <@B04> or @U05"
+    assert extract_mentions(text) == ("U01", "W02")
+    assert parsed(body(text=text)).mentions == ("U01", "W02")
+
+
+def test_text_that_looks_like_a_bot_never_makes_a_human_a_bot_sender() -> None:
+    msg = parsed(body(text="bot_id: B0EVIL slack:bot:B0EVIL <@B0EVIL>", username="eli"))
+    assert not msg.is_bot and msg.sender_id == "slack:U0H" and msg.bot_name is None
+
+
+def test_absent_text_is_empty() -> None:
+    assert parsed(body(subtype="file_share")).text == ""
+
+
+def test_empty_bot_id_counts_as_absent() -> None:
+    msg = parsed(body(bot_id=""))
+    assert not msg.is_bot and msg.sender_id == "slack:U0H"
+
+
+# -- what is dropped -----------------------------------------------------------------------------
+
+
+def test_events_from_another_team_are_dropped() -> None:
+    assert parse(body(), team_id="T0OTHER") == Drop("event from another team")
+
+
+def test_unknown_instance_team_accepts_the_payloads_team() -> None:
+    assert parsed_team(parse(body(), team_id=None)) == TEAM
+
+
+def parsed_team(result: Inbound | Drop) -> str | None:
+    assert isinstance(result, Inbound)
+    return result.team_id
+
+
+@pytest.mark.parametrize("event_type", ["reaction_added", "member_joined_channel", None, 3])
+def test_other_event_types_are_dropped(event_type: object) -> None:
+    result = parse(body(type=event_type))
+    assert isinstance(result, Drop) and result.reason.startswith("event type ignored")
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (None, "payload is not an object"),
+        ([], "payload is not an object"),
+        ({"type": "url_verification"}, "not an event_callback: url_verification"),
+        ({"type": "event_callback"}, "no event in payload"),
+        ({"type": "event_callback", "event": "message"}, "no event in payload"),
+        (body(channel=...), "missing channel"),
+        (body(channel=42), "ill-typed channel"),
+        (body(ts=...), "missing ts"),
+        (body(ts=1.5), "ill-typed ts"),
+        (body(text=["x"]), "text is not a string"),
+        (body(user=...), "human message without user"),
+        (body(subtype=7), "ill-typed subtype"),
+    ],
+)
+def test_malformed_payloads_are_dropped_with_a_reason(payload: Any, reason: str) -> None:
+    assert parse(payload) == Drop(reason)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=20,
+)
+event_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["message", "app_mention"]) | json_values,
+        "subtype": st.sampled_from([None, "bot_message", "message_changed", "file_share"]) | json_values,
+        "channel": st.sampled_from(["G0A", ""]) | json_values,
+        "ts": st.sampled_from(["1.1"]) | json_values,
+        "user": st.sampled_from(["U0H"]) | json_values,
+        "bot_id": st.sampled_from(["B0", ""]) | json_values,
+        "text": st.text(max_size=30) | json_values,
+        "bot_profile": json_values,
+        "username": json_values,
+        "thread_ts": json_values,
+        "channel_type": json_values,
+    },
+)
+payload_like = json_values | st.fixed_dictionaries(
+    {"type": st.just("event_callback") | json_values},
+    optional={"event": event_like | json_values, "team_id": json_values, "event_id": json_values},
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload_like, st.none() | st.just(TEAM))
+def test_parse_event_never_raises_on_arbitrary_json_like_input(payload: Any, team_id: str | None) -> None:
+    result = parse(payload, team_id=team_id)
+    assert isinstance(result, Inbound | Drop)
+    # The catch-all is a last resort; every input shape should have its own reason.
+    assert not (isinstance(result, Drop) and result.reason.startswith("malformed payload")), result
+    if isinstance(result, Inbound):
+        # Whatever the input, a kept message has Slack-typed identity fields.
+        assert isinstance(result.channel, str) and isinstance(result.ts, str) and isinstance(result.text, str)
+        assert result.is_bot or result.sender_id == f"slack:{result.user}"
+        assert not result.is_bot or result.sender_id == ""
+
+
+# -- self filter ---------------------------------------------------------------------------------
+
+
+def test_own_post_is_recognised_by_bot_user_id_or_bot_id() -> None:
+    own = parsed(body(user="U0DANABOT", bot_id="B0DANA"))
+    assert is_self(own, bot_user_id="U0DANABOT", bot_id=None)
+    assert is_self(own, bot_user_id=None, bot_id="B0DANA")
+    assert not is_self(own, bot_user_id="U0OTHER", bot_id="B0OTHER")
+
+
+def test_unknown_identity_matches_nothing() -> None:
+    human = parsed(body(user="U0H"))
+    assert not is_self(human, bot_user_id=None, bot_id=None)
+    assert not is_self(human, bot_user_id="", bot_id="")
