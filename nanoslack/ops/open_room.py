@@ -13,7 +13,6 @@ traceback: every error is caught and formatted here, with any token value redact
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
@@ -35,6 +34,7 @@ from nanoslack.ops.envfile import append_to_list, list_items
 PROG = "open-a2a-room"
 DEFAULT_API_URL = "https://slack.com/api/"
 ROOMS_KEY = "SLACK_A2A_ROOMS"
+DEFAULT_DB = "data/nanoslack.db"
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
 # conversations.open takes at most 8 users, the caller not counted.
 MAX_OTHER_MEMBERS = 8
@@ -125,7 +125,12 @@ def load_env(env_file: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """``.env`` values overlaid with the real environment (which wins, DESIGN §2)."""
     values: dict[str, str] = {}
     if env_file.is_file():
-        values.update({k: v for k, v in dotenv_values(env_file).items() if v is not None})
+        try:
+            parsed = dotenv_values(env_file)
+        except (OSError, UnicodeDecodeError) as e:
+            raise OpenRoomError(f"cannot read {env_file}: {e}") from None
+        # A bare `KEY` line parses as None: unset.
+        values.update({k: v for k, v in parsed.items() if v is not None})
     values.update(environ)
     return values
 
@@ -202,31 +207,38 @@ class Slack:
         return data
 
 
-def make_room_public(channel_id: str, instance_names: Sequence[str], env: Mapping[str, str]) -> None:
-    """``--public``: create each instance's messaging group for the room as ``public``.
+def db_url(env: Mapping[str, str], base_dir: Path) -> str:
+    """The store's URL as the fleet computes it (``nanoslack.config``): ``DATABASE_URL``,
+    else ``NANOSLACK_DB`` resolved against the ``.env``'s directory."""
+    url = env.get("DATABASE_URL", "").strip()
+    if url:
+        return url
+    path = Path(env.get("NANOSLACK_DB", "").strip() or DEFAULT_DB).expanduser()
+    return "sqlite:///" + str(path if path.is_absolute() else (base_dir / path).resolve())
 
-    TODO(lead, issue 4): this is the hook into ``nanoslack.store``; confirm the
-    ``Store`` constructor and the ``groups.ensure_public_room`` signature once the
-    store lands. The import is lazy (and through importlib, so mypy does not need
-    the module yet) to keep the store's dependencies out of the plain room opener.
+
+def make_room_public(
+    channel_id: str, instance_names: Sequence[str], env: Mapping[str, str], *, base_dir: Path | None = None
+) -> None:
+    """``--public``: create each instance's messaging group for the room with
+    ``unknown_sender_policy='public'``, so sibling bots pass the sender gate with no
+    further step (the alternative is the seed's ``scripts/q.py`` UPDATE).
     """
-    Store: Any = importlib.import_module("nanoslack.store").Store  # noqa: N806 - a class
-    store = Store.from_env(env)
-    try:
+    # Lazy: the store pulls in SQLAlchemy and creates/migrates the schema; a plain
+    # room opening needs none of it.
+    from nanoslack.store import Store
+
+    with Store.open(db_url(env, base_dir or Path.cwd())) as store:
         for name in instance_names:
             store.groups.ensure_public_room(platform_id=f"slack:{channel_id}", instance=name)
-    finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
 
 
 def public_hook_available() -> bool:
     try:
-        module = importlib.import_module("nanoslack.store")
+        from nanoslack.store.groups import MessagingGroups
     except ImportError:
         return False
-    return hasattr(module, "Store")
+    return hasattr(MessagingGroups, "ensure_public_room")
 
 
 def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
@@ -239,8 +251,8 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
     if req.public and not public_hook_available():
         # Checked before touching Slack so a refusal leaves nothing half done.
         raise OpenRoomError(
-            "--public needs nanoslack.store, which this build does not have yet; open the room without "
-            "--public and set the policy with scripts/q.py"
+            "--public needs nanoslack.store with MessagingGroups.ensure_public_room, which this build "
+            "lacks; open the room without --public and set the policy with scripts/q.py"
         )
     tokens = resolve_tokens(req.instances, env, req.env_file)
     slack = Slack(api_base_url(req, env))
@@ -302,7 +314,7 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
 
     if req.public:
         try:
-            make_room_public(channel_id, req.instances, env)
+            make_room_public(channel_id, req.instances, env, base_dir=req.env_file.parent)
         except Exception as e:  # the store's errors are not ours to know; report, not trace
             raise OpenRoomError(
                 f"--public failed (room {channel_id} is open and listed): {type(e).__name__}: {e}"

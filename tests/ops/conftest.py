@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slack-sdk would send loopback traffic to a configured proxy.
+    for v in PROXY_VARS:
+        monkeypatch.delenv(v, raising=False)
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a script under test: no proxies and no Slack/nanoslack keys
+    leaking in from the developer's shell, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PROXY_VARS and not k.startswith(("SLACK_", "NANOSLACK_"))
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_script(
+    script: str,
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    python: Sequence[str] = (sys.executable,),
+) -> Run:
+    r = subprocess.run(
+        [*python, str(REPO / "scripts" / script), *args],
+        cwd=cwd,
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return Run(r.returncode, r.stdout, r.stderr)
+
+
+@pytest.fixture
+def run() -> Callable[..., Run]:
+    """``run("q.py", arg, …, cwd=…, env=…)``: the script as a real subprocess."""
+    return run_script

@@ -1,0 +1,71 @@
+"""The fleet bot's Slack app manifest (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nanoslack.ops.manifest import PLACEHOLDER_NAME, dumps, main, render_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCOPES = (
+    "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
+    "channels:history groups:history app_mentions:read users:read"
+).split()
+EVENTS = "message.mpim message.im message.channels app_mention".split()
+
+
+def test_socket_mode_and_interactivity_are_on_with_no_request_urls() -> None:
+    m = render_manifest("dana")
+    assert m["settings"]["socket_mode_enabled"] is True
+    assert m["settings"]["interactivity"]["is_enabled"] is True
+    assert "request_url" not in json.dumps(m)
+
+
+def test_has_exactly_the_scopes_and_bot_events_of_the_design() -> None:
+    m = render_manifest("dana")
+    assert sorted(m["oauth_config"]["scopes"]["bot"]) == sorted(SCOPES)
+    assert len(m["oauth_config"]["scopes"]["bot"]) == len(SCOPES)
+    assert sorted(m["settings"]["event_subscriptions"]["bot_events"]) == sorted(EVENTS)
+    assert len(m["settings"]["event_subscriptions"]["bot_events"]) == len(EVENTS)
+
+
+def test_instance_name_names_the_app_and_its_bot_user() -> None:
+    m = render_manifest("gh-bot")
+    assert m["display_information"]["name"] == "gh-bot"
+    assert m["features"]["bot_user"]["display_name"] == "gh-bot"
+
+
+@pytest.mark.parametrize("name", ["Dana", "dana bot", "", "x" * 36])
+def test_rejects_names_that_are_not_instance_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        render_manifest(name)
+
+
+def test_committed_manifest_file_matches_the_renderer() -> None:
+    # Operators paste manifests/fleet-bot.json; it must not drift from the code.
+    path = REPO / "manifests" / "fleet-bot.json"
+    assert path.read_text() == dumps(render_manifest(PLACEHOLDER_NAME))
+
+
+def test_main_prints_the_manifest_of_one_instance_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eli"]) == 0
+    assert json.loads(capsys.readouterr().out) == render_manifest("eli")
+
+
+def test_main_rejects_a_bad_name_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["Eli"]) == 1
+    assert "invalid instance name" in capsys.readouterr().err
+
+
+def test_runs_as_a_module() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "nanoslack.ops.manifest", "dana"], capture_output=True, text=True, cwd=REPO
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["display_information"]["name"] == "dana"
