@@ -319,3 +319,39 @@ def test_settings_build_an_a2a_source_with_their_file_ttl_and_environment(tmp_pa
     write_env(env_file, SLACK_A2A_ROOMS="C0B")
     clock.now += 5
     assert source.get().rooms == {"C0B"}
+
+
+DESIGN_KEYS = [
+    "SLACK_INSTANCES",
+    "SLACK_BOT_TOKEN",
+    "SLACK_APP_TOKEN",
+    "SLACK_BOT_TOKEN_GH_BOT",
+    "SLACK_APP_TOKEN_GH_BOT",
+    "SLACK_API_URL",
+    "SLACK_A2A_ROOMS",
+    "SLACK_A2A_MAX_HOPS",
+    "SLACK_A2A_HOP_SCOPE",
+    "SLACK_A2A_CONFIG_TTL",
+    "SLACK_OWNER",
+    "NANOSLACK_DB",
+    "DATABASE_URL",
+    "NANOSLACK_AGENT",
+    "NANOSLACK_AGENT_COMMAND",
+    "NANOSLACK_MODEL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "NANOSLACK_TEAMMATES",
+    "NANOSLACK_DAILY_TOKENS",
+    "LOG_LEVEL",
+    "LOG_FORMAT",
+]
+
+
+def test_env_example_documents_every_design_key_with_a_comment_and_no_values() -> None:
+    lines = (Path(__file__).parents[2] / ".env.example").read_text().splitlines()
+    for key in DESIGN_KEYS:
+        (index,) = [i for i, line in enumerate(lines) if line.lstrip("# ").startswith(f"{key}=")]
+        assert lines[index - 1].startswith("# "), key
+        assert lines[index].split("=", 1)[1] == "", key
