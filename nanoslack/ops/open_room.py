@@ -331,7 +331,9 @@ def redact(text: str, secrets: Sequence[str]) -> str:
 
 
 def _token_values(env: Mapping[str, str]) -> list[str]:
-    return [v for k, v in env.items() if k.startswith(("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN")) and v]
+    # Wider than the bot tokens we read: an error may echo any credential it saw.
+    secret_words = ("TOKEN", "SECRET", "API_KEY", "PASSWORD")
+    return [v for k, v in env.items() if v and len(v) >= 8 and any(w in k.upper() for w in secret_words)]
 
 
 def main(argv: list[str] | None = None) -> int:
