@@ -1,10 +1,91 @@
-"""TODO(store): repository for the agents table(s); see nanoslack/store/tables.py."""
+"""Agent groups (one per instance) and their members (DESIGN §3.8, §4).
+
+Members and admins pass the sender gate. ``generation`` moves on this process's
+membership writes and on rollbacks, for the gate's membership cache.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import event, text
+
 from nanoslack.store.db import Database
+
+Role = Literal["member", "admin"]
+
+_GET = text("SELECT id, instance, name, created_at FROM agent_groups WHERE instance = :instance")
+_CREATE = text(
+    "INSERT INTO agent_groups (instance, name, created_at) VALUES (:instance, :instance, :now)"
+    " ON CONFLICT DO NOTHING"
+)
+_ADD = text(
+    "INSERT INTO agent_group_members (agent_group_id, user_id, role, added_at, added_by)"
+    " VALUES (:group_id, :user_id, :role, :now, :added_by) ON CONFLICT DO NOTHING"
+)
+_IS_MEMBER = text(
+    "SELECT 1 FROM agent_group_members WHERE agent_group_id = :group_id AND user_id = :user_id"
+    " AND role IN ('member', 'admin')"
+)
+_MEMBERS = text(
+    "SELECT user_id FROM agent_group_members WHERE agent_group_id = :group_id AND role IN ('member', 'admin')"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentGroupRow:
+    id: int
+    instance: str
+    name: str
+    created_at: float
+
+
+def _row(r: Any) -> AgentGroupRow:
+    return AgentGroupRow(int(r[0]), str(r[1]), str(r[2]), float(r[3]))
 
 
 class AgentGroups:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.generation = 0
+        event.listen(db.engine, "rollback", self._bump)
+
+    def _bump(self, *_: object) -> None:
+        self.generation += 1
+
+    def ensure(self, instance: str) -> AgentGroupRow:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"instance": instance}).first()
+            if r is None:
+                conn.execute(_CREATE, {"instance": instance, "now": time.time()})
+                r = conn.execute(_GET, {"instance": instance}).one()
+                self._bump()
+        return _row(r)
+
+    def add_member(
+        self, agent_group_id: int, user_id: str, role: Role = "member", added_by: str | None = None
+    ) -> bool:
+        """False when already a member (an admin is never demoted by a re-add)."""
+        params = {
+            "group_id": agent_group_id,
+            "user_id": user_id,
+            "role": role,
+            "now": time.time(),
+            "added_by": added_by,
+        }
+        with self._db.transaction() as conn:
+            added = conn.execute(_ADD, params).rowcount == 1
+            self._bump()
+        return added
+
+    def is_member(self, agent_group_id: int, user_id: str) -> bool:
+        with self._db.transaction() as conn:
+            return (
+                conn.execute(_IS_MEMBER, {"group_id": agent_group_id, "user_id": user_id}).first() is not None
+            )
+
+    def members(self, agent_group_id: int) -> frozenset[str]:
+        with self._db.transaction() as conn:
+            return frozenset(str(r[0]) for r in conn.execute(_MEMBERS, {"group_id": agent_group_id}).all())

@@ -1,10 +1,146 @@
-"""TODO(store): repository for the approvals table(s); see nanoslack/store/tables.py."""
+"""Sender approvals (DESIGN §3.8): one row per (agent group, sender), ever.
+
+The unique row is what makes "one request no matter how many messages" hold, and
+what remembers a Deny: a decided row is never reopened by new messages.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
 from nanoslack.store.db import Database
+
+_SELECT = (
+    "SELECT a.id, a.agent_group_id, a.messaging_group_id, a.sender_id, a.status, a.owner_id,"
+    " a.request_channel, a.request_ts, a.created_at, a.decided_at, a.decided_by, g.instance, m.platform_id"
+    " FROM pending_sender_approvals a"
+    " JOIN agent_groups g ON g.id = a.agent_group_id"
+    " LEFT JOIN messaging_groups m ON m.id = a.messaging_group_id"
+)
+_GET = text(f"{_SELECT} WHERE a.id = :id")
+_BY_SENDER = text(f"{_SELECT} WHERE a.agent_group_id = :agent_group_id AND a.sender_id = :sender_id")
+_FIND = text(f"{_SELECT} WHERE g.instance = :instance AND a.sender_id = :sender_id")
+_PENDING = text(f"{_SELECT} WHERE a.status = 'pending' ORDER BY a.created_at, a.id")
+_ALL = text(f"{_SELECT} ORDER BY a.created_at, a.id")
+_OPEN = text(
+    "INSERT INTO pending_sender_approvals (agent_group_id, messaging_group_id, sender_id, status, created_at)"
+    " VALUES (:agent_group_id, :messaging_group_id, :sender_id, 'pending', :now) ON CONFLICT DO NOTHING"
+)
+_DECIDE = text(
+    "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"
+    " WHERE id = :id AND status = 'pending'"
+)
+_OVERRIDE = text(
+    "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"
+    " WHERE id = :id AND status != :status"
+)
+_SET_OWNER = text("UPDATE pending_sender_approvals SET owner_id = :owner WHERE id = :id")
+_SET_REQUEST = text(
+    "UPDATE pending_sender_approvals SET request_channel = :channel, request_ts = :ts WHERE id = :id"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    id: int
+    agent_group_id: int
+    messaging_group_id: int
+    sender_id: str
+    status: str  # pending | approved | denied
+    owner_id: str | None
+    request_channel: str | None
+    request_ts: str | None
+    created_at: float
+    decided_at: float | None
+    decided_by: str | None
+    instance: str
+    platform_id: str | None  # the room the first held message came from
+
+    @property
+    def request_key(self) -> str:
+        """Outbox dedupe key of the DM that asks an owner."""
+        return f"approval:{self.id}"
+
+
+def _row(r: Any) -> ApprovalRow:
+    return ApprovalRow(
+        int(r[0]),
+        int(r[1]),
+        int(r[2]),
+        str(r[3]),
+        str(r[4]),
+        r[5],
+        r[6],
+        r[7],
+        float(r[8]),
+        None if r[9] is None else float(r[9]),
+        r[10],
+        str(r[11]),
+        r[12],
+    )
 
 
 class Approvals:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def open_or_get(
+        self, agent_group_id: int, messaging_group_id: int, sender_id: str
+    ) -> tuple[ApprovalRow, bool]:
+        key = {"agent_group_id": agent_group_id, "sender_id": sender_id}
+        with self._db.transaction() as conn:
+            created = (
+                conn.execute(
+                    _OPEN, {**key, "messaging_group_id": messaging_group_id, "now": time.time()}
+                ).rowcount
+                == 1
+            )
+            r = conn.execute(_BY_SENDER, key).one()
+        return _row(r), created
+
+    def get(self, approval_id: int) -> ApprovalRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"id": approval_id}).first()
+        return _row(r) if r else None
+
+    def find(self, instance: str, sender_id: str) -> ApprovalRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_FIND, {"instance": instance, "sender_id": sender_id}).first()
+        return _row(r) if r else None
+
+    def decide(self, approval_id: int, *, allow: bool, by: str, override: bool = False) -> ApprovalRow | None:
+        """Record the answer; None when it was already decided (a double click).
+
+        ``override`` lets an operator reverse an earlier answer (CLI only).
+        """
+        params = {
+            "id": approval_id,
+            "status": "approved" if allow else "denied",
+            "by": by,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            if conn.execute(_OVERRIDE if override else _DECIDE, params).rowcount != 1:
+                return None
+            r = conn.execute(_GET, {"id": approval_id}).one()
+        return _row(r)
+
+    def set_owner(self, approval_id: int, owner_id: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_SET_OWNER, {"id": approval_id, "owner": owner_id})
+
+    def set_request_message(self, approval_id: int, channel: str, ts: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_SET_REQUEST, {"id": approval_id, "channel": channel, "ts": ts})
+
+    def pending(self) -> list[ApprovalRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_PENDING).all()]
+
+    def list(self) -> list[ApprovalRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_ALL).all()]

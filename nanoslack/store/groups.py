@@ -1,10 +1,151 @@
-"""TODO(store): repository for the groups table(s); see nanoslack/store/tables.py."""
+"""Messaging groups (DESIGN §3.7, §4) and the threads an instance is engaged in.
+
+``generation`` counts this process's writes (and rollbacks) to these tables, so a
+cache can tell its own changes apart from other processes' (``PRAGMA data_version``
+only moves when *another* connection commits).
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import event, text
+
 from nanoslack.store.db import Database
+
+GroupKind = Literal["dm", "group"]
+PLATFORM = "slack"
+
+# §3.7 defaults by kind. DMs answer everything (pattern "."), groups wait for a
+# mention and then stay in that thread.
+GROUP_DEFAULTS = {"engage_mode": "mention-sticky", "engage_pattern": None, "policy": "request_approval"}
+DM_DEFAULTS = {"engage_mode": "pattern", "engage_pattern": ".", "policy": "decline_notify"}
+
+_COLUMNS = (
+    "id, platform, platform_id, instance, kind, name, engage_mode, engage_pattern,"
+    " unknown_sender_policy, created_at"
+)
+_GET = text(
+    f"SELECT {_COLUMNS} FROM messaging_groups"
+    " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
+)
+_BY_ID = text(f"SELECT {_COLUMNS} FROM messaging_groups WHERE id = :id")
+_LIST = text(f"SELECT {_COLUMNS} FROM messaging_groups ORDER BY platform_id, instance")
+_CREATE = text(
+    "INSERT INTO messaging_groups"
+    " (platform, platform_id, instance, kind, name, engage_mode, engage_pattern, unknown_sender_policy,"
+    " created_at)"
+    " VALUES (:platform, :platform_id, :instance, :kind, :name, :engage_mode, :engage_pattern, :policy, :now)"
+    " ON CONFLICT DO NOTHING"
+)
+_MAKE_PUBLIC = text(
+    "UPDATE messaging_groups SET unknown_sender_policy = 'public'"
+    " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
+)
+_ENGAGE = text(
+    "INSERT INTO engaged_threads (messaging_group_id, thread_key, engaged_at)"
+    " VALUES (:group_id, :thread_key, :now) ON CONFLICT DO NOTHING"
+)
+_IS_ENGAGED = text(
+    "SELECT 1 FROM engaged_threads WHERE messaging_group_id = :group_id AND thread_key = :thread_key"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    id: int
+    platform: str
+    platform_id: str
+    instance: str
+    kind: str
+    name: str | None
+    engage_mode: str
+    engage_pattern: str | None
+    unknown_sender_policy: str
+    created_at: float
+
+    @property
+    def is_dm(self) -> bool:
+        return self.kind == "dm"
+
+    @property
+    def channel(self) -> str:
+        """The Slack conversation id inside ``slack:<id>``."""
+        return self.platform_id.split(":", 1)[1] if ":" in self.platform_id else self.platform_id
+
+
+def _row(r: Any) -> GroupRow:
+    return GroupRow(
+        int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], str(r[6]), r[7], str(r[8]), float(r[9])
+    )
 
 
 class MessagingGroups:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.generation = 0
+        # A rolled-back create must not survive in anyone's cache.
+        event.listen(db.engine, "rollback", self._bump)
+
+    def _bump(self, *_: object) -> None:
+        self.generation += 1
+
+    def get(self, platform_id: str, instance: str) -> GroupRow | None:
+        params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, params).first()
+        return _row(r) if r else None
+
+    def get_by_id(self, group_id: int) -> GroupRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_BY_ID, {"id": group_id}).first()
+        return _row(r) if r else None
+
+    def create(
+        self, platform_id: str, instance: str, *, kind: GroupKind, name: str | None = None
+    ) -> GroupRow:
+        """Insert with the defaults of ``kind``; an existing row is returned unchanged."""
+        defaults = DM_DEFAULTS if kind == "dm" else GROUP_DEFAULTS
+        key = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
+        with self._db.transaction() as conn:
+            conn.execute(_CREATE, {**key, **defaults, "kind": kind, "name": name, "now": time.time()})
+            r = conn.execute(_GET, key).one()
+            self._bump()
+        return _row(r)
+
+    def ensure_public_room(self, platform_id: str, instance: str) -> GroupRow:
+        """``open-room --public``: the room admits every sender, with no further step."""
+        key = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
+        with self._db.transaction() as conn:
+            conn.execute(
+                _CREATE,
+                {
+                    **key,
+                    **GROUP_DEFAULTS,
+                    "policy": "public",
+                    "kind": "group",
+                    "name": None,
+                    "now": time.time(),
+                },
+            )
+            conn.execute(_MAKE_PUBLIC, key)
+            r = conn.execute(_GET, key).one()
+            self._bump()
+        return _row(r)
+
+    def list(self) -> list[GroupRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_LIST).all()]
+
+    def engage_thread(self, group_id: int, thread_key: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
+
+    def is_engaged(self, group_id: int, thread_key: str) -> bool:
+        with self._db.transaction() as conn:
+            return (
+                conn.execute(_IS_ENGAGED, {"group_id": group_id, "thread_key": thread_key}).first()
+                is not None
+            )

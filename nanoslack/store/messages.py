@@ -1,10 +1,168 @@
-"""TODO(store): repository for the messages table(s); see nanoslack/store/tables.py."""
+"""Messages as one instance saw them, and where each stands (DESIGN §3.7–3.8).
+
+Statuses: ``context`` (not engaged; read by later turns), ``pending`` (allowed,
+waiting for a turn), ``held`` (waiting for an approval), ``refused``, ``done``.
+Status changes are guarded by the expected old status, so a replay (held →
+pending) happens exactly once even if two deciders race.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.store.db import Database
+
+_COLUMNS = (
+    "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
+    " created_at"
+)
+_ADD = text(
+    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
+    " hop, hop_limit, created_at)"
+    " VALUES (:instance, :channel, :ts, :thread_key, :group_id, :sender_id, :text, :status,"
+    " :hop, :hop_limit, :now)"
+    " ON CONFLICT DO NOTHING"
+)
+_GET = text(f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts")
+_SET_STATUS = text(
+    "UPDATE messages SET status = :status WHERE instance = :instance AND channel = :channel AND ts = :ts"
+)
+_SET_STATUS_FROM = text(
+    "UPDATE messages SET status = :status"
+    " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = :from_status"
+)
+_PENDING = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
+)
+_HELD = text(
+    f"SELECT {_COLUMNS} FROM messages"
+    " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
+    " ORDER BY ts"
+)
+_MOVE_HELD = text(
+    "UPDATE messages SET status = :status"
+    " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
+    " RETURNING channel, ts"
+)
+# What an agent may read of a room: never held or refused messages, which come
+# from senders nobody has let in.
+_CONTEXT = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts > :since"
+    " AND status IN ('context', 'pending', 'done') ORDER BY ts LIMIT :limit"
+)
+_COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    instance: str
+    channel: str
+    ts: str
+    thread_key: str  # "" in DMs
+    messaging_group_id: int | None
+    sender_id: str
+    text: str
+    status: str
+    hop: int
+    hop_limit: int
+    created_at: float
+
+    @property
+    def key(self) -> InboxKey:
+        return InboxKey(self.instance, self.channel, self.ts)
+
+
+def _row(r: Any) -> MessageRow:
+    return MessageRow(
+        str(r[0]),
+        str(r[1]),
+        str(r[2]),
+        str(r[3]),
+        None if r[4] is None else int(r[4]),
+        str(r[5]),
+        str(r[6]),
+        str(r[7]),
+        int(r[8]),
+        int(r[9]),
+        float(r[10]),
+    )
 
 
 class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def add(self, msg: Inbound, *, group_id: int | None, status: str) -> bool:
+        """Store ``msg``; False when its (instance, channel, ts) is already there."""
+        params = {
+            "instance": msg.instance,
+            "channel": msg.channel,
+            "ts": msg.ts,
+            "thread_key": msg.thread_key or "",
+            "group_id": group_id,
+            "sender_id": msg.sender_id,
+            "text": msg.text,
+            "status": status,
+            "hop": msg.hop,
+            "hop_limit": msg.hop_limit,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return conn.execute(_ADD, params).rowcount == 1
+
+    def get(self, key: InboxKey) -> MessageRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, key._asdict()).first()
+        return _row(r) if r else None
+
+    def set_status(self, key: InboxKey, status: str, *, from_status: str | None = None) -> bool:
+        """Move one message; with ``from_status`` only from that state (False otherwise)."""
+        params = {**key._asdict(), "status": status, "from_status": from_status}
+        with self._db.transaction() as conn:
+            return conn.execute(_SET_STATUS_FROM if from_status else _SET_STATUS, params).rowcount == 1
+
+    def set_statuses(self, keys: Sequence[InboxKey], status: str, *, from_status: str) -> int:
+        with self._db.transaction() as conn:
+            return sum(
+                conn.execute(
+                    _SET_STATUS_FROM, {**k._asdict(), "status": status, "from_status": from_status}
+                ).rowcount
+                for k in keys
+            )
+
+    def pending(self, instance: str) -> list[MessageRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
+
+    def held(self, instance: str, sender_id: str) -> list[MessageRow]:
+        with self._db.transaction() as conn:
+            return [
+                _row(r) for r in conn.execute(_HELD, {"instance": instance, "sender_id": sender_id}).all()
+            ]
+
+    def release_held(self, instance: str, sender_id: str, status: str) -> list[InboxKey]:
+        """Move every held message of ``sender_id`` to ``status``; the keys that moved."""
+        params = {"instance": instance, "sender_id": sender_id, "status": status}
+        with self._db.transaction() as conn:
+            rows = conn.execute(_MOVE_HELD, params).all()
+        return sorted(InboxKey(instance, str(r[0]), str(r[1])) for r in rows)
+
+    def context(
+        self, instance: str, channel: str, since_ts: str | None = None, *, limit: int = 200
+    ) -> list[MessageRow]:
+        """The room as the agent may see it, oldest first, after ``since_ts``."""
+        params = {"instance": instance, "channel": channel, "since": since_ts or "", "limit": limit}
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_CONTEXT, params).all()]
+
+    def counts(self, instance: str) -> dict[str, int]:
+        with self._db.transaction() as conn:
+            return {
+                str(r[0]): int(r[1]) for r in conn.execute(_COUNT_BY_STATUS, {"instance": instance}).all()
+            }

@@ -1,10 +1,95 @@
-"""TODO(store): repository for the refusals table(s); see nanoslack/store/tables.py."""
+"""The refusal audit (DESIGN §3.8): how often the gate said no to whom, first/last seen."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
 from nanoslack.store.db import Database
+
+_COUNT = text(
+    "INSERT INTO sender_refusals"
+    " (messaging_group_id, sender_id, reason, instance, count, first_seen, last_seen)"
+    " VALUES (:group_id, :sender_id, :reason, :instance, :n, :now, :now)"
+    " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
+    " count = sender_refusals.count + excluded.count, last_seen = excluded.last_seen"
+    " RETURNING count"
+)
+# Atomic claim, so two racing refusals cannot both send the decline notice.
+_CLAIM_NOTICE = text(
+    "UPDATE sender_refusals SET notified_at = :now"
+    " WHERE messaging_group_id = :group_id AND sender_id = :sender_id AND reason = :reason"
+    " AND (notified_at IS NULL OR notified_at <= :cutoff)"
+)
+_LIST = text(
+    "SELECT r.messaging_group_id, m.platform_id, r.instance, r.sender_id, r.reason, r.count,"
+    " r.first_seen, r.last_seen, r.notified_at"
+    " FROM sender_refusals r LEFT JOIN messaging_groups m ON m.id = r.messaging_group_id"
+    " ORDER BY r.last_seen DESC"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalRow:
+    messaging_group_id: int
+    platform_id: str | None
+    instance: str
+    sender_id: str
+    reason: str
+    count: int
+    first_seen: float
+    last_seen: float
+    notified_at: float | None
+
+
+def _row(r: Any) -> RefusalRow:
+    return RefusalRow(
+        int(r[0]),
+        r[1],
+        str(r[2]),
+        str(r[3]),
+        str(r[4]),
+        int(r[5]),
+        float(r[6]),
+        float(r[7]),
+        None if r[8] is None else float(r[8]),
+    )
 
 
 class Refusals:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def count(self, messaging_group_id: int, sender_id: str, instance: str, reason: str, n: int = 1) -> int:
+        """Add ``n`` refusals; the running total for (group, sender, reason)."""
+        params = {
+            "group_id": messaging_group_id,
+            "sender_id": sender_id,
+            "reason": reason,
+            "instance": instance,
+            "n": n,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_COUNT, params).scalar_one())
+
+    def claim_notice(self, messaging_group_id: int, sender_id: str, reason: str, *, every: float) -> bool:
+        """True at most once per ``every`` seconds per (group, sender, reason): whether to
+        tell the sender. The refusal must have been counted first."""
+        now = time.time()
+        params = {
+            "group_id": messaging_group_id,
+            "sender_id": sender_id,
+            "reason": reason,
+            "now": now,
+            "cutoff": now - every,
+        }
+        with self._db.transaction() as conn:
+            return conn.execute(_CLAIM_NOTICE, params).rowcount == 1
+
+    def list(self) -> list[RefusalRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_LIST).all()]

@@ -115,6 +115,7 @@ class Message(SQLModel, table=True):
     __table_args__ = (
         Index("messages_pending", "instance", "thread_key", sqlite_where=text("status = 'pending'")),
         Index("messages_by_group", "messaging_group_id", "ts"),
+        Index("messages_held", "instance", "sender_id", sqlite_where=text("status = 'held'")),
     )
     instance: str = Field(primary_key=True)
     channel: str = Field(primary_key=True)
@@ -158,6 +159,9 @@ class SenderRefusal(SQLModel, table=True):
     count: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     first_seen: float
     last_seen: float
+    # When the sender was last told no (decline_notify), so a chatty sender gets one
+    # notice per day, not one per message.
+    notified_at: float | None = None
 
 
 class OutboxPost(SQLModel, table=True):
@@ -180,7 +184,7 @@ class OutboxPost(SQLModel, table=True):
     text: str
     blocks: str | None = None  # JSON
     metadata_json: str | None = None  # JSON {event_type, event_payload}
-    status: str = "queued"  # queued | sent | failed
+    status: str = "queued"  # queued | sent | failed | cancelled
     attempts: int = 0
     error: str | None = None
     posted_channel: str | None = None

@@ -1,10 +1,77 @@
-"""TODO(store): repository for the users table(s); see nanoslack/store/tables.py."""
+"""Users (DESIGN §4): one row per sender id, ``slack:U…`` or ``slack:bot:B…``."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import text
+
 from nanoslack.store.db import Database
+
+UserKind = Literal["human", "bot"]
+
+_COLUMNS = "id, kind, display_name, slack_user_id, created_at, updated_at"
+_GET = text(f"SELECT {_COLUMNS} FROM users WHERE id = :id")
+# A later sighting may learn a name (bots.info) but must never erase one: the edge
+# resolves names, the router only makes sure the row exists.
+_ENSURE = text(
+    "INSERT INTO users (id, kind, display_name, slack_user_id, created_at, updated_at)"
+    " VALUES (:id, :kind, :name, :slack_user_id, :now, :now)"
+    " ON CONFLICT (id) DO UPDATE SET"
+    " display_name = coalesce(excluded.display_name, users.display_name),"
+    " slack_user_id = coalesce(excluded.slack_user_id, users.slack_user_id),"
+    " updated_at = excluded.updated_at"
+    " WHERE (excluded.display_name IS NOT NULL AND excluded.display_name IS NOT users.display_name)"
+    " OR (users.slack_user_id IS NULL AND excluded.slack_user_id IS NOT NULL)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    id: str
+    kind: str
+    display_name: str | None
+    slack_user_id: str | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def label(self) -> str:
+        """How operators and owners see this sender: name and id."""
+        return f"{self.display_name} ({self.id})" if self.display_name else self.id
+
+
+def _row(r: Any) -> UserRow:
+    return UserRow(str(r[0]), str(r[1]), r[2], r[3], float(r[4]), float(r[5]))
 
 
 class Users:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def get(self, user_id: str) -> UserRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"id": user_id}).first()
+        return _row(r) if r else None
+
+    def ensure(
+        self,
+        user_id: str,
+        *,
+        kind: UserKind,
+        display_name: str | None = None,
+        slack_user_id: str | None = None,
+    ) -> UserRow:
+        params = {
+            "id": user_id,
+            "kind": kind,
+            "name": display_name or None,
+            "slack_user_id": slack_user_id,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            conn.execute(_ENSURE, params)
+            r = conn.execute(_GET, {"id": user_id}).one()
+        return _row(r)

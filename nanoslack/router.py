@@ -1,0 +1,192 @@
+"""The engagement router (DESIGN §3.7): does this instance answer this message?
+
+A messaging group is this instance's row for one conversation. It is created only
+when someone addresses the instance (a mention of its bot user, or a DM), so merely
+hearing a busy channel leaves no trace but room context. Engage modes:
+
+- ``pattern``: ``re.search(engage_pattern, text)``. The DM default ``.`` means "every
+  message", including one with empty text (a bare file share), which a literal
+  ``re.search('.', '')`` would miss.
+- ``mention``: only messages that mention the instance's bot user.
+- ``mention-sticky``: a mention engages and marks its thread; later messages in that
+  thread engage without one. Never sticky in DMs (they have no threads).
+
+Messages that do not engage are stored as ``context`` for later turns; engaged ones
+are left to the gate, which writes their row.
+
+Groups are cached per instance and the cache is dropped whenever SQLite's
+``data_version`` moves (another process committed, e.g. an operator's ``q.py``
+UPDATE) or this process wrote groups, so SQL takes effect on the next message.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy import Connection
+
+from nanoslack.inbound import Inbound, human_sender_id
+from nanoslack.store import Store
+from nanoslack.store.groups import GroupRow
+
+log = structlog.get_logger()
+
+MATCH_ALL = "."
+# Remembered engaged threads per group; bounded so a long-lived fleet cannot grow it forever.
+MAX_CACHED_THREADS = 50_000
+# Without SQLite's data_version (PostgreSQL) caches live this long.
+NON_SQLITE_CACHE_TTL = 1.0
+
+
+@dataclass(frozen=True)
+class Route:
+    group: GroupRow | None
+    engaged: bool
+    reason: str  # "mention", "dm", "sticky thread", "pattern", "not mentioned", "no messaging group", …
+
+
+def sender_of(msg: Inbound) -> str:
+    """The pipeline's sender id; a human message that skipped the guard still has one."""
+    if msg.sender_id:
+        return msg.sender_id
+    if msg.user and not msg.is_bot:
+        return human_sender_id(msg.user)
+    return ""
+
+
+def store_version(store: Store, conn: Connection) -> tuple[int, ...]:
+    """A value that changes whenever cached groups or memberships may have changed.
+
+    Read on the transaction's own connection: inside BEGIN IMMEDIATE the snapshot is
+    the newest, so the pragma is current (``Store.data_version()`` refuses to run in
+    a transaction, and the pipeline calls us inside one).
+    """
+    if store.db.is_sqlite:
+        external = int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
+    else:
+        external = int(time.monotonic() / NON_SQLITE_CACHE_TTL)
+    return (external, store.groups.generation, store.agents.generation)
+
+
+class Router:
+    def __init__(self, store: Store, *, instance: str, bot_user_id: str) -> None:
+        self._store = store
+        self.instance = instance
+        self.bot_user_id = bot_user_id
+        self._version: tuple[int, ...] = ()
+        self._groups: dict[str, GroupRow | None] = {}
+        self._engaged: set[tuple[int, str]] = set()
+        self._known_users: set[str] = set()
+        self._patterns: dict[str, re.Pattern[str] | None] = {}
+
+    def route(self, msg: Inbound) -> Route:
+        with self._store.transaction() as conn:
+            self._refresh(conn)
+            self._ensure_user(msg)
+            group = self._group_for(msg)
+            route = self._engage(msg, group)
+            if not route.engaged:
+                self._store.messages.add(msg, group_id=group.id if group else None, status="context")
+        return route
+
+    def _refresh(self, conn: Connection) -> None:
+        version = store_version(self._store, conn)
+        if version != self._version:
+            self._version = version
+            self._groups.clear()
+            self._engaged.clear()
+            self._known_users.clear()
+
+    def _ensure_user(self, msg: Inbound) -> None:
+        sender = sender_of(msg)
+        if not sender or sender in self._known_users:
+            return
+        self._store.users.ensure(
+            sender, kind="bot" if msg.is_bot else "human", display_name=msg.bot_name, slack_user_id=msg.user
+        )
+        self._known_users.add(sender)
+
+    def _group_for(self, msg: Inbound) -> GroupRow | None:
+        platform_id = msg.platform_id
+        if platform_id in self._groups:
+            group = self._groups[platform_id]
+        else:
+            group = self._store.groups.get(platform_id, self.instance)
+        if group is None and (msg.is_dm or msg.mentions_user(self.bot_user_id)):
+            group = self._store.groups.create(platform_id, self.instance, kind="dm" if msg.is_dm else "group")
+            log.info(
+                "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
+            )
+        # Our own create bumped the generation; re-key so the entry below survives.
+        self._version = self._version[:1] + (self._store.groups.generation, self._store.agents.generation)
+        self._groups[platform_id] = group
+        return group
+
+    def _engage(self, msg: Inbound, group: GroupRow | None) -> Route:
+        if group is None:
+            return Route(None, False, "no messaging group")
+        mode = group.engage_mode
+        if mode == "pattern":
+            return self._by_pattern(msg, group)
+        mentioned = msg.mentions_user(self.bot_user_id)
+        if mode == "mention-sticky" and not group.is_dm:
+            return self._sticky(msg, group, mentioned)
+        if mentioned:
+            return Route(group, True, "mention")
+        if mode not in ("mention", "mention-sticky"):
+            log.warning(
+                "unknown engage_mode: treating as mention",
+                instance=self.instance,
+                platform_id=group.platform_id,
+                engage_mode=mode,
+            )
+        return Route(group, False, "not mentioned")
+
+    def _by_pattern(self, msg: Inbound, group: GroupRow) -> Route:
+        source = group.engage_pattern or MATCH_ALL
+        if source == MATCH_ALL:
+            return Route(group, True, "dm" if group.is_dm else "pattern")
+        pattern = self._compile(source, group)
+        if pattern is not None and pattern.search(msg.text):
+            return Route(group, True, "pattern")
+        return Route(group, False, "pattern not matched")
+
+    def _compile(self, source: str, group: GroupRow) -> re.Pattern[str] | None:
+        if source not in self._patterns:
+            try:
+                self._patterns[source] = re.compile(source)
+            except re.error as exc:
+                # An operator's typo must not take the instance down: engage nothing
+                # there (closed) and say why, once per pattern.
+                log.warning(
+                    "invalid engage_pattern: not engaging",
+                    instance=self.instance,
+                    platform_id=group.platform_id,
+                    pattern=source,
+                    error=str(exc),
+                )
+                self._patterns[source] = None
+        return self._patterns[source]
+
+    def _sticky(self, msg: Inbound, group: GroupRow, mentioned: bool) -> Route:
+        thread = msg.thread_key
+        if thread is None:
+            return Route(group, mentioned, "mention" if mentioned else "not mentioned")
+        key = (group.id, thread)
+        if mentioned:
+            if key not in self._engaged:
+                self._store.groups.engage_thread(group.id, thread)
+                self._remember_thread(key)
+            return Route(group, True, "mention")
+        if key in self._engaged or self._store.groups.is_engaged(group.id, thread):
+            self._remember_thread(key)
+            return Route(group, True, "sticky thread")
+        return Route(group, False, "not mentioned")
+
+    def _remember_thread(self, key: tuple[int, str]) -> None:
+        if len(self._engaged) >= MAX_CACHED_THREADS:
+            self._engaged.clear()
+        self._engaged.add(key)
