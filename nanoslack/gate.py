@@ -295,6 +295,8 @@ class Gate:
             refused: list[InboxKey] = []
         else:
             released = []
+            # A Deny (also the CLI reversing an earlier Allow) takes the sender out.
+            store.agents.remove_member(approval.agent_group_id, approval.sender_id)
             refused = store.messages.release_held(approval.instance, approval.sender_id, "refused")
             if refused:
                 store.refusals.count(

@@ -25,6 +25,7 @@ _ADD = text(
     "INSERT INTO agent_group_members (agent_group_id, user_id, role, added_at, added_by)"
     " VALUES (:group_id, :user_id, :role, :now, :added_by) ON CONFLICT DO NOTHING"
 )
+_REMOVE = text("DELETE FROM agent_group_members WHERE agent_group_id = :group_id AND user_id = :user_id")
 _IS_MEMBER = text(
     "SELECT 1 FROM agent_group_members WHERE agent_group_id = :group_id AND user_id = :user_id"
     " AND role IN ('member', 'admin')"
@@ -79,6 +80,12 @@ class AgentGroups:
             added = conn.execute(_ADD, params).rowcount == 1
             self._bump()
         return added
+
+    def remove_member(self, agent_group_id: int, user_id: str) -> bool:
+        with self._db.transaction() as conn:
+            removed = conn.execute(_REMOVE, {"group_id": agent_group_id, "user_id": user_id}).rowcount == 1
+            self._bump()
+        return removed
 
     def is_member(self, agent_group_id: int, user_id: str) -> bool:
         with self._db.transaction() as conn:

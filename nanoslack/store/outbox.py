@@ -53,8 +53,8 @@ class OutboxRow:
     thread_ts: str | None
     update_ts: str | None
     text: str
-    blocks: list[dict[str, Any]] | None
-    metadata: dict[str, Any] | None
+    blocks: str | None  # JSON, as stored (``blocks_list`` decodes it)
+    metadata_json: str | None  # JSON {event_type, event_payload}
     status: str  # queued | sent | failed | cancelled
     attempts: int
     error: str | None
@@ -62,6 +62,14 @@ class OutboxRow:
     posted_ts: str | None
     created_at: float
     sent_at: float | None
+
+    @property
+    def blocks_list(self) -> list[dict[str, Any]] | None:
+        return json.loads(self.blocks) if self.blocks else None
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        return json.loads(self.metadata_json) if self.metadata_json else None
 
 
 def _row(r: Any) -> OutboxRow:
@@ -75,8 +83,8 @@ def _row(r: Any) -> OutboxRow:
         r[6],
         r[7],
         str(r[8]),
-        json.loads(r[9]) if r[9] else None,
-        json.loads(r[10]) if r[10] else None,
+        r[9],
+        r[10],
         str(r[11]),
         int(r[12]),
         r[13],

@@ -91,8 +91,8 @@ def test_approval_request_is_a_dm_to_the_first_owner_with_allow_and_deny_buttons
     (request,) = store.outbox.queued(INSTANCE)
     approval = store.approvals.pending()[0]
     assert request.dm_user == OWNER and request.dedupe_key == f"approval:{approval.id}"
-    assert request.blocks is not None
-    section, actions = request.blocks
+    assert request.blocks_list is not None
+    section, actions = request.blocks_list
     assert "eli" in section["text"]["text"] and ELI in section["text"]["text"]
     assert f"<#{ROOM}>" in section["text"]["text"] and "may I join?" in section["text"]["text"]
     buttons = {b["action_id"]: b for b in actions["elements"]}

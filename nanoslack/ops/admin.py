@@ -1,0 +1,237 @@
+"""Operator commands (DESIGN §6): ``rooms``, ``hops`` and ``senders``.
+
+``senders pending`` lists open approval requests; ``senders approve|deny <instance>
+<sender_id>`` answers one as the operator (the same path as an owner's button, so
+an Allow replays the held messages and a Deny is remembered). Approving a sender
+nobody asked about yet makes them a member right away; answering an already
+answered request the other way reverses it.
+
+Every command takes ``--db`` (an SQLAlchemy URL or an SQLite path); without it the
+store of ``.env`` / the environment (``DATABASE_URL``, ``NANOSLACK_DB``) is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from nanoslack.config import DEFAULT_DB, ConfigError, load_settings, parse_rooms, read_env_file, split_list
+from nanoslack.gate import CLI_USER, Gate
+from nanoslack.store import Store, sqlite_url
+from nanoslack.store.approvals import ApprovalRow
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class AdminError(Exception):
+    pass
+
+
+# -- shared ---------------------------------------------------------------------------------
+
+
+def _env(env_file: Path | None) -> dict[str, str]:
+    path = env_file or Path.cwd() / ".env"
+    try:
+        return dict(load_settings(path).env)
+    except ConfigError:
+        # A broken unrelated key (a token, an URL) must not stop an operator from
+        # reading the store: fall back to the raw keys.
+        merged = read_env_file(path) if path.exists() else {}
+        merged.update(os.environ)
+        return merged
+
+
+def db_url(db: str | None, env: dict[str, str], base: Path | None = None) -> str:
+    """``--db``, else ``DATABASE_URL``, else ``NANOSLACK_DB`` relative to the .env's folder."""
+    if db:
+        return db if "://" in db else sqlite_url(str(Path(db).expanduser().resolve()))
+    url = env.get("DATABASE_URL", "").strip()
+    if url:
+        return url
+    path = Path(env.get("NANOSLACK_DB", "").strip() or DEFAULT_DB).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    return sqlite_url(str(path.resolve()))
+
+
+def open_store(url: str) -> Store:
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        # Opening would create (and migrate) an empty store for a mistyped path.
+        if not path.exists():
+            raise AdminError(f"no database at {path} (use --db, or set NANOSLACK_DB)")
+    return Store.open(url)
+
+
+def table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[object]], empty: str) -> None:
+    if not rows:
+        out.write(empty + "\n")
+        return
+    cells = [list(header)] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"nanoslack {prog}", description=description)
+    p.add_argument("--db", help="SQLAlchemy URL or SQLite file (default: DATABASE_URL / NANOSLACK_DB)")
+    p.add_argument("--env-file", type=Path, default=None, help="read this file instead of ./.env")
+    return p
+
+
+def _run(prog: str, argv: list[str] | None, parser: argparse.ArgumentParser, out: TextIO) -> int:
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if exc.code in (0, None) else EXIT_USAGE
+    env = _env(args.env_file)
+    base = args.env_file.expanduser().resolve().parent if args.env_file else Path.cwd()
+    try:
+        with open_store(db_url(args.db, env, base)) as store:
+            return int(args.handler(store, args, env, out))
+    except AdminError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+# -- rooms ------------------------------------------------------------------------------------
+
+
+def _rooms(store: Store, _args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    a2a = parse_rooms(env.get("SLACK_A2A_ROOMS"))
+    rows = [
+        (
+            g.id,
+            g.instance,
+            g.platform_id,
+            g.kind,
+            g.engage_mode,
+            g.engage_pattern or "",
+            g.unknown_sender_policy,
+            "yes" if g.channel in a2a else "",
+            g.name or "",
+        )
+        for g in store.groups.list()
+    ]
+    header = ("ID", "INSTANCE", "ROOM", "KIND", "ENGAGE", "PATTERN", "POLICY", "A2A", "NAME")
+    table(out, header, rows, "no messaging groups yet")
+    return 0
+
+
+def rooms_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("rooms", "List messaging groups: one row per conversation and instance.")
+    p.set_defaults(handler=_rooms)
+    return _run("rooms", argv, p, out or sys.stdout)
+
+
+# -- hops --------------------------------------------------------------------------------------
+
+
+def _hops(store: Store, _args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    rows = [(h.room, h.instance, h.count, when(h.last_at)) for h in store.hops.counts()]
+    table(out, ("ROOM", "INSTANCE", "HOPS", "LAST"), rows, "no hops counted (every room is fresh)")
+    return 0
+
+
+def hops_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("hops", "List consecutive bot-message (hop) counts per A2A room and instance.")
+    p.set_defaults(handler=_hops)
+    return _run("hops", argv, p, out or sys.stdout)
+
+
+# -- senders -----------------------------------------------------------------------------------
+
+
+def _pending(store: Store, _args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    rows = []
+    for a in store.approvals.pending():
+        user = store.users.get(a.sender_id)
+        held = len(store.messages.held(a.instance, a.sender_id))
+        name = user.display_name if user else None
+        rows.append(
+            (
+                a.id,
+                a.instance,
+                a.sender_id,
+                name or "",
+                a.platform_id or "",
+                held,
+                a.owner_id or "",
+                when(a.created_at),
+            )
+        )
+    header = ("ID", "INSTANCE", "SENDER", "NAME", "ROOM", "HELD", "ASKED", "SINCE")
+    table(out, header, rows, "no pending approvals")
+    return 0
+
+
+def _decide(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    allow = args.verb == "approve"
+    owners = tuple(split_list(env.get("SLACK_OWNER")))
+    gate = Gate(store, instance=args.instance, owners=owners)
+    approval = store.approvals.find(args.instance, args.sender_id)
+    if approval is None:
+        return _without_request(store, args, allow, out)
+    wanted = "approved" if allow else "denied"
+    if approval.status == wanted:
+        out.write(f"{args.sender_id} is already {wanted} on {args.instance}\n")
+        return 0
+    decision = gate.decide(approval.id, allow=allow, by_user=CLI_USER, override=approval.status != "pending")
+    out.write(_summary(approval, allow, len(decision.released), len(decision.refused)) + "\n")
+    return 0
+
+
+def _without_request(store: Store, args: argparse.Namespace, allow: bool, out: TextIO) -> int:
+    if not allow:
+        raise AdminError(f"no approval request from {args.sender_id} on {args.instance}")
+    agent_group = store.agents.ensure(args.instance)
+    store.agents.add_member(agent_group.id, args.sender_id, added_by=CLI_USER)
+    out.write(f"approved {args.sender_id} on {args.instance}: now a member (no request was open)\n")
+    return 0
+
+
+def _summary(approval: ApprovalRow, allow: bool, released: int, refused: int) -> str:
+    if allow:
+        return f"approved {approval.sender_id} on {approval.instance}: {released} held message(s) released"
+    return f"denied {approval.sender_id} on {approval.instance}: {refused} held message(s) refused"
+
+
+def senders_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("senders", "Pending sender approvals; approve or deny a sender.")
+    sub = p.add_subparsers(dest="verb", required=True)
+    sub.add_parser("pending", help="list open approval requests").set_defaults(handler=_pending)
+    for verb, text in (
+        ("approve", "let a sender in and replay their held messages"),
+        ("deny", "refuse a sender for good (they are not asked about again)"),
+    ):
+        sp = sub.add_parser(verb, help=text)
+        sp.add_argument("instance", help="instance name, e.g. dana")
+        sp.add_argument("sender_id", help="sender id, e.g. slack:bot:B0123 or slack:U0123")
+        sp.set_defaults(handler=_decide)
+    return _run("senders", argv, p, out or sys.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``admin rooms|hops|senders …`` in one entry point."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    commands = {"rooms": rooms_main, "hops": hops_main, "senders": senders_main}
+    if not args or args[0] not in commands:
+        print("usage: admin {rooms,hops,senders} [options]", file=sys.stderr)
+        return EXIT_USAGE
+    return commands[args[0]](args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
