@@ -65,7 +65,10 @@ def store_version(store: Store, conn: Connection) -> tuple[int, ...]:
     a transaction, and the pipeline calls us inside one).
     """
     if store.db.is_sqlite:
-        external = int(conn.exec_driver_sql("PRAGMA data_version").scalar_one())
+        # The raw DBAPI call: SQLAlchemy's execute path costs ~50 µs, this ~1 µs.
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        external = int(raw.execute("PRAGMA data_version").fetchone()[0])
     else:
         external = int(time.monotonic() / NON_SQLITE_CACHE_TTL)
     return (external, store.groups.generation, store.agents.generation)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from sqlalchemy import event, text
 
 from nanoslack.store.db import Database
+from nanoslack.store.messages import hot_execute, hot_exists
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -141,11 +142,8 @@ class MessagingGroups:
 
     def engage_thread(self, group_id: int, thread_key: str) -> None:
         with self._db.transaction() as conn:
-            conn.execute(_ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
+            hot_execute(conn, _ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
 
     def is_engaged(self, group_id: int, thread_key: str) -> bool:
         with self._db.transaction() as conn:
-            return (
-                conn.execute(_IS_ENGAGED, {"group_id": group_id, "thread_key": thread_key}).first()
-                is not None
-            )
+            return hot_exists(conn, _IS_ENGAGED, {"group_id": group_id, "thread_key": thread_key})

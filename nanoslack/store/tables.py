@@ -21,9 +21,7 @@ class InboxEntry(SQLModel, table=True):
     """Durable inbox (§3.4): one row per (instance, channel, ts), written before the ack."""
 
     __tablename__ = "inbox"
-    __table_args__ = (
-        Index("inbox_unfinished", "instance", sqlite_where=text("status = 'received'")),
-    )
+    __table_args__ = (Index("inbox_unfinished", "instance", sqlite_where=text("status = 'received'")),)
     instance: str = Field(primary_key=True)
     channel: str = Field(primary_key=True)
     ts: str = Field(primary_key=True)
