@@ -310,6 +310,20 @@ class Emulator:
     def withhold_acks(self, app_id: str, n: int | None) -> None:
         self.hub.withhold_acks(self.app(app_id).app_id, n)
 
+    async def inject_envelope(self, app_id: str, payload: Any, kind: str = "events_api", *,
+                              raw: bool = False) -> None:
+        """Fault injection: deliver ``payload`` (any JSON value, shaped or not) as an
+        envelope's payload, once, without redelivery. ``raw=True``: ``payload`` is
+        already JSON text and goes into the envelope as is."""
+        data = payload if raw else json.dumps(payload)
+        await self.hub.deliver(
+            Delivery(app_id=self.app(app_id).app_id, kind=kind, payload_json=data, retryable=False)
+        )
+
+    async def inject_frame(self, app_id: str, text: str) -> int:
+        """Fault injection: send a raw text frame (not an envelope) to every socket of the app."""
+        return await self.hub.send_raw(self.app(app_id).app_id, text)
+
     def stats(self, app_id: str | None = None) -> Stats:
         return self.hub.stats(self.app(app_id).app_id if app_id else None)
 

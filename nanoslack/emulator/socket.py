@@ -236,6 +236,16 @@ class SocketHub:
             self._remove(conn)
         return ws
 
+    async def send_raw(self, app_id: str, text: str) -> int:
+        sent = 0
+        for conn in list(self.app(app_id).conns):
+            try:
+                await conn.ws.send_str(text)
+                sent += 1
+            except (ConnectionError, RuntimeError):
+                self._remove(conn)
+        return sent
+
     async def drop(self, app_id: str) -> int:
         """Abrupt close: kill the TCP connection without a close frame."""
         s = self.app(app_id)

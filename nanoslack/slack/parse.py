@@ -18,6 +18,16 @@ EVENT_TYPES = frozenset({"message", "app_mention"})
 # joins, topic changes, …) is bookkeeping the agents must not answer.
 KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_message"})
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+# The shapes Slack mints. Anything else in these fields is junk that must not
+# become a sender id, a room key or a row in the store.
+ID_SHAPES: dict[str, re.Pattern[str]] = {
+    "channel": re.compile(r"[CDG][A-Z0-9]{2,31}"),
+    "user": re.compile(r"[UWB][A-Z0-9]{2,31}"),
+    "bot_id": re.compile(r"B[A-Z0-9]{2,31}"),
+    "ts": re.compile(r"\d{1,12}\.\d{1,9}"),
+    "thread_ts": re.compile(r"\d{1,12}\.\d{1,9}"),
+    "channel_type": re.compile(r"im|mpim|channel|group|app_home"),
+}
 _MAX_REASON_VALUE = 64
 
 
@@ -47,9 +57,12 @@ def _opt_str(event: Mapping[str, Any], key: str) -> str | None | Drop:
     value = event.get(key)
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        return value
-    return Drop(f"ill-typed {key}")
+    if not isinstance(value, str):
+        return Drop(f"ill-typed {key}")
+    shape = ID_SHAPES.get(key)
+    if shape is not None and not shape.fullmatch(value):
+        return Drop(f"malformed {key}")
+    return value
 
 
 def _envelope_checks(body: object, team_id: str | None) -> Mapping[str, Any] | Drop:

@@ -223,3 +223,26 @@ def test_unknown_identity_matches_nothing() -> None:
     human = parsed(body(user="U0H"))
     assert not is_self(human, bot_user_id=None, bot_id=None)
     assert not is_self(human, bot_user_id="", bot_id="")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("user", "<@U"),
+        ("user", "\x00"),
+        ("user", "u123abc"),
+        ("user", "U" + "X" * 40),
+        ("bot_id", "xxxx"),
+        ("bot_id", "U0ELI"),
+        ("channel", "#general"),
+        ("channel", "C0 ROOM"),
+        ("ts", "soon"),
+        ("ts", "1700000000"),
+        ("thread_ts", "1700000000.1.2"),
+        ("channel_type", "telepathy"),
+    ],
+)
+def test_junk_ids_never_become_senders_or_room_keys(field: str, value: str) -> None:
+    result = parse(body(**{field: value}))
+    assert isinstance(result, Drop)
+    assert result.reason == f"malformed {field}"

@@ -1,0 +1,3 @@
+from nanoslack.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""``nanoslack demo``: an A2A room played end to end on the embedded Slack emulator.
+
+Everything is real except Slack itself: the fleet (bolt + Socket Mode), the
+guard, the A2A policy, the router, the gate and the SQLite store. Agents (§5)
+are not wired yet, so the demo narrates what each instance decided instead of
+showing replies. ``--serve`` keeps the emulator and the fleet running afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nanoslack.config import env_suffix, load_settings
+from nanoslack.inbound import Inbound
+from nanoslack.logs import configure_logging
+from nanoslack.pipeline import Outcome
+
+MAX_HOPS = 3
+
+
+class Narrator:
+    def __init__(self, out: Callable[[str], None]) -> None:
+        self.out = out
+        self.outcomes: list[tuple[Inbound, Outcome]] = []
+
+    def __call__(self, msg: Inbound, outcome: Outcome) -> None:
+        self.outcomes.append((outcome.delivered or msg, outcome))
+
+    def about(self, ts: str) -> list[tuple[Inbound, Outcome]]:
+        return [(m, o) for m, o in self.outcomes if m.ts == ts]
+
+    def describe(self, ts: str, names: dict[str, str]) -> None:
+        for msg, outcome in sorted(self.about(ts), key=lambda p: p[0].instance):
+            who = msg.instance
+            if outcome.status == "dropped":
+                self.out(f"     {who:>4}: dropped — {outcome.reason}")
+                continue
+            verdict = outcome.verdict
+            hop = f" (hop {msg.hop}/{msg.hop_limit})" if msg.hop else ""
+            sender = names.get(msg.sender_id, msg.sender_id)
+            if verdict is None:
+                self.out(f"     {who:>4}: kept as room context — {outcome.reason}{hop}")
+            else:
+                self.out(f"     {who:>4}: from {sender}{hop} → {verdict.action}: {verdict.reason}")
+
+
+async def _play(args: argparse.Namespace, tmp: Path) -> int:
+    from nanoslack.emulator import Emulator, apply_workspace, sample_workspace
+    from nanoslack.slack.fleet import Fleet
+
+    out = print
+    async with Emulator(ack_timeout=1.0) as emu:
+        apply_workspace(emu, sample_workspace())
+        alice = next(u for u in emu.users() if u.name == "alice")
+        apps = {a.name: a for a in emu.apps()}
+        room = emu.conversations()[0].id
+        side = emu.create_conversation([alice.id, apps["dana"].bot_user_id, apps["eli"].bot_user_id]).id
+        env = [f"SLACK_API_URL={emu.api_url}", f"NANOSLACK_DB={tmp / 'nanoslack.db'}",
+               "SLACK_INSTANCES=dana,eli,fay", f"SLACK_A2A_ROOMS={room}", f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
+               f"SLACK_OWNER={alice.id}"]
+        for app in apps.values():
+            suf = env_suffix(app.name)
+            env += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
+        (tmp / ".env").write_text("\n".join(env) + "\n")
+        narrator = Narrator(out)
+        fleet = Fleet(load_settings(tmp / ".env", environ={}), on_outcome=narrator)
+        names = {f"slack:{alice.id}": "alice", **{f"slack:bot:{a.bot_id}": a.name for a in apps.values()}}
+        mention = {n: f"<@{a.bot_user_id}>" for n, a in apps.items()}
+
+        async def step(title: str, ts: str, expect: int) -> None:
+            out(f"\n{title}")
+            await emu.wait_for(lambda: len(narrator.about(ts)) >= expect, timeout=10)
+            narrator.describe(ts, names)
+
+        async def bot_says(name: str, text: str, channel: str = room) -> str:
+            from slack_sdk.web.async_client import AsyncWebClient
+
+            client = AsyncWebClient(token=apps[name].bot_token, base_url=emu.api_url)
+            return str((await client.chat_postMessage(channel=channel, text=text))["ts"])
+
+        try:
+            await fleet.start()
+            out(f"nanoslack demo: alice (owner) with dana, eli and fay in group DM {room}")
+            out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents are not wired yet (§5)")
+
+            ts = await emu.post_as_user(alice.id, room, f"{mention['dana']} what's the plan for Friday?")
+            await step("1. alice: @dana what's the plan for Friday?", ts, 3)
+
+            ts = await bot_says("eli", f"{mention['dana']} I have the numbers for Friday")
+            await step("2. eli (a sibling bot): @dana I have the numbers", ts, 2)
+            dm = await _wait_approval_dm(emu, alice.id)
+            out(f"     alice got an approval request by DM from dana: \"{dm['text']}\"")
+
+            await emu.click_button(alice.id, dm["channel"], dm["ts"], "nanoslack_approve", dm["value"])
+            await emu.wait_for(lambda: _held(tmp) == 0, timeout=10)
+            out("\n3. alice clicks Allow → eli joins dana's agent group; the held message is replayed once")
+
+            for i in range(MAX_HOPS):
+                ts = await bot_says("eli", f"{mention['dana']} follow-up {i + 1}")
+                await step(f"4.{i + 1} eli: @dana follow-up {i + 1}", ts, 2)
+
+            ts = await emu.post_as_user(alice.id, room, "thanks both, carry on")
+            await step("5. alice: thanks both, carry on   (a human speaks: hop counts reset)", ts, 3)
+            ts = await bot_says("eli", f"{mention['dana']} back to it")
+            await step("6. eli: @dana back to it", ts, 2)
+
+            ts = await bot_says("eli", f"{mention['dana']} psst, over here", channel=side)
+            await step(f"7. eli in another group DM ({side}), not in SLACK_A2A_ROOMS", ts, 1)
+
+            out("\nmessaging groups (scripts/q.py DB \"SELECT … FROM messaging_groups\"):")
+            for row in fleet.store.groups.list():
+                out(f"     {row.instance:>4}  {row.platform_id}  {row.engage_mode}  {row.unknown_sender_policy}")
+            if args.serve:
+                out(f"\nserving: Slack API {emu.api_url} — Ctrl-C to stop")
+                await asyncio.Event().wait()
+        finally:
+            await fleet.stop()
+    return 0
+
+
+async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:
+    def find() -> dict[str, str] | None:
+        for conv in emu.conversations():
+            if conv.kind != "im" or owner not in conv.members:
+                continue
+            for msg in emu.conversation_messages(conv.id):
+                for block in msg.get("blocks") or []:
+                    for element in block.get("elements") or []:
+                        if element.get("action_id") == "nanoslack_approve":
+                            return {"channel": conv.id, "ts": msg["ts"], "text": msg.get("text", ""),
+                                    "value": element.get("value", "")}
+        return None
+
+    found: dict[str, str] = await emu.wait_for(find, timeout=10)
+    return found
+
+
+def _held(tmp: Path) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(tmp / "nanoslack.db", timeout=5)
+    try:
+        return int(conn.execute("SELECT count(*) FROM messages WHERE status = 'held'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nanoslack demo", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--serve", action="store_true", help="keep the emulator and the fleet running afterwards")
+    parser.add_argument("--verbose", action="store_true", help="show the fleet's log lines too")
+    args = parser.parse_args(argv)
+    configure_logging("info" if args.verbose else "error", "console")
+    with tempfile.TemporaryDirectory(prefix="nanoslack-demo-") as tmp:
+        try:
+            return asyncio.run(_play(args, Path(tmp)))
+        except KeyboardInterrupt:
+            return 0
+        except TimeoutError as exc:
+            print(f"nanoslack demo: a step did not complete: {exc}", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""One instance's pipeline after the socket (DESIGN §3 steps 4–8).
+
+Order, as a message travels: ``accept`` records it in the durable inbox (the
+Slack edge acks only after that); ``process`` runs the bot-inbound guard, and the
+guard's downstream routes, gates and closes the inbox entry in ONE transaction.
+That transaction is what makes delivery exactly-once: a crash before it commits
+leaves the entry open for ``resume``, a crash after it leaves nothing to redo.
+
+No bolt here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from nanoslack.gate import Gate, Verdict
+from nanoslack.guard import BotInboundGuard
+from nanoslack.inbound import Drop, Inbound, InboxKey
+from nanoslack.router import Router
+from nanoslack.store import Store
+
+log = structlog.get_logger("nanoslack.pipeline")
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who an instance is on Slack, from ``auth.test``."""
+
+    instance: str
+    team_id: str | None
+    bot_user_id: str
+    bot_id: str | None
+    name: str | None = None
+
+
+class NameResolver(Protocol):
+    """Makes sure the sender's ``users`` row has a display name (bots.info, users.info)."""
+
+    async def ensure(self, msg: Inbound) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str  # delivered | dropped | failed
+    reason: str
+    verdict: Verdict | None = None
+    # The message as it went downstream (re-attributed, hop set); None if it did not.
+    delivered: Inbound | None = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        *,
+        identity: Identity,
+        store: Store,
+        guard: BotInboundGuard,
+        router: Router,
+        gate: Gate,
+        names: NameResolver | None = None,
+        on_outbox: Callable[[], None] | None = None,
+        on_pending: Callable[[Inbound], None] | None = None,
+    ) -> None:
+        self.identity = identity
+        self.instance = identity.instance
+        self._store = store
+        self._guard = guard
+        self._router = router
+        self._gate = gate
+        self._names = names
+        self._on_outbox = on_outbox
+        self._on_pending = on_pending
+        # What _deliver decided, by message, for process() to report (the guard
+        # only says *that* it delivered).
+        self._outcomes: dict[InboxKey, Outcome] = {}
+
+    def accept(self, msg: Inbound) -> bool:
+        """Record before ack; False for a duplicate (Slack retry, app_mention twin)."""
+        return self._store.inbox.record(msg)
+
+    def unfinished(self) -> list[Inbound]:
+        return self._store.inbox.unfinished(self.instance)
+
+    def is_open(self, msg: Inbound) -> bool:
+        """Still waiting to be finished (a failed attempt not yet parked)."""
+        return self._store.inbox.status(msg.key) == "received"
+
+    async def process(self, msg: Inbound) -> Outcome:
+        try:
+            result = await self._guard.handle(msg, self._deliver)
+        except Exception as exc:  # the guard already released the hop
+            self._outcomes.pop(msg.key, None)
+            parked = self._store.inbox.note_failure(msg.key, f"{type(exc).__name__}: {exc}")
+            log.error(
+                "downstream failed",
+                instance=self.instance,
+                channel=msg.channel,
+                ts=msg.ts,
+                error=f"{type(exc).__name__}: {exc}",
+                parked=parked,
+            )
+            return Outcome("failed", str(exc))
+        if isinstance(result, Drop):
+            self._store.inbox.finish(msg.key, "dropped", result.reason)
+            return Outcome("dropped", result.reason)
+        return self._outcomes.pop(msg.key, Outcome("delivered", ""))
+
+    async def _deliver(self, msg: Inbound) -> None:
+        """The guard's downstream: router and gate, committed with the inbox entry."""
+        if self._names is not None:
+            await self._names.ensure(msg)
+        verdict: Verdict | None = None
+        with self._store.transaction():
+            route = self._router.route(msg)
+            if route.engaged:
+                verdict = self._gate.admit(msg, route)
+            reason = verdict.reason if verdict else route.reason
+            self._store.inbox.finish(msg.key, "done", reason)
+        self._outcomes[msg.key] = Outcome("delivered", reason, verdict, msg)
+        self._after_commit(msg, verdict)
+
+    def _after_commit(self, msg: Inbound, verdict: Verdict | None) -> None:
+        if verdict is None:
+            return
+        if verdict.action == "allow" and self._on_pending is not None:
+            self._on_pending(msg)
+        if verdict.action in ("decline", "hold") and self._on_outbox is not None:
+            self._on_outbox()

@@ -1,0 +1,24 @@
+"""Web API clients for the fleet: one per instance, with Slack's retry etiquette."""
+
+from __future__ import annotations
+
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+
+def make_web_client(token: str, api_url: str, *, timeout: int = 30) -> AsyncWebClient:
+    """Honours ``Retry-After`` on 429 and retries transient 5xx/connection errors."""
+    return AsyncWebClient(
+        token=token,
+        base_url=api_url,
+        timeout=timeout,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=5),
+            AsyncServerErrorRetryHandler(max_retry_count=3),
+            AsyncConnectionErrorRetryHandler(max_retry_count=3),
+        ],
+    )

@@ -1,0 +1,213 @@
+"""One instance on the wire: its bolt app, Socket Mode handler, worker, poster, watchdog."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.app.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+
+from nanoslack.a2a import A2APolicy, install_a2a_policy
+from nanoslack.config import A2AConfig, InstanceSettings
+from nanoslack.gate import Gate
+from nanoslack.guard import BotInboundGuard
+from nanoslack.inbound import Inbound
+from nanoslack.pipeline import Identity, Outcome, Pipeline
+from nanoslack.router import Router
+from nanoslack.slack.client import make_web_client
+from nanoslack.slack.intake import Intake
+from nanoslack.slack.names import SlackNames
+from nanoslack.slack.poster import Poster
+from nanoslack.slack.socket import install_envelope_handler
+from nanoslack.store import Store
+
+log = structlog.get_logger("nanoslack.instance")
+
+
+@dataclass(frozen=True)
+class SocketOptions:
+    ping_interval: float = 10.0
+    # Reconnect when no envelope arrived for this long: the known Socket Mode
+    # failure (events stop after an idle reconnect while pings still succeed)
+    # cannot be seen any other way. A fresh connection is cheap.
+    idle_reconnect: float = 300.0
+    watchdog_interval: float = 5.0
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every instance of a fleet shares."""
+
+    store: Store
+    api_url: str
+    owners: tuple[str, ...]
+    hop_scope: str
+    a2a_config: Callable[[], A2AConfig]
+    socket: SocketOptions
+    on_pending: Callable[[Inbound], None] | None = None
+    on_outcome: Callable[[Inbound, Outcome], None] | None = None
+
+
+class InstanceRuntime:
+    def __init__(self, settings: InstanceSettings, shared: Shared) -> None:
+        self.name = settings.name
+        self._settings = settings
+        self._shared = shared
+        self.client = make_web_client(settings.bot_token.reveal(), shared.api_url)
+        self.identity: Identity | None = None
+        self.pipeline: Pipeline | None = None
+        self.handler: AsyncSocketModeHandler | None = None
+        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._poster = Poster(self.name, self.client, shared.store)
+        self.last_envelope = time.monotonic()
+        self.reconnects = 0
+
+    async def resolve_identity(self) -> Identity:
+        resp = await self.client.auth_test()
+        self.identity = Identity(
+            instance=self.name,
+            team_id=_opt(resp.get("team_id")),
+            bot_user_id=str(resp.get("user_id")),
+            bot_id=_opt(resp.get("bot_id")),
+            name=_opt(resp.get("user")),
+        )
+        return self.identity
+
+    def build(self) -> None:
+        """Assemble the pipeline and the bolt app (after ``resolve_identity``)."""
+        assert self.identity is not None
+        shared, ident = self._shared, self.identity
+        guard = BotInboundGuard(self.name)
+        policy = A2APolicy(
+            instance=self.name, config=shared.a2a_config, ledger=shared.store.hops, scope=shared.hop_scope
+        )
+        install_a2a_policy(guard, policy)
+        self.gate = Gate(shared.store, instance=self.name, owners=shared.owners)
+        self.pipeline = Pipeline(
+            identity=ident,
+            store=shared.store,
+            guard=guard,
+            router=Router(shared.store, instance=self.name, bot_user_id=ident.bot_user_id),
+            gate=self.gate,
+            names=SlackNames(self.client, shared.store),
+            on_outbox=self._poster.wake,
+            on_pending=shared.on_pending,
+        )
+        app = AsyncApp(
+            # The client carries the bot token; passing it again makes bolt warn.
+            client=self.client,
+            # Our intake acks every envelope itself, after the inbox write.
+            raise_error_for_unhandled_request=False,
+        )
+        app.use(
+            Intake(
+                ident,
+                accept=self.pipeline.accept,
+                submit=self._queue.put_nowait,
+                on_click=self._on_click,
+                on_activity=self._touch,
+            )
+        )
+        self.handler = AsyncSocketModeHandler(
+            app, app_token=self._settings.app_token.reveal(), ping_interval=shared.socket.ping_interval
+        )
+        install_envelope_handler(self.handler.client, app, self.name)
+
+    async def start(self) -> None:
+        """Resume what a previous run left open, then connect."""
+        assert self.pipeline is not None and self.handler is not None
+        resumed = self.pipeline.unfinished()
+        for msg in resumed:
+            self._queue.put_nowait(msg)
+        if resumed:
+            log.info("inbox resumed", instance=self.name, count=len(resumed))
+        self._tasks = [
+            asyncio.create_task(self._work(), name=f"{self.name}-worker"),
+            asyncio.create_task(self._poster.run(), name=f"{self.name}-poster"),
+            asyncio.create_task(self._watchdog(), name=f"{self.name}-watchdog"),
+        ]
+        self._poster.wake()
+        await self.handler.connect_async()
+        log.info("instance connected", instance=self.name, bot_user_id=self.identity.bot_user_id if self.identity else None)
+
+    async def stop(self) -> None:
+        if self.handler is not None:
+            with contextlib.suppress(Exception):
+                await self.handler.close_async()
+        # Let the worker finish what is queued: it is already acked.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._drained(), timeout=5.0)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _drained(self) -> None:
+        while not self._queue.empty():
+            await asyncio.sleep(0.01)
+
+    def _touch(self) -> None:
+        self.last_envelope = time.monotonic()
+
+    async def _work(self) -> None:
+        """One message at a time, in arrival order: hop counts, resets and sticky
+        threads depend on the order messages happened in."""
+        assert self.pipeline is not None
+        while True:
+            msg = await self._queue.get()
+            try:
+                outcome = await self.pipeline.process(msg)
+            except Exception as exc:  # process() handles downstream errors; this is a bug guard
+                log.error("pipeline crashed", instance=self.name, ts=msg.ts, error=f"{type(exc).__name__}: {exc}")
+                continue
+            log.debug("message processed", instance=self.name, channel=msg.channel, ts=msg.ts,
+                      status=outcome.status, reason=outcome.reason)
+            if outcome.status == "failed" and self.pipeline.is_open(msg):
+                self._retry_later(msg)
+            if self._shared.on_outcome is not None:
+                self._shared.on_outcome(msg, outcome)
+
+    def _retry_later(self, msg: Inbound, delay: float = 1.0) -> None:
+        asyncio.get_running_loop().call_later(delay, self._queue.put_nowait, msg)
+
+    async def _on_click(self, approval_id: str, allow: bool, user: str) -> None:
+        try:
+            decision = self.gate.decide(int(approval_id), allow=allow, by_user=user)
+        except (PermissionError, ValueError, LookupError) as exc:
+            log.info("approval click refused", instance=self.name, user=user, reason=str(exc))
+            return
+        self._poster.wake()
+        log.info("approval decided", instance=self.name, approval=approval_id, allow=allow, by=user,
+                 released=len(getattr(decision, "released", ()) or ()))
+
+    async def _watchdog(self) -> None:
+        opts = self._shared.socket
+        while True:
+            await asyncio.sleep(opts.watchdog_interval)
+            if self.handler is None:
+                continue
+            client = self.handler.client
+            idle = time.monotonic() - self.last_envelope
+            connected = await client.is_connected()
+            if connected and idle < opts.idle_reconnect:
+                continue
+            reason = "socket not connected" if not connected else "no envelope for too long"
+            log.warning("socket watchdog reconnecting", instance=self.name, reason=reason, idle=round(idle, 1))
+            try:
+                await client.connect_to_new_endpoint(force=True)
+                self.reconnects += 1
+                self._touch()
+            except (SlackApiError, OSError, Exception) as exc:
+                log.warning("socket watchdog reconnect failed", instance=self.name, error=type(exc).__name__)
+
+
+def _opt(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,105 @@
+"""The first stage after the socket: parse, self filter, durable inbox, then ack.
+
+Installed as a bolt global middleware that never calls ``next()``: every envelope
+is acked here (bolt would leave unmatched events unacked and Slack would retry
+them), and the ack goes out only after the event is in the inbox, because bolt's
+Socket Mode adapter sends it when ``async_dispatch`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+
+from nanoslack.inbound import Drop, Inbound
+from nanoslack.pipeline import Identity
+from nanoslack.slack.parse import is_self, parse_event
+from nanoslack.slack.socket import RETRY_STATUS
+
+log = structlog.get_logger("nanoslack.intake")
+
+APPROVE_ACTION = "nanoslack_approve"
+DENY_ACTION = "nanoslack_deny"
+
+Accept = Callable[[Inbound], bool]
+Submit = Callable[[Inbound], None]
+OnClick = Callable[[str, bool, str], Awaitable[None]]  # (approval id, allow, clicking user)
+
+
+class Intake(AsyncMiddleware):
+    def __init__(
+        self,
+        identity: Identity,
+        *,
+        accept: Accept,
+        submit: Submit,
+        on_click: OnClick | None = None,
+        on_activity: Callable[[], None] | None = None,
+    ) -> None:
+        self.identity = identity
+        self._accept = accept
+        self._submit = submit
+        self._on_click = on_click
+        self._on_activity = on_activity
+
+    @property
+    def name(self) -> str:
+        return "nanoslack.Intake"
+
+    async def async_process(
+        self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
+    ) -> BoltResponse:
+        if self._on_activity is not None:
+            self._on_activity()
+        body = req.body
+        kind = body.get("type") if isinstance(body, dict) else None
+        try:
+            if kind == "event_callback":
+                if not self._record(body):
+                    # The inbox could not take it: no ack, so Slack retries later.
+                    return BoltResponse(status=RETRY_STATUS, body="")
+            elif kind == "block_actions":
+                await self._click(body)
+            else:
+                log.info("envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type")
+        except Exception as exc:
+            log.error("envelope failed", instance=self.identity.instance, error=f"{type(exc).__name__}: {exc}")
+            return BoltResponse(status=RETRY_STATUS, body="")
+        return await req.context.ack()
+
+    def _record(self, body: dict[str, Any]) -> bool:
+        ident = self.identity
+        parsed = parse_event(body, instance=ident.instance, team_id=ident.team_id)
+        if isinstance(parsed, Drop):
+            log.info("event dropped", instance=ident.instance, reason=parsed.reason, event_id=body.get("event_id"))
+            return True
+        if is_self(parsed, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id):
+            log.debug("event dropped", instance=ident.instance, reason="own message", ts=parsed.ts)
+            return True
+        try:
+            fresh = self._accept(parsed)
+        except Exception as exc:
+            log.error("inbox write failed", instance=ident.instance, ts=parsed.ts, error=type(exc).__name__)
+            return False
+        if fresh:
+            self._submit(parsed)
+        else:
+            log.debug("duplicate delivery ignored", instance=ident.instance, channel=parsed.channel, ts=parsed.ts)
+        return True
+
+    async def _click(self, body: dict[str, Any]) -> None:
+        user = (body.get("user") or {}).get("id")
+        for action in body.get("actions") or []:
+            action_id = action.get("action_id") if isinstance(action, dict) else None
+            if action_id not in (APPROVE_ACTION, DENY_ACTION) or self._on_click is None:
+                continue
+            value = action.get("value")
+            if not isinstance(value, str) or not isinstance(user, str):
+                log.info("approval click ignored", instance=self.identity.instance, reason="malformed action")
+                continue
+            await self._on_click(value, action_id == APPROVE_ACTION, user)
