@@ -45,9 +45,21 @@ def start_emulator(n_apps: int) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     f.close()
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoslack.emulator", "--workspace", f.name, "--json",
-         "--ack-timeout", "60", "--no-api-log"],
-        stdout=subprocess.PIPE, text=True, env=env)
+        [
+            sys.executable,
+            "-m",
+            "nanoslack.emulator",
+            "--workspace",
+            f.name,
+            "--json",
+            "--ack-timeout",
+            "60",
+            "--no-api-log",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     info = json.loads(proc.stdout.readline())
     os.unlink(f.name)
@@ -90,8 +102,9 @@ async def run(n_apps: int, n_messages: int) -> dict[str, Any]:
         cpu0 = proc_cpu(proc.pid)
         self0 = time.process_time()
         t0 = time.perf_counter()
-        post = loop.run_in_executor(None, lambda: drv.bulk_post(alice, channel, count=n_messages,
-                                                                text="bench"))
+        post = loop.run_in_executor(
+            None, lambda: drv.bulk_post(alice, channel, count=n_messages, text="bench")
+        )
         deadline = time.monotonic() + 300
         while True:
             s = await loop.run_in_executor(None, drv.stats)
@@ -105,11 +118,16 @@ async def run(n_apps: int, n_messages: int) -> dict[str, Any]:
         bench_cpu = time.process_time() - self0
         await post
         envelopes = n_messages * n_apps
-        result = {"apps": n_apps, "messages": n_messages, "envelopes": envelopes,
-                  "seconds": round(elapsed, 3), "envelopes_per_s": round(envelopes / elapsed),
-                  "redelivered": s["redelivered"] - base["redelivered"],
-                  "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
-                  "clients_cpu_us_per_envelope": round(bench_cpu / envelopes * 1e6, 1)}
+        result = {
+            "apps": n_apps,
+            "messages": n_messages,
+            "envelopes": envelopes,
+            "seconds": round(elapsed, 3),
+            "envelopes_per_s": round(envelopes / elapsed),
+            "redelivered": s["redelivered"] - base["redelivered"],
+            "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
+            "clients_cpu_us_per_envelope": round(bench_cpu / envelopes * 1e6, 1),
+        }
         for h in handlers:
             await h.close_async()
         return result
@@ -125,8 +143,10 @@ def main() -> None:
     args = p.parse_args()
     r = asyncio.run(run(args.apps, args.messages))
     print(json.dumps(r))
-    print(f"emulator: {r['envelopes']} envelopes to {r['apps']} bolt apps delivered+acked in "
-          f"{r['seconds']} s = {r['envelopes_per_s']} envelopes/s")
+    print(
+        f"emulator: {r['envelopes']} envelopes to {r['apps']} bolt apps delivered+acked in "
+        f"{r['seconds']} s = {r['envelopes_per_s']} envelopes/s"
+    )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,14 @@ def _run(argv: list[str]) -> int:
     parser.add_argument("--env-file", type=Path, default=None, help="read this file instead of ./.env")
     args = parser.parse_args(argv)
 
+    import os
+
     from nanoslack.config import ConfigError, load_settings
     from nanoslack.logs import configure_logging, get_logger
 
+    # Configured twice: first from the environment alone, so warnings raised while
+    # reading .env already go through redaction; then with the settings' values.
+    configure_logging(os.environ.get("LOG_LEVEL", "info"), os.environ.get("LOG_FORMAT", "console"))
     try:
         settings = load_settings(args.env_file)
     except ConfigError as exc:

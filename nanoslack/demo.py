@@ -61,9 +61,14 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
         apps = {a.name: a for a in emu.apps()}
         room = emu.conversations()[0].id
         side = emu.create_conversation([alice.id, apps["dana"].bot_user_id, apps["eli"].bot_user_id]).id
-        env = [f"SLACK_API_URL={emu.api_url}", f"NANOSLACK_DB={tmp / 'nanoslack.db'}",
-               "SLACK_INSTANCES=dana,eli,fay", f"SLACK_A2A_ROOMS={room}", f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
-               f"SLACK_OWNER={alice.id}"]
+        env = [
+            f"SLACK_API_URL={emu.api_url}",
+            f"NANOSLACK_DB={tmp / 'nanoslack.db'}",
+            "SLACK_INSTANCES=dana,eli,fay",
+            f"SLACK_A2A_ROOMS={room}",
+            f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
+            f"SLACK_OWNER={alice.id}",
+        ]
         for app in apps.values():
             suf = env_suffix(app.name)
             env += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
@@ -95,7 +100,7 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
             ts = await bot_says("eli", f"{mention['dana']} I have the numbers for Friday")
             await step("2. eli (a sibling bot): @dana I have the numbers", ts, 2)
             dm = await _wait_approval_dm(emu, alice.id)
-            out(f"     alice got an approval request by DM from dana: \"{dm['text']}\"")
+            out(f'     alice got an approval request by DM from dana: "{dm["text"]}"')
 
             await emu.click_button(alice.id, dm["channel"], dm["ts"], "nanoslack_approve", dm["value"])
             await emu.wait_for(lambda: _held(tmp) == 0, timeout=10)
@@ -113,9 +118,10 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
             ts = await bot_says("eli", f"{mention['dana']} psst, over here", channel=side)
             await step(f"7. eli in another group DM ({side}), not in SLACK_A2A_ROOMS", ts, 1)
 
-            out("\nmessaging groups (scripts/q.py DB \"SELECT … FROM messaging_groups\"):")
+            out('\nmessaging groups (scripts/q.py DB "SELECT … FROM messaging_groups"):')
             for row in fleet.store.groups.list():
-                out(f"     {row.instance:>4}  {row.platform_id}  {row.engage_mode}  {row.unknown_sender_policy}")
+                policy = row.unknown_sender_policy
+                out(f"     {row.instance:>4}  {row.platform_id}  {row.engage_mode}  {policy}")
             if args.serve:
                 out(f"\nserving: Slack API {emu.api_url} — Ctrl-C to stop")
                 await asyncio.Event().wait()
@@ -133,8 +139,12 @@ async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:
                 for block in msg.get("blocks") or []:
                     for element in block.get("elements") or []:
                         if element.get("action_id") == "nanoslack_approve":
-                            return {"channel": conv.id, "ts": msg["ts"], "text": msg.get("text", ""),
-                                    "value": element.get("value", "")}
+                            return {
+                                "channel": conv.id,
+                                "ts": msg["ts"],
+                                "text": msg.get("text", ""),
+                                "value": element.get("value", ""),
+                            }
         return None
 
     found: dict[str, str] = await emu.wait_for(find, timeout=10)
@@ -152,8 +162,12 @@ def _held(tmp: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nanoslack demo", description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--serve", action="store_true", help="keep the emulator and the fleet running afterwards")
+    parser = argparse.ArgumentParser(
+        prog="nanoslack demo", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument(
+        "--serve", action="store_true", help="keep the emulator and the fleet running afterwards"
+    )
     parser.add_argument("--verbose", action="store_true", help="show the fleet's log lines too")
     args = parser.parse_args(argv)
     configure_logging("info" if args.verbose else "error", "console")

@@ -17,8 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nanoslack emulator", description="Run the local Slack emulator.")
     p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: pick a free one)")
     p.add_argument("--workspace", help="workspace JSON file (default: the embedded sample workspace)")
-    p.add_argument("--ack-timeout", type=float, default=3.0,
-                   help="seconds before an unacked envelope is redelivered")
+    p.add_argument(
+        "--ack-timeout", type=float, default=3.0, help="seconds before an unacked envelope is redelivered"
+    )
     p.add_argument("--max-retries", type=int, default=3)
     p.add_argument("--no-own-posts", action="store_true", help="do not deliver an app its own posts")
     p.add_argument("--mpim-prefix", default="C", choices=["C", "G"])
@@ -30,19 +31,38 @@ def build_parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> int:
     spec = load_workspace_file(args.workspace) if args.workspace else sample_workspace()
     team_id, team_name = team_of(spec)
-    emu = Emulator(ack_timeout=args.ack_timeout, max_retries=args.max_retries,
-                   deliver_own_posts=not args.no_own_posts, mpim_prefix=args.mpim_prefix,
-                   team_id=team_id, team_name=team_name, log_api_calls=not args.no_api_log)
+    emu = Emulator(
+        ack_timeout=args.ack_timeout,
+        max_retries=args.max_retries,
+        deliver_own_posts=not args.no_own_posts,
+        mpim_prefix=args.mpim_prefix,
+        team_id=team_id,
+        team_name=team_name,
+        log_api_calls=not args.no_api_log,
+    )
     apply_workspace(emu, spec)
     await emu.start(args.port)
     if args.json:
-        info = {"api_url": emu.api_url, "base_url": emu.base_url, "port": emu.port,
-                "users": [{"name": u.name, "id": u.id} for u in emu.users() if not u.is_bot],
-                "apps": [{"name": a.name, "app_id": a.app_id, "bot_id": a.bot_id,
-                          "bot_user_id": a.bot_user_id, "bot_token": a.bot_token,
-                          "app_token": a.app_token} for a in emu.apps()],
-                "conversations": [{"id": c.id, "kind": c.kind, "members": c.members}
-                                  for c in emu.conversations()]}
+        info = {
+            "api_url": emu.api_url,
+            "base_url": emu.base_url,
+            "port": emu.port,
+            "users": [{"name": u.name, "id": u.id} for u in emu.users() if not u.is_bot],
+            "apps": [
+                {
+                    "name": a.name,
+                    "app_id": a.app_id,
+                    "bot_id": a.bot_id,
+                    "bot_user_id": a.bot_user_id,
+                    "bot_token": a.bot_token,
+                    "app_token": a.app_token,
+                }
+                for a in emu.apps()
+            ],
+            "conversations": [
+                {"id": c.id, "kind": c.kind, "members": c.members} for c in emu.conversations()
+            ],
+        }
         print(json.dumps(info), flush=True)
     else:
         print(f"Slack emulator on {emu.base_url}  api_url={emu.api_url}  (team {team_id})")

@@ -36,8 +36,9 @@ class EmulatorClient:
             url += "?" + urllib.parse.urlencode({k: v for k, v in body.items() if v is not None})
         elif body is not None:
             data = json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with self._opener.open(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read())
@@ -64,8 +65,14 @@ class EmulatorClient:
         r = self._req("post", {"user_id": user_id, "channel": channel, "text": text, "thread_ts": thread_ts})
         return str(r["ts"])
 
-    def bulk_post(self, user_id: str, channel: str, texts: list[str] | None = None, count: int | None = None,
-                  text: str = "message") -> JSON:
+    def bulk_post(
+        self,
+        user_id: str,
+        channel: str,
+        texts: list[str] | None = None,
+        count: int | None = None,
+        text: str = "message",
+    ) -> JSON:
         body: JSON = {"user_id": user_id, "channel": channel}
         if texts is not None:
             body["texts"] = texts
@@ -107,10 +114,19 @@ class EmulatorClient:
     def connections(self, app_id: str) -> int:
         return int(self._req("connections", {"app_id": app_id}, method="GET")["connections"])
 
-    def click_button(self, user_id: str, channel: str, message_ts: str, action_id: str,
-                     value: str | None = None) -> JSON:
-        r: JSON = self._req("click", {"user_id": user_id, "channel": channel, "message_ts": message_ts,
-                                      "action_id": action_id, "value": value})
+    def click_button(
+        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
+    ) -> JSON:
+        r: JSON = self._req(
+            "click",
+            {
+                "user_id": user_id,
+                "channel": channel,
+                "message_ts": message_ts,
+                "action_id": action_id,
+                "value": value,
+            },
+        )
         return r
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:

@@ -34,9 +34,16 @@ class EmulatorError(Exception):
 class Emulator:
     """A stateful, wire-compatible Slack workspace on 127.0.0.1 (async driver API)."""
 
-    def __init__(self, ack_timeout: float = 3.0, max_retries: int = 3, deliver_own_posts: bool = True,
-                 mpim_prefix: str = "C", team_id: str = "T0EMULATOR", team_name: str = "nanoslack-emu",
-                 log_api_calls: bool = True) -> None:
+    def __init__(
+        self,
+        ack_timeout: float = 3.0,
+        max_retries: int = 3,
+        deliver_own_posts: bool = True,
+        mpim_prefix: str = "C",
+        team_id: str = "T0EMULATOR",
+        team_name: str = "nanoslack-emu",
+        log_api_calls: bool = True,
+    ) -> None:
         self.ws = Workspace(team_id=team_id, team_name=team_name, mpim_prefix=mpim_prefix)
         self.hub = SocketHub(ack_timeout=ack_timeout, max_retries=max_retries)
         self.deliver_own_posts = deliver_own_posts
@@ -81,8 +88,9 @@ class Emulator:
     async def __aenter__(self) -> Emulator:
         return await self.start()
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()
 
     @staticmethod
@@ -93,16 +101,32 @@ class Emulator:
     def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User:
         return self.ws.add_user(name, real_name=real_name, id=id)
 
-    def add_app(self, name: str, *, app_id: str | None = None, bot_id: str | None = None,
-                bot_user_id: str | None = None, bot_token: str | None = None,
-                app_token: str | None = None, events: list[str] | None = None) -> App:
-        app = self.ws.add_app(name, app_id=app_id, bot_id=bot_id, bot_user_id=bot_user_id,
-                              bot_token=bot_token, app_token=app_token, events=events)
+    def add_app(
+        self,
+        name: str,
+        *,
+        app_id: str | None = None,
+        bot_id: str | None = None,
+        bot_user_id: str | None = None,
+        bot_token: str | None = None,
+        app_token: str | None = None,
+        events: list[str] | None = None,
+    ) -> App:
+        app = self.ws.add_app(
+            name,
+            app_id=app_id,
+            bot_id=bot_id,
+            bot_user_id=bot_user_id,
+            bot_token=bot_token,
+            app_token=app_token,
+            events=events,
+        )
         self.hub.app(app.app_id)
         return app
 
-    def create_conversation(self, members: list[str], kind: str = "mpim", name: str | None = None,
-                            id: str | None = None) -> Conversation:
+    def create_conversation(
+        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
+    ) -> Conversation:
         return self.ws.create_conversation(members, kind=kind, name=name, id=id)
 
     def users(self) -> list[User]:
@@ -134,9 +158,18 @@ class Emulator:
             raise EmulatorError("channel_not_found")
         return ch
 
-    async def post_message(self, author: User, channel: str, text: str, *, thread_ts: str | None = None,
-                           blocks: list[JSON] | None = None, metadata: JSON | None = None,
-                           human: bool = False, extra: JSON | None = None) -> JSON:
+    async def post_message(
+        self,
+        author: User,
+        channel: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[JSON] | None = None,
+        metadata: JSON | None = None,
+        human: bool = False,
+        extra: JSON | None = None,
+    ) -> JSON:
         ch = self.channel(channel)
         if author.id not in ch.member_set:
             raise EmulatorError("not_in_channel")
@@ -187,8 +220,9 @@ class Emulator:
         await self.emit(ch, ev_mod.message_event(w, ch, msg), app)
         return msg
 
-    async def emit(self, ch: Channel, event: JSON, poster_app: App | None,
-                   subscription: str | None = None) -> None:
+    async def emit(
+        self, ch: Channel, event: JSON, poster_app: App | None, subscription: str | None = None
+    ) -> None:
         targets = ev_mod.fan_out(self.ws, ch, event, poster_app, self.deliver_own_posts, subscription)
         if not targets:
             return
@@ -214,8 +248,15 @@ class Emulator:
                 await asyncio.sleep(0)
         return out
 
-    async def update_message(self, app: App, channel: str, ts: str, text: str | None,
-                             blocks: list[JSON] | None, metadata: JSON | None) -> JSON:
+    async def update_message(
+        self,
+        app: App,
+        channel: str,
+        ts: str,
+        text: str | None,
+        blocks: list[JSON] | None,
+        metadata: JSON | None,
+    ) -> JSON:
         ch = self.channel(channel)
         if app.bot_user_id not in ch.member_set:
             raise EmulatorError("not_in_channel")
@@ -268,10 +309,14 @@ class Emulator:
                 break
         else:
             reactions.append({"name": name, "users": [user.id], "count": 1})
-        event: JSON = {"type": "reaction_added", "user": user.id, "reaction": name,
-                       "item_user": msg.get("user"),
-                       "item": {"type": "message", "channel": channel, "ts": ts},
-                       "event_ts": self.ws.next_ts()}
+        event: JSON = {
+            "type": "reaction_added",
+            "user": user.id,
+            "reaction": name,
+            "item_user": msg.get("user"),
+            "item": {"type": "message", "channel": channel, "ts": ts},
+            "event_ts": self.ws.next_ts(),
+        }
         await self.emit(ch, event, None, subscription="reaction_added")
 
     # ---- reading ---------------------------------------------------------------------------
@@ -310,8 +355,9 @@ class Emulator:
     def withhold_acks(self, app_id: str, n: int | None) -> None:
         self.hub.withhold_acks(self.app(app_id).app_id, n)
 
-    async def inject_envelope(self, app_id: str, payload: Any, kind: str = "events_api", *,
-                              raw: bool = False) -> None:
+    async def inject_envelope(
+        self, app_id: str, payload: Any, kind: str = "events_api", *, raw: bool = False
+    ) -> None:
         """Fault injection: deliver ``payload`` (any JSON value, shaped or not) as an
         envelope's payload, once, without redelivery. ``raw=True``: ``payload`` is
         already JSON text and goes into the envelope as is."""
@@ -331,8 +377,9 @@ class Emulator:
         return self.hub.connections(self.app(app_id).app_id)
 
     # ---- interactivity ---------------------------------------------------------------------
-    async def click_button(self, user_id: str, channel: str, message_ts: str, action_id: str,
-                           value: str | None = None) -> JSON:
+    async def click_button(
+        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
+    ) -> JSON:
         user = self.ws.resolve_user(user_id)
         ch = self.channel(channel)
         msg = ch.by_ts.get(message_ts)
@@ -356,9 +403,13 @@ class Emulator:
                 if value is None:
                     found_value = acc.get("value")
         action_ts = self.ws.next_ts()
-        action: JSON = {"action_id": action_id, "block_id": block_id,
-                        "text": {"type": "plain_text", "text": text, "emoji": True},
-                        "type": "button", "action_ts": action_ts}
+        action: JSON = {
+            "action_id": action_id,
+            "block_id": block_id,
+            "text": {"type": "plain_text", "text": text, "emoji": True},
+            "type": "button",
+            "action_ts": action_ts,
+        }
         if found_value is not None:
             action["value"] = found_value
         payload: JSON = {
@@ -366,8 +417,12 @@ class Emulator:
             "user": {"id": user.id, "username": user.name, "name": user.name, "team_id": self.ws.team_id},
             "api_app_id": app.app_id,
             "token": app.verification_token,
-            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel,
-                          "is_ephemeral": False},
+            "container": {
+                "type": "message",
+                "message_ts": message_ts,
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
             "trigger_id": f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}",
             "team": {"id": self.ws.team_id, "domain": self.ws.domain},
             "enterprise": None,
@@ -378,14 +433,19 @@ class Emulator:
             "response_url": f"{self.base_url}/_emulator/response_url/{secrets.token_hex(8)}",
             "actions": [action],
         }
-        await self.hub.deliver(Delivery(app_id=app.app_id, kind="interactive",
-                                        payload_json=json.dumps(payload), retryable=False))
+        await self.hub.deliver(
+            Delivery(app_id=app.app_id, kind="interactive", payload_json=json.dumps(payload), retryable=False)
+        )
         return payload
 
     # ---- waiting ---------------------------------------------------------------------------
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0,  # noqa: ASYNC109
-                       interval: float = 0.01,
-                       message: str | None = None) -> Any:
+    async def wait_for(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float = 5.0,  # noqa: ASYNC109
+        interval: float = 0.01,
+        message: str | None = None,
+    ) -> Any:
         deadline = time.monotonic() + timeout
         while True:
             r = predicate()
@@ -394,7 +454,8 @@ class Emulator:
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     (message or f"condition {getattr(predicate, '__name__', predicate)!r} not met")
-                    + f" within {timeout}s; stats={asdict(self.stats())}")
+                    + f" within {timeout}s; stats={asdict(self.stats())}"
+                )
             await asyncio.sleep(interval)
 
 
@@ -430,8 +491,9 @@ class ThreadedEmulator:
     def __enter__(self) -> ThreadedEmulator:
         return self.start()
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     @property
@@ -470,8 +532,9 @@ class ThreadedEmulator:
     def add_app(self, name: str, **kw: Any) -> App:
         return self._call(lambda: self._e.add_app(name, **kw))
 
-    def create_conversation(self, members: list[str], kind: str = "mpim", name: str | None = None,
-                            id: str | None = None) -> Conversation:
+    def create_conversation(
+        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
+    ) -> Conversation:
         return self._call(lambda: self._e.create_conversation(members, kind=kind, name=name, id=id))
 
     def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
@@ -504,8 +567,9 @@ class ThreadedEmulator:
     def connections(self, app_id: str) -> int:
         return self._call(lambda: self._e.connections(app_id))
 
-    def click_button(self, user_id: str, channel: str, message_ts: str, action_id: str,
-                     value: str | None = None) -> JSON:
+    def click_button(
+        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
+    ) -> JSON:
         return self._acall(self._e.click_button(user_id, channel, message_ts, action_id, value))
 
     def users(self) -> list[User]:
@@ -517,8 +581,13 @@ class ThreadedEmulator:
     def conversations(self) -> list[Conversation]:
         return self._call(self._e.conversations)
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01,
-                 message: str | None = None) -> Any:
+    def wait_for(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float = 5.0,
+        interval: float = 0.01,
+        message: str | None = None,
+    ) -> Any:
         deadline = time.monotonic() + timeout
         while True:
             r = predicate()
@@ -527,5 +596,6 @@ class ThreadedEmulator:
             if time.monotonic() >= deadline:
                 raise TimeoutError(
                     (message or f"condition {getattr(predicate, '__name__', predicate)!r} not met")
-                    + f" within {timeout}s; stats={asdict(self.stats())}")
+                    + f" within {timeout}s; stats={asdict(self.stats())}"
+                )
             time.sleep(interval)

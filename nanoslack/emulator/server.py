@@ -21,8 +21,9 @@ def _ok(obj: Any) -> web.Response:
 
 
 def _err(status: int, error: str) -> web.Response:
-    return web.Response(text=json.dumps({"ok": False, "error": error}), status=status,
-                        content_type="application/json")
+    return web.Response(
+        text=json.dumps({"ok": False, "error": error}), status=status, content_type="application/json"
+    )
 
 
 async def _body(request: web.Request) -> JSON:
@@ -65,23 +66,31 @@ def build_app(emu: Emulator) -> web.Application:
         return wrapped
 
     async def d_workspace(b: JSON) -> JSON:
-        return {"team_id": emu.ws.team_id, "team": emu.ws.team_name, "api_url": emu.api_url,
-                "users": [asdict(u) for u in emu.users()],
-                "apps": [{**asdict(a), "events": sorted(a.events)} for a in emu.apps()],
-                "conversations": [asdict(c) for c in emu.conversations()]}
+        return {
+            "team_id": emu.ws.team_id,
+            "team": emu.ws.team_name,
+            "api_url": emu.api_url,
+            "users": [asdict(u) for u in emu.users()],
+            "apps": [{**asdict(a), "events": sorted(a.events)} for a in emu.apps()],
+            "conversations": [asdict(c) for c in emu.conversations()],
+        }
 
     async def d_add_user(b: JSON) -> JSON:
         return asdict(emu.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
 
     async def d_add_app(b: JSON) -> JSON:
-        kw = {k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
-              if k in b}
+        kw = {
+            k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events") if k in b
+        }
         a = emu.add_app(b["name"], **kw)
         return {**asdict(a), "events": sorted(a.events)}
 
     async def d_conv(b: JSON) -> JSON:
-        return asdict(emu.create_conversation(list(b["members"]), kind=b.get("kind", "mpim"),
-                                              name=b.get("name"), id=b.get("id")))
+        return asdict(
+            emu.create_conversation(
+                list(b["members"]), kind=b.get("kind", "mpim"), name=b.get("name"), id=b.get("id")
+            )
+        )
 
     async def d_post(b: JSON) -> JSON:
         ts = await emu.post_as_user(b["user_id"], b["channel"], b["text"], b.get("thread_ts"))
@@ -94,8 +103,7 @@ def build_app(emu: Emulator) -> web.Application:
             prefix = str(b.get("text", "message"))
             texts = [f"{prefix} {i}" for i in range(n)]
         tss = await emu.bulk_post(b["user_id"], b["channel"], list(texts))
-        return {"count": len(tss), "first_ts": tss[0] if tss else None,
-                "last_ts": tss[-1] if tss else None}
+        return {"count": len(tss), "first_ts": tss[0] if tss else None, "last_ts": tss[-1] if tss else None}
 
     async def d_messages(b: JSON) -> Any:
         if str(b.get("flat", "")).lower() in ("1", "true"):
@@ -109,8 +117,9 @@ def build_app(emu: Emulator) -> web.Application:
         return [asdict(c) for c in calls]
 
     async def d_fail_next(b: JSON) -> JSON:
-        emu.fail_next(b["method"], int(b.get("n", 1)), b.get("error", "ratelimited"),
-                      int(b.get("retry_after", 1)))
+        emu.fail_next(
+            b["method"], int(b.get("n", 1)), b.get("error", "ratelimited"), int(b.get("retry_after", 1))
+        )
         return {"ok": True}
 
     async def d_drop(b: JSON) -> JSON:
@@ -131,8 +140,9 @@ def build_app(emu: Emulator) -> web.Application:
         return {"connections": emu.connections(b["app_id"])}
 
     async def d_click(b: JSON) -> JSON:
-        return await emu.click_button(b["user_id"], b["channel"], b["message_ts"], b["action_id"],
-                                      b.get("value"))
+        return await emu.click_button(
+            b["user_id"], b["channel"], b["message_ts"], b["action_id"], b.get("value")
+        )
 
     async def response_url(request: web.Request) -> web.StreamResponse:
         b = await _body(request)
@@ -143,12 +153,23 @@ def build_app(emu: Emulator) -> web.Application:
     app.router.add_get("/link/", link)
     app.router.add_get("/link", link)
     d = "/_emulator/"
-    for path, fn in [("workspace", d_workspace), ("users", d_add_user), ("apps", d_add_app),
-                     ("conversations", d_conv), ("post", d_post), ("bulk_post", d_bulk),
-                     ("messages", d_messages), ("api_calls", d_api_calls), ("fail_next", d_fail_next),
-                     ("drop_sockets", d_drop), ("disconnect", d_disconnect),
-                     ("withhold_acks", d_withhold), ("stats", d_stats), ("connections", d_connections),
-                     ("click", d_click)]:
+    for path, fn in [
+        ("workspace", d_workspace),
+        ("users", d_add_user),
+        ("apps", d_add_app),
+        ("conversations", d_conv),
+        ("post", d_post),
+        ("bulk_post", d_bulk),
+        ("messages", d_messages),
+        ("api_calls", d_api_calls),
+        ("fail_next", d_fail_next),
+        ("drop_sockets", d_drop),
+        ("disconnect", d_disconnect),
+        ("withhold_acks", d_withhold),
+        ("stats", d_stats),
+        ("connections", d_connections),
+        ("click", d_click),
+    ]:
         app.router.add_route("*", d + path, route(fn))
     app.router.add_post(d + "response_url/{rid}", response_url)
     return app

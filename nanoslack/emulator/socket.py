@@ -98,12 +98,23 @@ class SocketHub:
     def _envelope(env_id: str, d: Delivery) -> str:
         if d.kind == "events_api":
             return (
-                '{"envelope_id":"' + env_id + '","type":"events_api","payload":' + d.payload_json
-                + ',"accepts_response_payload":false,"retry_attempt":' + str(d.attempt)
-                + ',"retry_reason":"' + ("timeout" if d.attempt else "") + '"}'
+                '{"envelope_id":"'
+                + env_id
+                + '","type":"events_api","payload":'
+                + d.payload_json
+                + ',"accepts_response_payload":false,"retry_attempt":'
+                + str(d.attempt)
+                + ',"retry_reason":"'
+                + ("timeout" if d.attempt else "")
+                + '"}'
             )
         return (
-            '{"envelope_id":"' + env_id + '","type":"' + d.kind + '","payload":' + d.payload_json
+            '{"envelope_id":"'
+            + env_id
+            + '","type":"'
+            + d.kind
+            + '","payload":'
+            + d.payload_json
             + ',"accepts_response_payload":false}'
         )
 
@@ -206,8 +217,11 @@ class SocketHub:
             "type": "hello",
             "num_connections": len(s.conns),
             "connection_info": {"app_id": app_id},
-            "debug_info": {"host": "nanoslack-emulator", "build_number": 1,
-                           "approximate_connection_time": 18060},
+            "debug_info": {
+                "host": "nanoslack-emulator",
+                "build_number": 1,
+                "approximate_connection_time": 18060,
+            },
         }
         try:
             await ws.send_str(json.dumps(hello))
@@ -261,8 +275,9 @@ class SocketHub:
 
     async def disconnect(self, app_id: str, reason: str = "refresh_requested") -> int:
         s = self.app(app_id)
-        msg = json.dumps({"type": "disconnect", "reason": reason,
-                          "debug_info": {"host": "nanoslack-emulator"}})
+        msg = json.dumps(
+            {"type": "disconnect", "reason": reason, "debug_info": {"host": "nanoslack-emulator"}}
+        )
         n = 0
         for c in list(s.conns):
             try:

@@ -82,8 +82,9 @@ class Channel:
 class Workspace:
     """Pure state. Not thread-safe: mutate only on the emulator's event loop."""
 
-    def __init__(self, team_id: str = "T0EMULATOR", team_name: str = "nanoslack-emu",
-                 mpim_prefix: str = "C") -> None:
+    def __init__(
+        self, team_id: str = "T0EMULATOR", team_name: str = "nanoslack-emu", mpim_prefix: str = "C"
+    ) -> None:
         self.team_id = team_id
         self.team_name = team_name
         self.domain = re.sub(r"[^a-z0-9-]", "-", team_name.lower())
@@ -135,9 +136,17 @@ class Workspace:
         self.users_by_name[name] = user
         return user
 
-    def add_app(self, name: str, *, app_id: str | None = None, bot_id: str | None = None,
-                bot_user_id: str | None = None, bot_token: str | None = None,
-                app_token: str | None = None, events: list[str] | None = None) -> App:
+    def add_app(
+        self,
+        name: str,
+        *,
+        app_id: str | None = None,
+        bot_id: str | None = None,
+        bot_user_id: str | None = None,
+        bot_token: str | None = None,
+        app_token: str | None = None,
+        events: list[str] | None = None,
+    ) -> App:
         if name in self.users_by_name:
             raise ValueError(f"name {name!r} already exists")
         app = App(
@@ -153,8 +162,9 @@ class Workspace:
         )
         if app.bot_token in self.bot_tokens or app.app_token in self.app_tokens:
             raise ValueError("duplicate token")
-        user = User(id=app.bot_user_id, name=name, real_name=name, is_bot=True,
-                    app_id=app.app_id, bot_id=app.bot_id)
+        user = User(
+            id=app.bot_user_id, name=name, real_name=name, is_bot=True, app_id=app.app_id, bot_id=app.bot_id
+        )
         self.users[user.id] = user
         self.users_by_name[name] = user
         self.apps[app.app_id] = app
@@ -171,8 +181,9 @@ class Workspace:
             return self.users_by_name[ref]
         raise KeyError(ref)
 
-    def create_conversation(self, members: list[str], kind: str = "mpim", name: str | None = None,
-                            id: str | None = None) -> Conversation:
+    def create_conversation(
+        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
+    ) -> Conversation:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}")
         ids: list[str] = []
@@ -216,13 +227,15 @@ def rich_text_blocks(text: str) -> list[JSON]:
     pos = 0
     for m in MENTION_RE.finditer(text):
         if m.start() > pos:
-            elements.append({"type": "text", "text": text[pos:m.start()]})
+            elements.append({"type": "text", "text": text[pos : m.start()]})
         elements.append({"type": "user", "user_id": m.group(1)})
         pos = m.end()
     if pos < len(text):
         elements.append({"type": "text", "text": text[pos:]})
-    return [{
-        "type": "rich_text",
-        "block_id": secrets.token_hex(3),
-        "elements": [{"type": "rich_text_section", "elements": elements}],
-    }]
+    return [
+        {
+            "type": "rich_text",
+            "block_id": secrets.token_hex(3),
+            "elements": [{"type": "rich_text_section", "elements": elements}],
+        }
+    ]

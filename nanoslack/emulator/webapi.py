@@ -98,8 +98,9 @@ def api(name: str) -> Callable[[Handler], Handler]:
 
 
 def _json(body: JSON, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, content_type="application/json",
-                        headers=headers)
+    return web.Response(
+        text=json.dumps(body), status=status, content_type="application/json", headers=headers
+    )
 
 
 async def read_params(request: web.Request) -> JSON:
@@ -178,24 +179,44 @@ async def handle(emu: Emulator, request: web.Request) -> web.StreamResponse:
             error = "internal_error"
             body = {"ok": False, "error": "internal_error"}
     if emu.log_api_calls:
-        emu.api_calls.append(ApiCall(method=method, params=params, app_name=app.name if app else None,
-                                     status=status, error=error))
+        emu.api_calls.append(
+            ApiCall(
+                method=method, params=params, app_name=app.name if app else None, status=status, error=error
+            )
+        )
     return _json(body, status=status, headers=headers)
 
 
 # ---- object shapes ---------------------------------------------------------------------------
 
+
 def user_obj(emu: Emulator, u: User) -> JSON:
     w = emu.ws
-    profile: JSON = {"real_name": u.real_name, "display_name": u.name, "real_name_normalized": u.real_name,
-                     "display_name_normalized": u.name, "team": w.team_id}
+    profile: JSON = {
+        "real_name": u.real_name,
+        "display_name": u.name,
+        "real_name_normalized": u.real_name,
+        "display_name_normalized": u.name,
+        "team": w.team_id,
+    }
     if u.is_bot:
         profile["bot_id"] = u.bot_id
         profile["api_app_id"] = u.app_id
         profile["always_active"] = True
-    return {"id": u.id, "team_id": w.team_id, "name": u.name, "deleted": False,
-            "real_name": u.real_name, "is_bot": u.is_bot, "is_app_user": False,
-            "is_admin": False, "is_owner": False, "tz": "UTC", "updated": 0, "profile": profile}
+    return {
+        "id": u.id,
+        "team_id": w.team_id,
+        "name": u.name,
+        "deleted": False,
+        "real_name": u.real_name,
+        "is_bot": u.is_bot,
+        "is_app_user": False,
+        "is_admin": False,
+        "is_owner": False,
+        "tz": "UTC",
+        "updated": 0,
+        "profile": profile,
+    }
 
 
 def conv_obj(emu: Emulator, ch: Channel, viewer: str | None) -> JSON:
@@ -251,20 +272,27 @@ def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[lis
             start = int(cursor.removeprefix("emu:"))
         except ValueError as e:
             raise ApiError("invalid_cursor") from e
-    page = items[start:start + limit]
+    page = items[start : start + limit]
     nxt = f"emu:{start + limit}" if start + limit < len(items) else ""
     return page, nxt
 
 
 # ---- methods ---------------------------------------------------------------------------------
 
+
 @api("auth.test")
 async def auth_test(c: Ctx) -> JSON:
     w = c.emu.ws
     a = c.bot
-    return {"url": f"https://{w.domain}.slack.com/", "team": w.team_name, "user": a.name,
-            "team_id": w.team_id, "user_id": a.bot_user_id, "bot_id": a.bot_id,
-            "is_enterprise_install": False}
+    return {
+        "url": f"https://{w.domain}.slack.com/",
+        "team": w.team_name,
+        "user": a.name,
+        "team_id": w.team_id,
+        "user_id": a.bot_user_id,
+        "bot_id": a.bot_id,
+        "is_enterprise_install": False,
+    }
 
 
 @api("apps.connections.open")
@@ -312,8 +340,9 @@ async def conversations_open(c: Ctx) -> JSON:
         conv = w.create_conversation(members, kind=kind)
         ch = w.channels[conv.id]
         already = False
-    out: JSON = {"channel": conv_obj(c.emu, ch, me) if c.flag("return_im") or kind == "mpim"
-                 else {"id": ch.conv.id}}
+    out: JSON = {
+        "channel": conv_obj(c.emu, ch, me) if c.flag("return_im") or kind == "mpim" else {"id": ch.conv.id}
+    }
     if already:
         out["no_op"] = True
         out["already_open"] = True
@@ -359,8 +388,12 @@ async def conversations_history(c: Ctx) -> JSON:
         if (t > oldest or (inclusive and t == oldest)) and (t < latest or (inclusive and t == latest)):
             sel.append(strip_meta(m, meta))
     page, nxt = _page(sel, c)
-    return {"messages": page, "has_more": bool(nxt), "pin_count": 0,
-            "response_metadata": {"next_cursor": nxt}}
+    return {
+        "messages": page,
+        "has_more": bool(nxt),
+        "pin_count": 0,
+        "response_metadata": {"next_cursor": nxt},
+    }
 
 
 @api("conversations.replies")
@@ -403,10 +436,13 @@ async def chat_post_message(c: Ctx) -> JSON:
     if metadata is not None:
         if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
             raise ApiError("invalid_metadata_format")
-        metadata = {"event_type": metadata["event_type"],
-                    "event_payload": metadata.get("event_payload") or {}}
-    msg = await c.emu.post_message(c.bot_user, ch.conv.id, text, thread_ts=c.opt("thread_ts"),
-                                   blocks=blocks, metadata=metadata)
+        metadata = {
+            "event_type": metadata["event_type"],
+            "event_payload": metadata.get("event_payload") or {},
+        }
+    msg = await c.emu.post_message(
+        c.bot_user, ch.conv.id, text, thread_ts=c.opt("thread_ts"), blocks=blocks, metadata=metadata
+    )
     return {"channel": ch.conv.id, "ts": msg["ts"], "message": strip_meta(msg, True)}
 
 
@@ -421,8 +457,9 @@ async def chat_update(c: Ctx) -> JSON:
     text = c.opt("text")
     if text is None and blocks is None:
         raise ApiError("no_text")
-    msg = await c.emu.update_message(c.bot, ch.conv.id, ts, text, blocks,
-                                     metadata if isinstance(metadata, dict) else None)
+    msg = await c.emu.update_message(
+        c.bot, ch.conv.id, ts, text, blocks, metadata if isinstance(metadata, dict) else None
+    )
     return {"channel": ch.conv.id, "ts": ts, "text": msg.get("text", ""), "message": dict(msg)}
 
 
@@ -442,8 +479,17 @@ async def bots_info(c: Ctx) -> JSON:
     if a is None:
         raise ApiError("bot_not_found")
     prof = bot_profile(c.emu.ws, a)
-    return {"bot": {"id": a.bot_id, "deleted": False, "name": a.name, "updated": a.updated,
-                    "app_id": a.app_id, "user_id": a.bot_user_id, "icons": prof["icons"]}}
+    return {
+        "bot": {
+            "id": a.bot_id,
+            "deleted": False,
+            "name": a.name,
+            "updated": a.updated,
+            "app_id": a.app_id,
+            "user_id": a.bot_user_id,
+            "icons": prof["icons"],
+        }
+    }
 
 
 @api("reactions.add")

@@ -41,9 +41,13 @@ def apply_workspace(emu: Emulator, spec: JSON) -> None:
     for u in spec.get("users", []):
         emu.add_user(u["name"], real_name=u.get("real_name"), id=u.get("id"))
     for a in spec.get("apps", []):
-        kw = {k: a[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
-              if a.get(k)}
+        kw = {
+            k: a[k]
+            for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
+            if a.get(k)
+        }
         emu.add_app(a["name"], **kw)
     for c in spec.get("conversations", []):
-        emu.create_conversation(list(c["members"]), kind=c.get("kind", "mpim"), name=c.get("name"),
-                                id=c.get("id"))
+        emu.create_conversation(
+            list(c["members"]), kind=c.get("kind", "mpim"), name=c.get("name"), id=c.get("id")
+        )

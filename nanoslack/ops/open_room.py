@@ -233,14 +233,6 @@ def make_room_public(
             store.groups.ensure_public_room(platform_id=f"slack:{channel_id}", instance=name)
 
 
-def public_hook_available() -> bool:
-    try:
-        from nanoslack.store.groups import MessagingGroups
-    except ImportError:
-        return False
-    return hasattr(MessagingGroups, "ensure_public_room")
-
-
 def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
     """Open the room, post the intro and list it in ``.env``; returns the channel id."""
 
@@ -248,12 +240,6 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
         if log is not None:
             print(msg, file=log)
 
-    if req.public and not public_hook_available():
-        # Checked before touching Slack so a refusal leaves nothing half done.
-        raise OpenRoomError(
-            "--public needs nanoslack.store with MessagingGroups.ensure_public_room, which this build "
-            "lacks; open the room without --public and set the policy with scripts/q.py"
-        )
     tokens = resolve_tokens(req.instances, env, req.env_file)
     slack = Slack(api_base_url(req, env))
     clients = {name: slack.client(tokens[name]) for name in req.instances}

@@ -20,6 +20,7 @@ from nanoslack.guard import BotInboundGuard
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Identity, Outcome, Pipeline
 from nanoslack.router import Router
+from nanoslack.slack.batching import GroupCommit
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
@@ -28,6 +29,10 @@ from nanoslack.slack.socket import install_envelope_handler
 from nanoslack.store import Store
 
 log = structlog.get_logger("nanoslack.instance")
+
+# Messages processed in one transaction at most: enough to amortise a commit,
+# small enough that a burst does not delay the first reply.
+MAX_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -106,10 +111,11 @@ class InstanceRuntime:
             # Our intake acks every envelope itself, after the inbox write.
             raise_error_for_unhandled_request=False,
         )
+        self.group_commit = GroupCommit(self.pipeline.accept_many)
         app.use(
             Intake(
                 ident,
-                accept=self.pipeline.accept,
+                accept=self.group_commit.record,
                 submit=self._queue.put_nowait,
                 on_click=self._on_click,
                 on_activity=self._touch,
@@ -134,46 +140,63 @@ class InstanceRuntime:
             asyncio.create_task(self._watchdog(), name=f"{self.name}-watchdog"),
         ]
         self._poster.wake()
-        await self.handler.connect_async()
-        log.info("instance connected", instance=self.name, bot_user_id=self.identity.bot_user_id if self.identity else None)
+        await self.handler.connect_async()  # type: ignore[no-untyped-call]
+        log.info(
+            "instance connected",
+            instance=self.name,
+            bot_user_id=self.identity.bot_user_id if self.identity else None,
+        )
 
     async def stop(self) -> None:
         if self.handler is not None:
             with contextlib.suppress(Exception):
-                await self.handler.close_async()
+                await self.handler.close_async()  # type: ignore[no-untyped-call]
         # Let the worker finish what is queued: it is already acked.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._drained(), timeout=5.0)
+            await asyncio.wait_for(self._queue.join(), timeout=5.0)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _drained(self) -> None:
-        while not self._queue.empty():
-            await asyncio.sleep(0.01)
-
     def _touch(self) -> None:
         self.last_envelope = time.monotonic()
 
     async def _work(self) -> None:
-        """One message at a time, in arrival order: hop counts, resets and sticky
-        threads depend on the order messages happened in."""
+        """Messages in arrival order: hop counts, resets and sticky threads depend
+        on the order messages happened in. What queued up meanwhile is processed
+        as one batch (one commit), which is how the fleet keeps up with a burst."""
         assert self.pipeline is not None
         while True:
-            msg = await self._queue.get()
+            batch = [await self._queue.get()]
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
             try:
-                outcome = await self.pipeline.process(msg)
-            except Exception as exc:  # process() handles downstream errors; this is a bug guard
-                log.error("pipeline crashed", instance=self.name, ts=msg.ts, error=f"{type(exc).__name__}: {exc}")
+                outcomes = await self.pipeline.process_many(batch)
+            except Exception as exc:  # process_many handles message failures; this is a bug guard
+                log.error("pipeline crashed", instance=self.name, error=f"{type(exc).__name__}: {exc}")
+                for _ in batch:
+                    self._queue.task_done()
                 continue
-            log.debug("message processed", instance=self.name, channel=msg.channel, ts=msg.ts,
-                      status=outcome.status, reason=outcome.reason)
-            if outcome.status == "failed" and self.pipeline.is_open(msg):
-                self._retry_later(msg)
-            if self._shared.on_outcome is not None:
-                self._shared.on_outcome(msg, outcome)
+            for msg, outcome in zip(batch, outcomes, strict=True):
+                self._finished(msg, outcome)
+                self._queue.task_done()
+
+    def _finished(self, msg: Inbound, outcome: Outcome) -> None:
+        assert self.pipeline is not None
+        log.debug(
+            "message processed",
+            instance=self.name,
+            channel=msg.channel,
+            ts=msg.ts,
+            status=outcome.status,
+            reason=outcome.reason,
+        )
+        if outcome.status == "failed" and self.pipeline.is_open(msg):
+            self._retry_later(msg)
+        if self._shared.on_outcome is not None:
+            self._shared.on_outcome(msg, outcome)
 
     def _retry_later(self, msg: Inbound, delay: float = 1.0) -> None:
         asyncio.get_running_loop().call_later(delay, self._queue.put_nowait, msg)
@@ -185,8 +208,14 @@ class InstanceRuntime:
             log.info("approval click refused", instance=self.name, user=user, reason=str(exc))
             return
         self._poster.wake()
-        log.info("approval decided", instance=self.name, approval=approval_id, allow=allow, by=user,
-                 released=len(getattr(decision, "released", ()) or ()))
+        log.info(
+            "approval decided",
+            instance=self.name,
+            approval=approval_id,
+            allow=allow,
+            by=user,
+            released=len(getattr(decision, "released", ()) or ()),
+        )
 
     async def _watchdog(self) -> None:
         opts = self._shared.socket
@@ -200,7 +229,9 @@ class InstanceRuntime:
             if connected and idle < opts.idle_reconnect:
                 continue
             reason = "socket not connected" if not connected else "no envelope for too long"
-            log.warning("socket watchdog reconnecting", instance=self.name, reason=reason, idle=round(idle, 1))
+            log.warning(
+                "socket watchdog reconnecting", instance=self.name, reason=reason, idle=round(idle, 1)
+            )
             try:
                 await client.connect_to_new_endpoint(force=True)
                 self.reconnects += 1

@@ -26,7 +26,7 @@ log = structlog.get_logger("nanoslack.intake")
 APPROVE_ACTION = "nanoslack_approve"
 DENY_ACTION = "nanoslack_deny"
 
-Accept = Callable[[Inbound], bool]
+Accept = Callable[[Inbound], Awaitable[bool]]
 Submit = Callable[[Inbound], None]
 OnClick = Callable[[str, bool, str], Awaitable[None]]  # (approval id, allow, clicking user)
 
@@ -60,36 +60,44 @@ class Intake(AsyncMiddleware):
         kind = body.get("type") if isinstance(body, dict) else None
         try:
             if kind == "event_callback":
-                if not self._record(body):
+                if not await self._record(body):
                     # The inbox could not take it: no ack, so Slack retries later.
                     return BoltResponse(status=RETRY_STATUS, body="")
             elif kind == "block_actions":
                 await self._click(body)
             else:
-                log.info("envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type")
+                log.info(
+                    "envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type"
+                )
         except Exception as exc:
-            log.error("envelope failed", instance=self.identity.instance, error=f"{type(exc).__name__}: {exc}")
+            log.error(
+                "envelope failed", instance=self.identity.instance, error=f"{type(exc).__name__}: {exc}"
+            )
             return BoltResponse(status=RETRY_STATUS, body="")
         return await req.context.ack()
 
-    def _record(self, body: dict[str, Any]) -> bool:
+    async def _record(self, body: dict[str, Any]) -> bool:
         ident = self.identity
         parsed = parse_event(body, instance=ident.instance, team_id=ident.team_id)
         if isinstance(parsed, Drop):
-            log.info("event dropped", instance=ident.instance, reason=parsed.reason, event_id=body.get("event_id"))
+            log.info(
+                "event dropped", instance=ident.instance, reason=parsed.reason, event_id=body.get("event_id")
+            )
             return True
         if is_self(parsed, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id):
             log.debug("event dropped", instance=ident.instance, reason="own message", ts=parsed.ts)
             return True
         try:
-            fresh = self._accept(parsed)
+            fresh = await self._accept(parsed)
         except Exception as exc:
             log.error("inbox write failed", instance=ident.instance, ts=parsed.ts, error=type(exc).__name__)
             return False
         if fresh:
             self._submit(parsed)
         else:
-            log.debug("duplicate delivery ignored", instance=ident.instance, channel=parsed.channel, ts=parsed.ts)
+            log.debug(
+                "duplicate delivery ignored", instance=ident.instance, channel=parsed.channel, ts=parsed.ts
+            )
         return True
 
     async def _click(self, body: dict[str, Any]) -> None:

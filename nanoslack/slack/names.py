@@ -8,7 +8,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from nanoslack.inbound import Inbound
+from nanoslack.inbound import Inbound, bot_sender_id
 from nanoslack.store import Store
 
 log = structlog.get_logger("nanoslack.names")
@@ -24,7 +24,9 @@ class SlackNames:
         self._asked: set[str] = set()
 
     async def ensure(self, msg: Inbound) -> None:
-        sender = msg.sender_id
+        # Runs before the guard (outside any transaction), so a bot's message has
+        # no sender yet: its id will be slack:bot:<bot_id> if admitted (§3.6).
+        sender = msg.sender_id or (bot_sender_id(msg.bot_id) if msg.bot_id else "")
         if not sender or sender in self._asked:
             return
         self._asked.add(sender)
@@ -48,7 +50,9 @@ class SlackNames:
                 resp = await self._client.users_info(user=msg.user)
                 user: dict[str, Any] = resp.get("user") or {}
                 profile: dict[str, Any] = user.get("profile") or {}
-                return _str(profile.get("display_name")) or _str(user.get("real_name")) or _str(user.get("name"))
+                return (
+                    _str(profile.get("display_name")) or _str(user.get("real_name")) or _str(user.get("name"))
+                )
         except SlackApiError as exc:
             log.info("sender name lookup failed", sender=msg.sender_id, error=exc.response.get("error"))
         except Exception as exc:  # a name is a nicety: never fail a message over it

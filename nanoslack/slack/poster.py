@@ -23,15 +23,29 @@ log = structlog.get_logger("nanoslack.poster")
 METADATA_EVENT = "nanoslack_post"
 # Errors that will not change on a retry: give up on the row at once.
 FINAL_ERRORS = frozenset(
-    {"channel_not_found", "not_in_channel", "is_archived", "user_not_found", "cannot_dm_bot",
-     "invalid_blocks", "msg_too_long", "no_text", "invalid_auth", "account_inactive", "message_not_found",
-     "cant_update_message", "missing_scope"}
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "user_not_found",
+        "cannot_dm_bot",
+        "invalid_blocks",
+        "msg_too_long",
+        "no_text",
+        "invalid_auth",
+        "account_inactive",
+        "message_not_found",
+        "cant_update_message",
+        "missing_scope",
+    }
 )
 MAX_ATTEMPTS = 5
 
 
 class Poster:
-    def __init__(self, instance: str, client: AsyncWebClient, store: Store, *, poll_interval: float = 2.0) -> None:
+    def __init__(
+        self, instance: str, client: AsyncWebClient, store: Store, *, poll_interval: float = 2.0
+    ) -> None:
         self.instance = instance
         self._client = client
         self._store = store
@@ -82,12 +96,18 @@ class Poster:
         channel = row.channel or await self._dm_channel(row.dm_user)
         blocks = json.loads(row.blocks) if row.blocks else None
         if row.kind == "update":
-            resp = await self._client.chat_update(channel=channel, ts=row.update_ts, text=row.text, blocks=blocks)
+            resp = await self._client.chat_update(
+                channel=channel, ts=row.update_ts, text=row.text, blocks=blocks
+            )
             return channel, str(resp.get("ts") or row.update_ts)
-        metadata = json.loads(row.metadata_json) if row.metadata_json else {
-            "event_type": METADATA_EVENT,
-            "event_payload": {"key": row.dedupe_key},
-        }
+        metadata = (
+            json.loads(row.metadata_json)
+            if row.metadata_json
+            else {
+                "event_type": METADATA_EVENT,
+                "event_payload": {"key": row.dedupe_key},
+            }
+        )
         resp = await self._client.chat_postMessage(
             channel=channel, text=row.text, thread_ts=row.thread_ts, blocks=blocks, metadata=metadata
         )

@@ -43,9 +43,13 @@ def install_envelope_handler(client: AsyncBaseSocketModeClient, app: AsyncApp, i
         if resp.status == 200:
             await send_async_response(client, req, resp, start)
         elif resp.status != RETRY_STATUS:
-            await _ack_dropped(client, req.envelope_id, instance, f"bolt could not process it (status {resp.status})")
+            await _ack_dropped(
+                client, req.envelope_id, instance, f"bolt could not process it (status {resp.status})"
+            )
 
-    async def ack_unusable(client: AsyncBaseSocketModeClient, message: dict[str, Any], _raw: str | None) -> None:
+    async def ack_unusable(
+        client: AsyncBaseSocketModeClient, message: dict[str, Any], _raw: str | None
+    ) -> None:
         envelope_id = message.get("envelope_id") if isinstance(message, dict) else None
         if isinstance(envelope_id, str) and not _is_request(message):
             await _ack_dropped(client, envelope_id, instance, "envelope without a usable type or payload")
@@ -68,6 +72,8 @@ def _is_request(message: dict[str, Any]) -> bool:
     return isinstance(payload, dict)
 
 
-async def _ack_dropped(client: AsyncBaseSocketModeClient, envelope_id: str, instance: str, reason: str) -> None:
+async def _ack_dropped(
+    client: AsyncBaseSocketModeClient, envelope_id: str, instance: str, reason: str
+) -> None:
     log.info("envelope dropped", instance=instance, envelope_id=envelope_id, reason=reason)
     await client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))

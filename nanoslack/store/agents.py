@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from nanoslack.store.db import Database
 
@@ -51,7 +51,7 @@ class AgentGroups:
     def __init__(self, db: Database) -> None:
         self._db = db
         self.generation = 0
-        event.listen(db.engine, "rollback", self._bump)
+        db.on_rollback(self._bump)
 
     def _bump(self, *_: object) -> None:
         self.generation += 1

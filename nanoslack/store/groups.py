@@ -11,10 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import event, text
+from sqlalchemy import text
 
-from nanoslack.store.db import Database
-from nanoslack.store.messages import hot_execute, hot_exists
+from nanoslack.store.db import Database, hot_execute, hot_exists
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -88,7 +87,7 @@ class MessagingGroups:
         self._db = db
         self.generation = 0
         # A rolled-back create must not survive in anyone's cache.
-        event.listen(db.engine, "rollback", self._bump)
+        db.on_rollback(self._bump)
 
     def _bump(self, *_: object) -> None:
         self.generation += 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_execute, hot_exists, hot_first
 
 _HELD = text("SELECT 1 FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
 _COUNT_IDENTITY = text("SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance")
@@ -32,7 +32,8 @@ _RELEASE = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instanc
 _RESET_ROOM = text("DELETE FROM a2a_hops WHERE room = :room")
 _RESET_IDENTITY = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance")
 _LIST = text(
-    "SELECT room, instance, count(*), max(created_at) FROM a2a_hops GROUP BY room, instance ORDER BY room, instance"
+    "SELECT room, instance, count(*), max(created_at) FROM a2a_hops"
+    " GROUP BY room, instance ORDER BY room, instance"
 )
 
 
@@ -48,7 +49,9 @@ class Hops:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def reserve(self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str) -> int | None:
+    def reserve(
+        self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str
+    ) -> int | None:
         """Take a hop for this message; its 1-based number, or None at the limit.
 
         Check and insert share one IMMEDIATE transaction, so concurrent
@@ -57,28 +60,31 @@ class Hops:
         key = {"room": room, "instance": instance, "ts": ts}
         by_room = scope == "room"
         with self._db.transaction() as conn:
-            if conn.execute(_HELD, key).first() is None:
-                already_counted = by_room and conn.execute(_ROOM_HAS_TS, key).first() is not None
+            if not hot_exists(conn, _HELD, key):
+                already_counted = by_room and hot_exists(conn, _ROOM_HAS_TS, key)
                 if not already_counted:
-                    used = conn.execute(_COUNT_ROOM if by_room else _COUNT_IDENTITY, key).scalar_one()
-                    if int(used) >= max_hops:
+                    used = _scalar(hot_first(conn, _COUNT_ROOM if by_room else _COUNT_IDENTITY, key))
+                    if used >= max_hops:
                         return None
-                conn.execute(_INSERT, {**key, "bot_id": bot_id, "now": time.time()})
-            rank = conn.execute(_RANK_ROOM if by_room else _RANK_IDENTITY, key).scalar_one()
-            return int(rank)
+                hot_execute(conn, _INSERT, {**key, "bot_id": bot_id, "now": time.time()})
+            return _scalar(hot_first(conn, _RANK_ROOM if by_room else _RANK_IDENTITY, key))
 
     def release(self, *, room: str, instance: str, ts: str) -> None:
         with self._db.transaction() as conn:
-            conn.execute(_RELEASE, {"room": room, "instance": instance, "ts": ts})
+            hot_execute(conn, _RELEASE, {"room": room, "instance": instance, "ts": ts})
 
     def reset(self, *, room: str, instance: str | None) -> int:
         """A human spoke: forget the room's hops (one identity's, or everyone's)."""
         with self._db.transaction() as conn:
             if instance is None:
-                return int(conn.execute(_RESET_ROOM, {"room": room}).rowcount)
-            return int(conn.execute(_RESET_IDENTITY, {"room": room, "instance": instance}).rowcount)
+                return hot_execute(conn, _RESET_ROOM, {"room": room})
+            return hot_execute(conn, _RESET_IDENTITY, {"room": room, "instance": instance})
 
     def counts(self) -> list[HopCount]:
         with self._db.transaction() as conn:
             rows = conn.execute(_LIST).all()
         return [HopCount(str(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+
+def _scalar(row: tuple[object, ...] | None) -> int:
+    return int(row[0]) if row and isinstance(row[0], int) else 0

@@ -8,7 +8,7 @@ import time
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_execute, hot_first
 
 _RECORD = text(
     "INSERT INTO inbox (instance, channel, ts, event_type, event_id, payload, status, attempts, received_at)"
@@ -49,13 +49,13 @@ class Inbox:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
-            return conn.execute(_RECORD, params).rowcount == 1
+            return hot_execute(conn, _RECORD, params) == 1
 
     def finish(self, key: InboxKey, status: str = "done", reason: str | None = None) -> bool:
         """Close an entry; False when it was already closed (so work ran twice)."""
+        params = {**key._asdict(), "status": status, "reason": reason, "now": time.time()}
         with self._db.transaction() as conn:
-            result = conn.execute(_FINISH, {**key._asdict(), "status": status, "reason": reason, "now": time.time()})
-            return result.rowcount == 1
+            return hot_execute(conn, _FINISH, params) == 1
 
     def note_failure(self, key: InboxKey, error: str) -> bool:
         """Count a failed attempt; True when the entry is now parked as failed."""
@@ -63,13 +63,14 @@ class Inbox:
             row = conn.execute(_ATTEMPT, {**key._asdict(), "reason": error[:500]}).first()
             attempts = int(row[0]) if row else MAX_ATTEMPTS
             if attempts >= MAX_ATTEMPTS:
-                conn.execute(_FINISH, {**key._asdict(), "status": "failed", "reason": error[:500], "now": time.time()})
+                params = {**key._asdict(), "status": "failed", "reason": error[:500], "now": time.time()}
+                conn.execute(_FINISH, params)
                 return True
             return False
 
     def status(self, key: InboxKey) -> str | None:
         with self._db.transaction() as conn:
-            row = conn.execute(_STATUS, key._asdict()).first()
+            row = hot_first(conn, _STATUS, key._asdict())
             return str(row[0]) if row else None
 
     def unfinished(self, instance: str) -> list[Inbound]:

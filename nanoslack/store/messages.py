@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, TextClause, text
+from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_execute
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -57,30 +57,6 @@ _CONTEXT = text(
     " AND status IN ('context', 'pending', 'done') ORDER BY ts LIMIT :limit"
 )
 _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
-
-
-def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> int:
-    """Run a per-message write; its rowcount.
-
-    On SQLite the statement goes straight to the driver (sqlite3 takes the same
-    ``:name`` parameters) on the transaction's own connection: SQLAlchemy's execute
-    path costs ~35 µs a statement, more than the router and gate may spend on a
-    whole message (DESIGN §9). Other databases take the ordinary path.
-    """
-    if conn.dialect.name == "sqlite":
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        return int(raw.execute(stmt.text, params).rowcount)
-    return int(conn.execute(stmt, params).rowcount)
-
-
-def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
-    """``hot_execute`` for a per-message existence check."""
-    if conn.dialect.name == "sqlite":
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        return raw.execute(stmt.text, params).fetchone() is not None
-    return conn.execute(stmt, params).first() is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from core_helpers import BOT_USER, INSTANCE, OWNER
 
 from nanoslack.gate import Gate
 from nanoslack.router import Router
 from nanoslack.store import Store
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER
 
 
 @pytest.fixture

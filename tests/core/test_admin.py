@@ -5,13 +5,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from core_helpers import INSTANCE, OWNER, ROOM, bot_message, message
 
 from nanoslack.gate import Gate
 from nanoslack.inbound import Inbound
 from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
+from tests.core.core_helpers import INSTANCE, OWNER, ROOM, bot_message, message
 
 ELI = "slack:bot:B0ELI"
 

@@ -4,13 +4,13 @@ import time
 from collections.abc import Callable
 
 import pytest
-from core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, message
 from structlog.testing import capture_logs
 
 from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID, Gate, NotAnOwner, Verdict
 from nanoslack.inbound import Inbound
 from nanoslack.router import Router
 from nanoslack.store import Store
+from tests.core.core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, message
 
 ELI = "slack:bot:B0ELI"
 

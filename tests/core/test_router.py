@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core_helpers import DM, INSTANCE, ROOM, bot_message, message
-
 from nanoslack.router import Router
 from nanoslack.store import Store
+from tests.core.core_helpers import DM, INSTANCE, ROOM, bot_message, message
 
 ROOM_ID = 1  # the first messaging group created
 

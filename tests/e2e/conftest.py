@@ -110,7 +110,9 @@ async def fleet_factory(room: Room) -> AsyncIterator[Callable[..., Any]]:
     """``await start(["dana", "eli"], SLACK_A2A_MAX_HOPS="2")`` → (fleet, recorder)."""
     fleets: list[Fleet] = []
 
-    async def start(names: list[str] | None = None, *, env_name: str = ".env", **extra: str) -> tuple[Fleet, Recorder]:
+    async def start(
+        names: list[str] | None = None, *, env_name: str = ".env", **extra: str
+    ) -> tuple[Fleet, Recorder]:
         names = names or ["dana", "eli"]
         extra.setdefault("SLACK_A2A_ROOMS", room.channel)
         env_file = room.tmp / env_name

@@ -12,7 +12,8 @@ from tests.e2e.conftest import Recorder, Room
 
 def _bot_rows(room: Room, instance: str) -> list[tuple[str, str]]:
     return room.sql(
-        "SELECT ts, sender_id FROM messages WHERE instance = ? AND sender_id LIKE 'slack:bot:%' ORDER BY ts", instance
+        "SELECT ts, sender_id FROM messages WHERE instance = ? AND sender_id LIKE 'slack:bot:%' ORDER BY ts",
+        instance,
     )
 
 
@@ -80,8 +81,9 @@ async def test_room_scope_counts_one_budget_across_instances(room: Room, fleet_f
     mpim = room.emu.create_conversation(
         [room.human.id, room.apps["dana"].bot_user_id, room.apps["eli"].bot_user_id, fay.bot_user_id]
     )
-    _, rec = await fleet_factory(["dana", "eli"], SLACK_A2A_ROOMS=mpim.id, SLACK_A2A_MAX_HOPS="3",
-                                 SLACK_A2A_HOP_SCOPE="room")
+    _, rec = await fleet_factory(
+        ["dana", "eli"], SLACK_A2A_ROOMS=mpim.id, SLACK_A2A_MAX_HOPS="3", SLACK_A2A_HOP_SCOPE="room"
+    )
     posts = [await room.bot_post("fay", f"fay {i}", channel=mpim.id) for i in range(5)]
     await room.emu.wait_for(lambda: len([o for o in rec.outcomes if o[1].ts == posts[-1]]) == 2)
     for name in ("dana", "eli"):
@@ -105,8 +107,8 @@ async def test_rooms_edit_in_env_takes_effect_within_ttl_without_restart(
     _, rec = await fleet_factory(["dana", "eli"], SLACK_A2A_ROOMS="", SLACK_A2A_CONFIG_TTL="0.5")
     first = await room.bot_post("eli", f"{room.mention('dana')} before")
     await room.emu.wait_for(lambda: any(m.ts == first for m, _ in rec.dropped("dana")))
-    text = env_file.read_text().replace("SLACK_A2A_ROOMS=\n", f"SLACK_A2A_ROOMS={room.channel}\n")
-    env_file.write_text(text)
+    text = env_file.read_text().replace("SLACK_A2A_ROOMS=\n", f"SLACK_A2A_ROOMS={room.channel}\n")  # noqa: ASYNC240
+    await asyncio.to_thread(env_file.write_text, text)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         ts = await room.bot_post("eli", f"{room.mention('dana')} after")
@@ -127,7 +129,9 @@ async def test_dropped_socket_and_refresh_requested_lose_nothing(room: Room, fle
         else:
             await room.emu.send_disconnect(dana.app_id, "refresh_requested")
         for i in range(5):  # some arrive while the socket is down: the emulator queues them
-            sent.append(await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} {i}"))
+            sent.append(
+                await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} {i}")
+            )
     await room.emu.wait_for(lambda: {m.ts for m in rec.delivered("dana")} >= set(sent), timeout=20)
     assert sorted(m.ts for m in rec.delivered("dana")) == sorted(sent)
 

@@ -11,7 +11,21 @@ from typing import Any
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import Room
 
-JUNK: list[Any] = [None, 0, -1, 1.5, True, "", "x" * 3000, [], {}, [1, "a"], {"k": {"k": [None]}}, "<@U", "\x00"]
+JUNK: list[Any] = [
+    None,
+    0,
+    -1,
+    1.5,
+    True,
+    "",
+    "x" * 3000,
+    [],
+    {},
+    [1, "a"],
+    {"k": {"k": [None]}},
+    "<@U",
+    "\x00",
+]
 
 
 def _valid_event(room: Room) -> dict[str, Any]:
@@ -47,7 +61,9 @@ def _mutate(base: dict[str, Any], rng: random.Random, i: int) -> Any:
         if op < 0.4:
             target.pop(key, None)
         elif key == "subtype" and op < 0.7:
-            target[key] = rng.choice(["message_changed", "message_deleted", "channel_join", "weird", "bot_message"])
+            target[key] = rng.choice(
+                ["message_changed", "message_deleted", "channel_join", "weird", "bot_message"]
+            )
         else:
             target[key] = rng.choice(JUNK)
     return payload
@@ -65,11 +81,15 @@ async def test_thousand_malformed_payloads_are_dropped_and_the_instance_keeps_se
     before = room.emu.stats(dana.app_id).acked
     for i in range(1000):
         if i % 100 == 7:
-            await room.emu.inject_frame(dana.app_id, rng.choice(["{not json", "[]", "ping", '{"type":"nope"}']))
+            await room.emu.inject_frame(
+                dana.app_id, rng.choice(["{not json", "[]", "ping", '{"type":"nope"}'])
+            )
         kind = "slash_commands" if i % 97 == 3 else "events_api"
         await room.emu.inject_envelope(dana.app_id, _mutate(base, rng, i), kind=kind)
         if i % 50 == 49:  # Slack paces deliveries; a 1,000-envelope burst would outrun the ack timeout
-            await room.emu.wait_for(lambda n=i + 1: room.emu.stats(dana.app_id).acked - before >= n, timeout=10)
+            await room.emu.wait_for(
+                lambda n=i + 1: room.emu.stats(dana.app_id).acked - before >= n, timeout=10
+            )
 
     ts = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} still alive?")
     await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")))

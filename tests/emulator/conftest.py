@@ -13,8 +13,13 @@ PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PRO
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for v in PROXY_VARS:
         monkeypatch.delenv(v, raising=False)
-    for v in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET",
-              "SLACK_SIGNING_SECRET"):
+    for v in (
+        "SLACK_BOT_TOKEN",
+        "SLACK_APP_TOKEN",
+        "SLACK_CLIENT_ID",
+        "SLACK_CLIENT_SECRET",
+        "SLACK_SIGNING_SECRET",
+    ):
         monkeypatch.delenv(v, raising=False)
 
 

@@ -14,8 +14,9 @@ from nanoslack.emulator import App, Emulator
 
 
 @asynccontextmanager
-async def bolt_app(emu: Emulator, app: App, seen: list[dict[str, Any]],
-                   mentions: list[dict[str, Any]] | None = None) -> AsyncIterator[AsyncApp]:
+async def bolt_app(
+    emu: Emulator, app: App, seen: list[dict[str, Any]], mentions: list[dict[str, Any]] | None = None
+) -> AsyncIterator[AsyncApp]:
     bolt = AsyncApp(token=app.bot_token, client=AsyncWebClient(token=app.bot_token, base_url=emu.api_url))
 
     @bolt.event("message")
@@ -36,11 +37,13 @@ async def bolt_app(emu: Emulator, app: App, seen: list[dict[str, Any]],
         await handler.close_async()
 
 
-async def _post_and_wait(emu: Emulator, user: str, channel: str, seen: list[dict[str, Any]],
-                         text: str) -> None:
+async def _post_and_wait(
+    emu: Emulator, user: str, channel: str, seen: list[dict[str, Any]], text: str
+) -> None:
     ts = await emu.post_as_user(user, channel, text)
-    await emu.wait_for(lambda: any(e.get("ts") == ts for e in seen), timeout=8,
-                       message=f"bolt never saw {text!r}")
+    await emu.wait_for(
+        lambda: any(e.get("ts") == ts for e in seen), timeout=8, message=f"bolt never saw {text!r}"
+    )
 
 
 async def _check_reconnect(emu: Emulator, fault: Callable[[str], Awaitable[int]]) -> None:
@@ -53,8 +56,13 @@ async def _check_reconnect(emu: Emulator, fault: Callable[[str], Awaitable[int]]
         opens = sum(1 for c in emu.api_calls if c.method == "apps.connections.open")
         assert await fault(dana.app_id) >= 1
         await emu.wait_for(
-            lambda: sum(1 for c in emu.api_calls if c.method == "apps.connections.open") > opens
-            and emu.connections(dana.app_id) >= 1, timeout=10, message="bolt did not reconnect")
+            lambda: (
+                sum(1 for c in emu.api_calls if c.method == "apps.connections.open") > opens
+                and emu.connections(dana.app_id) >= 1
+            ),
+            timeout=10,
+            message="bolt did not reconnect",
+        )
         await _post_and_wait(emu, alice.id, conv.id, seen, "after")
         texts = [e["text"] for e in seen]
         assert texts.count("before") == 1 and "after" in texts
@@ -80,8 +88,9 @@ async def test_two_bolt_apps_see_each_others_posts_but_never_their_own(emu: Emul
         we = AsyncWebClient(token=eli.bot_token, base_url=emu.api_url)
         rd = await wd.chat_postMessage(channel=conv.id, text="from dana")
         re_ = await we.chat_postMessage(channel=conv.id, text="from eli")
-        await emu.wait_for(lambda: any(e["ts"] == re_["ts"] for e in seen_d)
-                           and any(e["ts"] == rd["ts"] for e in seen_e))
+        await emu.wait_for(
+            lambda: any(e["ts"] == re_["ts"] for e in seen_d) and any(e["ts"] == rd["ts"] for e in seen_e)
+        )
         # the emulator delivers each app its own post (as Slack does): wait until those are acked
         await emu.wait_for(lambda: emu.stats().acked >= 4, timeout=5)
         assert [e["text"] for e in seen_d] == ["from eli"]
@@ -99,7 +108,8 @@ async def test_deliver_own_posts_switch_off() -> None:
         eli = emu.add_app("eli")
         conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
         await AsyncWebClient(token=dana.bot_token, base_url=emu.api_url).chat_postMessage(
-            channel=conv.id, text="x")
+            channel=conv.id, text="x"
+        )
         assert emu.stats(dana.app_id).queued == 0 and emu.stats(eli.app_id).queued == 1
 
 

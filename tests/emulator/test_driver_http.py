@@ -54,15 +54,27 @@ def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path) -> None:
     spec = {
         "team": {"id": "T0TEST", "name": "test-team"},
         "users": [{"name": "alice", "id": "U0ALICE"}],
-        "apps": [{"name": "dana", "app_id": "A0DANA", "bot_id": "B0DANA", "bot_user_id": "U0DANA",
-                  "bot_token": "xoxb-emu-dana-fixed", "app_token": "xapp-emu-dana-fixed"}],
+        "apps": [
+            {
+                "name": "dana",
+                "app_id": "A0DANA",
+                "bot_id": "B0DANA",
+                "bot_user_id": "U0DANA",
+                "bot_token": "xoxb-emu-dana-fixed",
+                "app_token": "xapp-emu-dana-fixed",
+            }
+        ],
         "conversations": [{"kind": "im", "members": ["alice", "dana"], "id": "D0ALICEDANA"}],
     }
     f = tmp_path / "ws.json"
     f.write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    proc = subprocess.Popen([sys.executable, "-m", "nanoslack.emulator", "--workspace", str(f), "--json"],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoslack.emulator", "--workspace", str(f), "--json"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         info = json.loads(proc.stdout.readline())

@@ -30,9 +30,11 @@ def test_builtin_socket_mode_client_receives_and_acks(temu: ThreadedEmulator) ->
         with lock:
             got.append(req)
 
-    smc = SocketModeClient(app_token=dana.app_token,
-                           web_client=WebClient(token=dana.bot_token, base_url=temu.api_url),
-                           ping_interval=1)
+    smc = SocketModeClient(
+        app_token=dana.app_token,
+        web_client=WebClient(token=dana.bot_token, base_url=temu.api_url),
+        ping_interval=1,
+    )
     smc.socket_mode_request_listeners.append(on_request)
     smc.connect()
     try:
@@ -45,9 +47,15 @@ def test_builtin_socket_mode_client_receives_and_acks(temu: ThreadedEmulator) ->
         assert msg.type == "events_api" and msg.retry_attempt == 0 and msg.retry_reason == ""
         p = msg.payload
         assert p["type"] == "event_callback" and p["api_app_id"] == dana.app_id
-        assert p["authorizations"] == [{"enterprise_id": None, "team_id": p["team_id"],
-                                        "user_id": dana.bot_user_id, "is_bot": True,
-                                        "is_enterprise_install": False}]
+        assert p["authorizations"] == [
+            {
+                "enterprise_id": None,
+                "team_id": p["team_id"],
+                "user_id": dana.bot_user_id,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ]
         assert p["is_ext_shared_channel"] is False and p["event_id"] and p["event_time"]
         ev = p["event"]
         assert ev["ts"] == ts and ev["channel"] == conv.id and ev["channel_type"] == "mpim"
@@ -70,9 +78,11 @@ async def test_aiohttp_socket_mode_client_receives_and_acks(emu: Emulator) -> No
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         got.append(req)
 
-    smc = AioSocketModeClient(app_token=dana.app_token,
-                              web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url),
-                              ping_interval=1)
+    smc = AioSocketModeClient(
+        app_token=dana.app_token,
+        web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url),
+        ping_interval=1,
+    )
     smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
     await smc.connect()
     try:
@@ -96,8 +106,9 @@ async def test_unacked_envelope_is_redelivered_with_retry_attempt(emu: Emulator)
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         got.append(req)
 
-    smc = AioSocketModeClient(app_token=dana.app_token,
-                              web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url))
+    smc = AioSocketModeClient(
+        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+    )
     smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
     await smc.connect()
     try:
@@ -125,8 +136,9 @@ async def test_redelivery_stops_after_max_retries(emu: Emulator) -> None:
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         got.append(req.retry_attempt or 0)
 
-    smc = AioSocketModeClient(app_token=dana.app_token,
-                              web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url))
+    smc = AioSocketModeClient(
+        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+    )
     smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
     await smc.connect()
     try:
@@ -153,8 +165,9 @@ async def test_events_are_queued_until_a_socket_connects(emu: Emulator) -> None:
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
         got.append(req.payload["event"]["text"])
 
-    smc = AioSocketModeClient(app_token=dana.app_token,
-                              web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url))
+    smc = AioSocketModeClient(
+        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+    )
     smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
     await smc.connect()
     try:
@@ -172,14 +185,17 @@ async def test_each_envelope_goes_to_exactly_one_of_several_sockets(emu: Emulato
     seen: dict[int, list[str]] = {0: [], 1: []}
     clients = []
     for i in range(2):
+
         def make(idx: int) -> Any:
             async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
                 await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
                 seen[idx].append(req.payload["event"]["ts"])
+
             return on_request
 
-        smc = AioSocketModeClient(app_token=dana.app_token,
-                                  web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url))
+        smc = AioSocketModeClient(
+            app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+        )
         smc.socket_mode_request_listeners.append(make(i))
         await smc.connect()
         clients.append(smc)
@@ -202,23 +218,37 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
     got: dict[str, list[SocketModeRequest]] = {"dana": [], "eli": []}
     clients = []
     for app in (dana, eli):
+
         def make(name: str) -> Any:
             async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
                 await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
                 got[name].append(req)
+
             return on_request
 
-        smc = AioSocketModeClient(app_token=app.app_token,
-                                  web_client=AsyncWebClient(token=app.bot_token, base_url=emu.api_url))
+        smc = AioSocketModeClient(
+            app_token=app.app_token, web_client=AsyncWebClient(token=app.bot_token, base_url=emu.api_url)
+        )
         smc.socket_mode_request_listeners.append(make(app.name))
         await smc.connect()
         clients.append(smc)
     try:
         web = AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
-        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "Approve?"}},
-                  {"type": "actions", "block_id": "approval",
-                   "elements": [{"type": "button", "action_id": "approve", "value": "yes",
-                                 "text": {"type": "plain_text", "text": "Approve"}}]}]
+        blocks = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": "Approve?"}},
+            {
+                "type": "actions",
+                "block_id": "approval",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "approve",
+                        "value": "yes",
+                        "text": {"type": "plain_text", "text": "Approve"},
+                    }
+                ],
+            },
+        ]
         r = await web.chat_postMessage(channel=conv.id, text="Approve?", blocks=blocks)
         await emu.wait_for(lambda: len(got["eli"]) == 1)
         await emu.click_button(alice.id, conv.id, r["ts"], "approve")
@@ -227,13 +257,21 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
         p = inter.payload
         assert p["type"] == "block_actions" and p["api_app_id"] == dana.app_id
         assert p["user"]["id"] == alice.id and p["user"]["username"] == "alice"
-        assert p["container"] == {"type": "message", "message_ts": r["ts"], "channel_id": conv.id,
-                                  "is_ephemeral": False}
+        assert p["container"] == {
+            "type": "message",
+            "message_ts": r["ts"],
+            "channel_id": conv.id,
+            "is_ephemeral": False,
+        }
         assert p["channel"]["id"] == conv.id and p["message"]["ts"] == r["ts"]
         assert p["trigger_id"] and p["response_url"].startswith(emu.base_url)
         a = p["actions"][0]
-        assert (a["action_id"], a["block_id"], a["value"], a["type"]) == ("approve", "approval", "yes",
-                                                                          "button")
+        assert (a["action_id"], a["block_id"], a["value"], a["type"]) == (
+            "approve",
+            "approval",
+            "yes",
+            "button",
+        )
         assert a["text"]["text"] == "Approve"
         await asyncio.sleep(0)
         assert not any(x.type == "interactive" for x in got["eli"])

@@ -74,8 +74,9 @@ def test_post_message_form_and_json_bodies_and_threads(temu: ThreadedEmulator) -
     c = _client(temu, dana.bot_token)
     # chat.postMessage goes as JSON; api_call with data= sends a form body
     parent = c.chat_postMessage(channel=conv.id, text="parent")
-    form = c.api_call("chat.postMessage", data={"channel": conv.id, "text": "reply",
-                                                 "thread_ts": parent["ts"]})
+    form = c.api_call(
+        "chat.postMessage", data={"channel": conv.id, "text": "reply", "thread_ts": parent["ts"]}
+    )
     assert form["message"]["thread_ts"] == parent["ts"]
     assert form["message"]["parent_user_id"] == dana.bot_user_id
     assert float(form["ts"]) > float(parent["ts"])

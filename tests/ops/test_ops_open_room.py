@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from nanoslack.ops import open_room
 from nanoslack.ops.open_room import Identity, OpenRoomError, intro_text, parse_request
 
 Runner = Callable[..., Any]
@@ -307,20 +306,6 @@ def test_unreachable_api_is_one_clear_line(room: Room) -> None:
 # --- --public (the store hook) ------------------------------------------------------------
 
 
-def test_public_without_the_store_refuses_before_touching_slack(room: Room) -> None:
-    if open_room.public_hook_available():
-        pytest.skip("the store is here: see test_public_room_creates_public_messaging_groups")
-    room.env_file.write_text(room.token_lines("dana", "eli"))
-    r = room.open("--instances", "dana,eli", "--user", room.human.id, "--public")
-    assert_fails(r, "--public needs nanoslack.store")
-    assert room.emu.api_calls == []
-
-
-@pytest.mark.xfail(
-    not open_room.public_hook_available(),
-    reason="TODO(lead): nanoslack.store.Store / groups.ensure_public_room not built yet",
-    strict=False,
-)
 def test_public_room_creates_public_messaging_groups(room: Room) -> None:
     db = room.tmp / "data" / "nanoslack.db"
     room.env_file.write_text(room.token_lines("dana", "eli"))

@@ -1,0 +1,42 @@
+"""Failpoints: named places where a test can make the process die on purpose.
+
+``NANOSLACK_FAILPOINTS=pipeline.committed=kill@150`` makes the process SIGKILL
+itself the moment the ``pipeline.committed`` point has been passed by 150
+messages. Tests use it to crash at the worst moment deterministically instead of
+racing a ``kill -9`` against the clock (§8). Unset (always, in production), a
+failpoint costs one dict lookup.
+
+Points: ``inbox.recorded`` (after the inbox commit, before the ack) and
+``pipeline.committed`` (after a batch's transaction commits, before anything is
+logged or acknowledged downstream).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV_KEY = "NANOSLACK_FAILPOINTS"
+
+
+def _parse(spec: str) -> dict[str, int]:
+    points: dict[str, int] = {}
+    for item in spec.split(","):
+        name, _, action = item.strip().partition("=")
+        kind, _, count = action.partition("@")
+        if name and kind == "kill" and count.isdigit():
+            points[name] = int(count)
+    return points
+
+
+_armed = _parse(os.environ.get(ENV_KEY, ""))
+_passed: dict[str, int] = {}
+
+
+def hit(name: str, n: int = 1) -> None:
+    """``n`` messages passed the point ``name``."""
+    if not _armed or name not in _armed:
+        return
+    _passed[name] = _passed.get(name, 0) + n
+    if _passed[name] >= _armed[name]:
+        os.kill(os.getpid(), signal.SIGKILL)

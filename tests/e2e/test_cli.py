@@ -1,0 +1,71 @@
+"""The ``nanoslack`` command as operators run it: a real subprocess each time."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def nanoslack(
+    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "nanoslack", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+    )
+
+
+def test_help_lists_every_command_and_unknown_commands_exit_2(tmp_path: Path) -> None:
+    done = nanoslack("--help", cwd=tmp_path)
+    assert done.returncode == 0
+    for command in ("run", "demo", "emulator", "open-room", "q", "rooms", "hops", "senders"):
+        assert f"  {command}" in done.stdout
+    assert nanoslack("frobnicate", cwd=tmp_path).returncode == 2
+
+
+def test_run_without_any_instance_explains_what_it_expected(tmp_path: Path) -> None:
+    done = nanoslack("run", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "no instance configured" in done.stderr + done.stdout
+    assert "SLACK_BOT_TOKEN" in done.stderr + done.stdout
+
+
+def test_run_names_the_missing_token_key(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("SLACK_INSTANCES=gh-bot\nSLACK_BOT_TOKEN_GH_BOT=xoxb-emu-gh-1\n")
+    done = nanoslack("run", cwd=tmp_path)
+    assert done.returncode == 1
+    out = done.stderr + done.stdout
+    assert "instance skipped: credentials missing" in out
+    assert "SLACK_APP_TOKEN_GH_BOT" in out
+    assert "xoxb-emu-gh-1" not in out
+
+
+def test_q_through_the_cli_matches_the_script(tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (a, b)")
+        conn.execute("INSERT INTO t VALUES (1, 'x')")
+    done = nanoslack("q", str(db), "SELECT a, b FROM t", "--header", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["a|b", "1|x"]
+
+
+def test_demo_plays_the_room_end_to_end_and_exits_cleanly(tmp_path: Path) -> None:
+    done = nanoslack("demo", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "hold: awaiting approval" in out
+    assert "alice clicks Allow" in out
+    assert "dropped — hop limit reached" in out
+    assert "dropped — room not in SLACK_A2A_ROOMS" in out
+    assert "xoxb-" not in out and "xapp-" not in out
