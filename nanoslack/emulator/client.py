@@ -114,6 +114,13 @@ class EmulatorClient:
     def connections(self, app_id: str) -> int:
         return int(self._req("connections", {"app_id": app_id}, method="GET")["connections"])
 
+    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
+        """Seconds from sending each envelope to receiving its ack (one app or all)."""
+        body: JSON = {"app_id": app_id} if app_id else {}
+        if clear:
+            body["clear"] = "1"
+        return [float(x) for x in self._req("ack_latencies", body or None, method="GET")["latencies"]]
+
     def click_button(
         self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
     ) -> JSON:

@@ -366,6 +366,11 @@ class Emulator:
             Delivery(app_id=self.app(app_id).app_id, kind=kind, payload_json=data, retryable=False)
         )
 
+    def zombify_sockets(self, app_id: str) -> int:
+        """Fault injection: the app's open sockets silently stop receiving envelopes
+        (pings still answered) until the client opens a new connection."""
+        return self.hub.zombify(self.app(app_id).app_id)
+
     async def inject_frame(self, app_id: str, text: str) -> int:
         """Fault injection: send a raw text frame (not an envelope) to every socket of the app."""
         return await self.hub.send_raw(self.app(app_id).app_id, text)
@@ -375,6 +380,11 @@ class Emulator:
 
     def connections(self, app_id: str) -> int:
         return self.hub.connections(self.app(app_id).app_id)
+
+    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
+        """Per acked envelope, the seconds from sending it to receiving its ack
+        (one app, or all apps); ``clear=True`` starts a fresh measurement."""
+        return self.hub.ack_latencies(self.app(app_id).app_id if app_id else None, clear)
 
     # ---- interactivity ---------------------------------------------------------------------
     async def click_button(
@@ -566,6 +576,9 @@ class ThreadedEmulator:
 
     def connections(self, app_id: str) -> int:
         return self._call(lambda: self._e.connections(app_id))
+
+    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
+        return self._call(lambda: self._e.ack_latencies(app_id, clear))
 
     def click_button(
         self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None

@@ -139,6 +139,10 @@ def build_app(emu: Emulator) -> web.Application:
     async def d_connections(b: JSON) -> JSON:
         return {"connections": emu.connections(b["app_id"])}
 
+    async def d_ack_latencies(b: JSON) -> JSON:
+        clear = str(b.get("clear", "")).lower() in ("1", "true")
+        return {"latencies": emu.ack_latencies(b.get("app_id"), clear)}
+
     async def d_click(b: JSON) -> JSON:
         return await emu.click_button(
             b["user_id"], b["channel"], b["message_ts"], b["action_id"], b.get("value")
@@ -168,6 +172,7 @@ def build_app(emu: Emulator) -> web.Application:
         ("withhold_acks", d_withhold),
         ("stats", d_stats),
         ("connections", d_connections),
+        ("ack_latencies", d_ack_latencies),
         ("click", d_click),
     ]:
         app.router.add_route("*", d + path, route(fn))

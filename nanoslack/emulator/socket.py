@@ -20,6 +20,7 @@ from .state import Stats
 
 _ACK_RE = re.compile(r'\{"envelope_id":\s*"([0-9a-f-]{36})"\}\Z')
 log = logging.getLogger("nanoslack.emulator.socket")
+ACK_LATENCY_KEEP = 200_000  # per app
 
 
 @dataclass
@@ -40,6 +41,9 @@ class Conn:
     app_id: str
     conn_id: int
     open: bool = True
+    # Fault: the socket stays open and answers pings, but envelopes sent to it
+    # vanish (the "events stop after an idle reconnect" failure of Socket Mode).
+    zombie: bool = False
 
 
 @dataclass
@@ -47,8 +51,12 @@ class AppSockets:
     conns: list[Conn] = field(default_factory=list)
     rr: int = 0
     queue: collections.deque[Delivery] = field(default_factory=collections.deque)
-    # envelope_id -> (deadline, delivery); insertion order == deadline order
-    pending: dict[str, tuple[float, Delivery]] = field(default_factory=dict)
+    # envelope_id -> (deadline, delivery, sent_at); insertion order == deadline order
+    pending: dict[str, tuple[float, Delivery, float]] = field(default_factory=dict)
+    # seconds from sending an envelope to receiving its ack, most recent last
+    ack_latencies: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=ACK_LATENCY_KEEP)
+    )
     withhold: int | None = 0  # None: withhold all
     stats: Stats = field(default_factory=Stats)
 
@@ -132,10 +140,13 @@ class SocketHub:
             conn = s.conns[s.rr]
             env_id = str(uuid.uuid4())
             data = self._envelope(env_id, d)
-            s.pending[env_id] = (time.monotonic() + self.ack_timeout, d)
+            now = time.monotonic()
+            s.pending[env_id] = (now + self.ack_timeout, d, now)
             s.stats.delivered += 1
             if d.attempt:
                 s.stats.redelivered += 1
+            if conn.zombie:
+                return  # "sent", never arrives; the ack timeout will redeliver it
             try:
                 await conn.ws.send_str(data)
                 return
@@ -171,7 +182,8 @@ class SocketHub:
         if s.withhold > 0:
             s.withhold -= 1
             return
-        del s.pending[env_id]
+        sent_at = s.pending.pop(env_id)[2]
+        s.ack_latencies.append(time.monotonic() - sent_at)
         s.stats.acked += 1
 
     async def _sweep_loop(self) -> None:
@@ -189,7 +201,7 @@ class SocketHub:
             expired: list[Delivery] = []
             while s.pending:
                 env_id = next(iter(s.pending))
-                deadline, d = s.pending[env_id]
+                deadline, d, _sent = s.pending[env_id]
                 if deadline > now:
                     break
                 del s.pending[env_id]
@@ -250,6 +262,12 @@ class SocketHub:
             self._remove(conn)
         return ws
 
+    def zombify(self, app_id: str) -> int:
+        conns = self.app(app_id).conns
+        for conn in conns:
+            conn.zombie = True
+        return len(conns)
+
     async def send_raw(self, app_id: str, text: str) -> int:
         sent = 0
         for conn in list(self.app(app_id).conns):
@@ -305,3 +323,14 @@ class SocketHub:
 
     def connections(self, app_id: str) -> int:
         return len(self.app(app_id).conns)
+
+    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
+        """Seconds between sending an envelope and receiving its ack (the last
+        ``ACK_LATENCY_KEEP`` per app); ``clear`` empties what was returned."""
+        apps = [self.app(app_id)] if app_id is not None else list(self.apps.values())
+        out: list[float] = []
+        for s in apps:
+            out.extend(s.ack_latencies)
+            if clear:
+                s.ack_latencies.clear()
+        return out

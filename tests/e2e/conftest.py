@@ -111,7 +111,11 @@ async def fleet_factory(room: Room) -> AsyncIterator[Callable[..., Any]]:
     fleets: list[Fleet] = []
 
     async def start(
-        names: list[str] | None = None, *, env_name: str = ".env", **extra: str
+        names: list[str] | None = None,
+        *,
+        env_name: str = ".env",
+        socket: SocketOptions = FAST_SOCKET,
+        **extra: str,
     ) -> tuple[Fleet, Recorder]:
         names = names or ["dana", "eli"]
         extra.setdefault("SLACK_A2A_ROOMS", room.channel)
@@ -119,7 +123,7 @@ async def fleet_factory(room: Room) -> AsyncIterator[Callable[..., Any]]:
         env_file.write_text(env_lines(room.emu, [room.apps[n] for n in names], room.db, **extra))
         settings = load_settings(env_file, environ={})
         recorder = Recorder()
-        fleet = Fleet(settings, socket=FAST_SOCKET, on_outcome=recorder)
+        fleet = Fleet(settings, socket=socket, on_outcome=recorder)
         fleets.append(fleet)
         started = await fleet.start()
         assert sorted(started) == sorted(names)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from nanoslack.slack.fleet import Fleet
+from nanoslack.slack.instance import SocketOptions
 from tests.e2e.conftest import Recorder, Room
 
 
@@ -153,3 +154,15 @@ async def test_missing_token_skips_only_that_instance(room: Room, fleet_factory,
         await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")))
     finally:
         await fleet.stop()
+
+
+async def test_watchdog_reconnects_a_socket_that_silently_stopped_delivering(
+    room: Room, fleet_factory
+) -> None:
+    watchful = SocketOptions(ping_interval=1.0, idle_reconnect=2.0, watchdog_interval=0.25)
+    fleet, rec = await fleet_factory(["dana", "eli"], socket=watchful)
+    dana = room.apps["dana"]
+    assert room.emu.zombify_sockets(dana.app_id) == 1  # open, pinging, deaf
+    ts = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} are you there?")
+    await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")), timeout=15)
+    assert fleet.instances["dana"].reconnects >= 1
