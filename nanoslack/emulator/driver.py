@@ -22,6 +22,24 @@ JSON = dict[str, Any]
 T = TypeVar("T")
 
 
+def _poll(
+    predicate: Callable[[], Any],
+    deadline: float,
+    timeout: float,
+    message: str | None,
+    stats: Callable[[], Stats],
+) -> Any:
+    """One look at a ``wait_for`` condition: its truthy value, or None to keep
+    waiting; past the deadline a TimeoutError that shows the socket counters."""
+    value = predicate()
+    if value:
+        return value
+    if time.monotonic() >= deadline:
+        what = message or f"condition {getattr(predicate, '__name__', predicate)!r} not met"
+        raise TimeoutError(f"{what} within {timeout}s; stats={asdict(stats())}")
+    return None
+
+
 class EmulatorError(Exception):
     """A Slack-style error raised by the emulator's internals (mapped to ok:false)."""
 
@@ -457,16 +475,10 @@ class Emulator:
         message: str | None = None,
     ) -> Any:
         deadline = time.monotonic() + timeout
-        while True:
-            r = predicate()
-            if r:
-                return r
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    (message or f"condition {getattr(predicate, '__name__', predicate)!r} not met")
-                    + f" within {timeout}s; stats={asdict(self.stats())}"
-                )
+        # Polling is the point: the predicate is arbitrary test state, nothing to await.
+        while (r := _poll(predicate, deadline, timeout, message, self.stats)) is None:  # noqa: ASYNC110
             await asyncio.sleep(interval)
+        return r
 
 
 class ThreadedEmulator:
@@ -602,13 +614,6 @@ class ThreadedEmulator:
         message: str | None = None,
     ) -> Any:
         deadline = time.monotonic() + timeout
-        while True:
-            r = predicate()
-            if r:
-                return r
-            if time.monotonic() >= deadline:
-                raise TimeoutError(
-                    (message or f"condition {getattr(predicate, '__name__', predicate)!r} not met")
-                    + f" within {timeout}s; stats={asdict(self.stats())}"
-                )
+        while (r := _poll(predicate, deadline, timeout, message, self.stats)) is None:
             time.sleep(interval)
+        return r
