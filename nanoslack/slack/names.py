@@ -33,9 +33,9 @@ class SlackNames:
         row = self._store.users.get(sender)
         if row is not None and row.display_name:
             return
-        name = msg.bot_name if msg.is_bot else None
-        if name is None:
-            name = await self._lookup(msg)
+        # Slack's own record first (bots.info, users.info): the name an event carries
+        # (bot_profile, username) is what the poster chose and may be stale or absent.
+        name = await self._lookup(msg) or (msg.bot_name if msg.is_bot else None)
         self._store.users.ensure(
             sender, kind="bot" if msg.is_bot else "human", display_name=name, slack_user_id=msg.user
         )

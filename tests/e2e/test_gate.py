@@ -198,3 +198,15 @@ async def test_a_click_by_someone_who_is_not_an_owner_changes_nothing(room: Room
     await room.emu.wait_for(lambda: room.emu.stats(room.apps["dana"].app_id).acked >= 3)
     assert _status(room, "dana", held) == "held"
     assert room.sql("SELECT status FROM pending_sender_approvals") == [("pending",)]
+
+
+async def test_a_bot_senders_name_is_resolved_once_through_bots_info(room: Room, fleet_factory) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
+    eli = room.apps["eli"]
+    sent = [await room.bot_post("eli", f"{room.mention('dana')} hi {i}") for i in range(3)]
+    await room.emu.wait_for(lambda: all(_processed(rec, "dana", t) for t in sent))
+    assert room.sql("SELECT kind, display_name FROM users WHERE id = ?", f"slack:bot:{eli.bot_id}") == [
+        ("bot", "eli")
+    ]
+    asked = [c for c in room.emu.api_calls if c.method == "bots.info" and c.params.get("bot") == eli.bot_id]
+    assert len([c for c in asked if c.app_name == "dana"]) == 1

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from slack_sdk import WebClient
 
 from nanoslack.emulator import EmulatorClient, ThreadedEmulator, sample_workspace
@@ -50,7 +51,10 @@ def test_sample_workspace_has_alice_three_apps_and_an_mpim() -> None:
     assert spec["conversations"][0]["members"] == ["alice", "dana", "eli", "fay"]
 
 
-def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "entry", [["-m", "nanoslack.emulator"], ["-m", "nanoslack", "emulator"]], ids=["module", "nanoslack-cli"]
+)
+def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path, entry: list[str]) -> None:
     spec = {
         "team": {"id": "T0TEST", "name": "test-team"},
         "users": [{"name": "alice", "id": "U0ALICE"}],
@@ -70,7 +74,7 @@ def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path) -> None:
     f.write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoslack.emulator", "--workspace", str(f), "--json"],
+        [sys.executable, *entry, "--workspace", str(f), "--json"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
