@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from slack_sdk import WebClient
 from slack_sdk.socket_mode import SocketModeClient
@@ -14,7 +15,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from nanoslack.emulator import Emulator, ThreadedEmulator
+from nanoslack.emulator import App, Emulator, ThreadedEmulator
 
 
 def test_builtin_socket_mode_client_receives_and_acks(temu: ThreadedEmulator) -> None:
@@ -68,10 +69,9 @@ def test_builtin_socket_mode_client_receives_and_acks(temu: ThreadedEmulator) ->
         smc.close()
 
 
-async def test_aiohttp_socket_mode_client_receives_and_acks(emu: Emulator) -> None:
-    alice = emu.add_user("alice")
-    dana = emu.add_app("dana")
-    conv = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
+@asynccontextmanager
+async def acking_client(emu: Emulator, app: App) -> AsyncIterator[list[SocketModeRequest]]:
+    """An aiohttp SocketModeClient for ``app`` that acks every envelope and records it."""
     got: list[SocketModeRequest] = []
 
     async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
@@ -79,39 +79,36 @@ async def test_aiohttp_socket_mode_client_receives_and_acks(emu: Emulator) -> No
         got.append(req)
 
     smc = AioSocketModeClient(
-        app_token=dana.app_token,
-        web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url),
+        app_token=app.app_token,
+        web_client=AsyncWebClient(token=app.bot_token, base_url=emu.api_url),
         ping_interval=1,
     )
     smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
     await smc.connect()
     try:
+        yield got
+    finally:
+        await smc.close()
+
+
+async def test_aiohttp_socket_mode_client_receives_and_acks(emu: Emulator) -> None:
+    alice = emu.add_user("alice")
+    dana = emu.add_app("dana")
+    conv = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
+    async with acking_client(emu, dana) as got:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 1)
         ts = await emu.post_as_user(alice.id, conv.id, f"dm <@{dana.bot_user_id}>")
         await emu.wait_for(lambda: emu.stats(dana.app_id).acked == 1)
         assert len(got) == 1  # no app_mention twin in an IM
         ev = got[0].payload["event"]
         assert ev["type"] == "message" and ev["channel_type"] == "im" and ev["ts"] == ts
-    finally:
-        await smc.close()
 
 
 async def test_unacked_envelope_is_redelivered_with_retry_attempt(emu: Emulator) -> None:
     alice = emu.add_user("alice")
     dana = emu.add_app("dana")
     conv = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
-    got: list[SocketModeRequest] = []
-
-    async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-        got.append(req)
-
-    smc = AioSocketModeClient(
-        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
-    )
-    smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
-    await smc.connect()
-    try:
+    async with acking_client(emu, dana) as got:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 1)
         emu.withhold_acks(dana.app_id, 2)
         await emu.post_as_user(alice.id, conv.id, "please ack")
@@ -122,34 +119,19 @@ async def test_unacked_envelope_is_redelivered_with_retry_attempt(emu: Emulator)
         assert len({r.payload["event_id"] for r in got}) == 1
         s = emu.stats(dana.app_id)
         assert s.delivered == 3 and s.redelivered == 2
-    finally:
-        await smc.close()
 
 
 async def test_redelivery_stops_after_max_retries(emu: Emulator) -> None:
     alice = emu.add_user("alice")
     dana = emu.add_app("dana")
     conv = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
-    got: list[int] = []
-
-    async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-        got.append(req.retry_attempt or 0)
-
-    smc = AioSocketModeClient(
-        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
-    )
-    smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
-    await smc.connect()
-    try:
+    async with acking_client(emu, dana) as got:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 1)
         emu.withhold_acks(dana.app_id, None)
         await emu.post_as_user(alice.id, conv.id, "never acked")
         await emu.wait_for(lambda: emu.hub.dropped == 1, timeout=5)
-        assert got == [0, 1, 2, 3]
+        assert [r.retry_attempt or 0 for r in got] == [0, 1, 2, 3]
         emu.withhold_acks(dana.app_id, 0)
-    finally:
-        await smc.close()
 
 
 async def test_events_are_queued_until_a_socket_connects(emu: Emulator) -> None:
@@ -159,55 +141,23 @@ async def test_events_are_queued_until_a_socket_connects(emu: Emulator) -> None:
     for i in range(3):
         await emu.post_as_user(alice.id, conv.id, f"early {i}")
     assert emu.stats(dana.app_id).queued == 3
-    got: list[str] = []
-
-    async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-        got.append(req.payload["event"]["text"])
-
-    smc = AioSocketModeClient(
-        app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
-    )
-    smc.socket_mode_request_listeners.append(on_request)  # type: ignore[arg-type]
-    await smc.connect()
-    try:
+    async with acking_client(emu, dana) as got:
         await emu.wait_for(lambda: emu.stats(dana.app_id).acked == 3)
-        assert got == ["early 0", "early 1", "early 2"]
+        assert [r.payload["event"]["text"] for r in got] == ["early 0", "early 1", "early 2"]
         assert emu.stats(dana.app_id).queued == 0
-    finally:
-        await smc.close()
 
 
 async def test_each_envelope_goes_to_exactly_one_of_several_sockets(emu: Emulator) -> None:
     alice = emu.add_user("alice")
     dana = emu.add_app("dana")
     conv = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
-    seen: dict[int, list[str]] = {0: [], 1: []}
-    clients = []
-    for i in range(2):
-
-        def make(idx: int) -> Any:
-            async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-                await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-                seen[idx].append(req.payload["event"]["ts"])
-
-            return on_request
-
-        smc = AioSocketModeClient(
-            app_token=dana.app_token, web_client=AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
-        )
-        smc.socket_mode_request_listeners.append(make(i))
-        await smc.connect()
-        clients.append(smc)
-    try:
+    async with acking_client(emu, dana) as first, acking_client(emu, dana) as second:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 2)
         tss = [await emu.post_as_user(alice.id, conv.id, f"m{i}") for i in range(20)]
         await emu.wait_for(lambda: emu.stats(dana.app_id).acked == 20)
+        seen = [[r.payload["event"]["ts"] for r in got] for got in (first, second)]
         assert sorted(seen[0] + seen[1]) == sorted(tss)
         assert seen[0] and seen[1]
-    finally:
-        for c in clients:
-            await c.close()
 
 
 async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> None:
@@ -215,24 +165,7 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
     dana = emu.add_app("dana")
     eli = emu.add_app("eli")
     conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
-    got: dict[str, list[SocketModeRequest]] = {"dana": [], "eli": []}
-    clients = []
-    for app in (dana, eli):
-
-        def make(name: str) -> Any:
-            async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-                await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
-                got[name].append(req)
-
-            return on_request
-
-        smc = AioSocketModeClient(
-            app_token=app.app_token, web_client=AsyncWebClient(token=app.bot_token, base_url=emu.api_url)
-        )
-        smc.socket_mode_request_listeners.append(make(app.name))
-        await smc.connect()
-        clients.append(smc)
-    try:
+    async with acking_client(emu, dana) as got_dana, acking_client(emu, eli) as got_eli:
         web = AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
         blocks = [
             {"type": "section", "text": {"type": "mrkdwn", "text": "Approve?"}},
@@ -250,10 +183,10 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
             },
         ]
         r = await web.chat_postMessage(channel=conv.id, text="Approve?", blocks=blocks)
-        await emu.wait_for(lambda: len(got["eli"]) == 1)
+        await emu.wait_for(lambda: len(got_eli) == 1)
         await emu.click_button(alice.id, conv.id, r["ts"], "approve")
-        await emu.wait_for(lambda: any(x.type == "interactive" for x in got["dana"]))
-        inter = next(x for x in got["dana"] if x.type == "interactive")
+        await emu.wait_for(lambda: any(x.type == "interactive" for x in got_dana))
+        inter = next(x for x in got_dana if x.type == "interactive")
         p = inter.payload
         assert p["type"] == "block_actions" and p["api_app_id"] == dana.app_id
         assert p["user"]["id"] == alice.id and p["user"]["username"] == "alice"
@@ -274,7 +207,4 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
         )
         assert a["text"]["text"] == "Approve"
         await asyncio.sleep(0)
-        assert not any(x.type == "interactive" for x in got["eli"])
-    finally:
-        for c in clients:
-            await c.close()
+        assert not any(x.type == "interactive" for x in got_eli)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 from structlog.testing import capture_logs
@@ -13,20 +12,9 @@ from nanoslack.config import A2AConfig
 from nanoslack.guard import BotInboundGuard, Delivered
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.store import Store
+from tests.unit.helpers import MessageFactory, Sink
 
-MessageFactory = Callable[..., Inbound]  # the conftest's human/bot fixtures
 ROOMS = frozenset({"G0A", "C0B"})
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.received: list[Inbound] = []
-        self.fail = False
-
-    async def __call__(self, msg: Inbound) -> None:
-        if self.fail:
-            raise RuntimeError("router down")
-        self.received.append(msg)
 
 
 class Fleet:

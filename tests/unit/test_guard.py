@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -8,21 +8,7 @@ from structlog.testing import capture_logs
 
 from nanoslack.guard import Admit, BotInboundGuard, Delivered
 from nanoslack.inbound import Drop, Inbound
-
-MessageFactory = Callable[..., Inbound]  # the conftest's human/bot fixtures
-
-
-class Sink:
-    """A downstream that records what reached it and can be told to fail."""
-
-    def __init__(self) -> None:
-        self.received: list[Inbound] = []
-        self.fail = False
-
-    async def __call__(self, msg: Inbound) -> None:
-        if self.fail:
-            raise RuntimeError("router down")
-        self.received.append(msg)
+from tests.unit.helpers import MessageFactory, Sink
 
 
 async def admit_all(msg: Inbound) -> Admit | Drop:
