@@ -6,9 +6,10 @@ messages. Tests use it to crash at the worst moment deterministically instead of
 racing a ``kill -9`` against the clock (§8). Unset (always, in production), a
 failpoint costs one dict lookup.
 
-Points: ``inbox.recorded`` (after the inbox commit, before the ack) and
+Points: ``inbox.recorded`` (after the inbox commit, before the ack),
 ``pipeline.committed`` (after a batch's transaction commits, before anything is
-logged or acknowledged downstream).
+logged or acknowledged downstream) and ``outbox.posted`` (Slack accepted a post,
+the outbox row is not yet marked sent).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The outbox row is written in the same transaction as the decision behind it, so
 a post is never forgotten, and ``dedupe_key`` makes it one row however often the
-decision is replayed. The key also travels in the message metadata, so the
-replies layer (§5) can recognise a post whose ``mark_sent`` a crash interrupted.
+decision is replayed. A row is marked ``sending`` before Slack is called and
+carries its key in the message metadata, so after a crash between Slack's answer
+and ``mark_sent`` the next run finds the post instead of posting it twice.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from nanoslack import failpoints
 from nanoslack.store import Store
 
 log = structlog.get_logger("nanoslack.poster")
 
 METADATA_EVENT = "nanoslack_post"
+# Every post carries its outbox key in its metadata: that is how a restart tells
+# "posted, but the process died before recording it" from "never posted".
+KEY_FIELD = "nanoslack_key"
 # Errors that will not change on a retry: give up on the row at once.
 FINAL_ERRORS = frozenset(
     {
@@ -68,6 +73,8 @@ class Poster:
             await self.drain()
 
     async def drain(self) -> int:
+        for row in self._store.outbox.in_doubt(self.instance):
+            await self._recover(row)
         sent = 0
         for row in self._store.outbox.queued(self.instance):
             if await self._send(row):
@@ -76,40 +83,73 @@ class Poster:
 
     async def _send(self, row: Any) -> bool:
         try:
-            channel, ts = await self._post(row)
+            channel = row.channel or await self._dm_channel(row.dm_user)
+            if not self._store.outbox.mark_sending(row.id, channel):
+                return False  # cancelled or taken meanwhile
+            posted_channel, ts = await self._post(row, channel)
         except SlackApiError as exc:
+            # Slack answered: nothing was posted, so trying again is safe.
             error = str(exc.response.get("error") or "unknown_error")
             final = error in FINAL_ERRORS or row.attempts + 1 >= MAX_ATTEMPTS
             self._store.outbox.mark_failed(row.id, error, final=final)
             log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=error, final=final)
             return False
         except Exception as exc:
-            final = row.attempts + 1 >= MAX_ATTEMPTS
-            self._store.outbox.mark_failed(row.id, type(exc).__name__, final=final)
-            log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__)
+            # No answer (timeout, dropped connection): the post may have landed.
+            # The row stays in doubt; the next drain looks for it before resending.
+            log.warning("post in doubt", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__)
             return False
-        self._store.outbox.mark_sent(row.id, channel, ts)
-        log.info("posted", instance=self.instance, key=row.dedupe_key, channel=channel, ts=ts, kind=row.kind)
+        failpoints.hit("outbox.posted")
+        self._store.outbox.mark_sent(row.id, posted_channel, ts)
+        log.info(
+            "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
+        )
         return True
 
-    async def _post(self, row: Any) -> tuple[str, str]:
-        channel = row.channel or await self._dm_channel(row.dm_user)
+    async def _recover(self, row: Any) -> None:
+        """A row left in ``sending``: adopt the post if it reached Slack, else requeue it."""
+        if row.kind != "post" or not row.posted_channel:
+            self._store.outbox.requeue(row.id)  # chat.update is idempotent: just redo it
+            return
+        try:
+            found = await self._find_posted(row)
+        except Exception as exc:
+            log.warning(
+                "post recovery failed", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__
+            )
+            return
+        if found is None:
+            self._store.outbox.requeue(row.id)
+            log.info("post recovered: not found, resending", instance=self.instance, key=row.dedupe_key)
+        else:
+            self._store.outbox.mark_sent(row.id, row.posted_channel, found)
+            log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
+
+    async def _find_posted(self, row: Any) -> str | None:
+        """The ts of the message carrying this row's key, searched among recent posts."""
+        if row.thread_ts:
+            resp = await self._client.conversations_replies(
+                channel=row.posted_channel, ts=row.thread_ts, include_all_metadata=True, limit=200
+            )
+        else:
+            resp = await self._client.conversations_history(
+                channel=row.posted_channel, include_all_metadata=True, limit=200
+            )
+        for message in resp.get("messages") or []:
+            payload = (message.get("metadata") or {}).get("event_payload") or {}
+            if payload.get(KEY_FIELD) == row.dedupe_key:
+                return str(message.get("ts"))
+        return None
+
+    async def _post(self, row: Any, channel: str) -> tuple[str, str]:
         blocks = json.loads(row.blocks) if row.blocks else None
         if row.kind == "update":
             resp = await self._client.chat_update(
                 channel=channel, ts=row.update_ts, text=row.text, blocks=blocks
             )
             return channel, str(resp.get("ts") or row.update_ts)
-        metadata = (
-            json.loads(row.metadata_json)
-            if row.metadata_json
-            else {
-                "event_type": METADATA_EVENT,
-                "event_payload": {"key": row.dedupe_key},
-            }
-        )
         resp = await self._client.chat_postMessage(
-            channel=channel, text=row.text, thread_ts=row.thread_ts, blocks=blocks, metadata=metadata
+            channel=channel, text=row.text, thread_ts=row.thread_ts, blocks=blocks, metadata=_metadata(row)
         )
         return str(resp.get("channel") or channel), str(resp.get("ts"))
 
@@ -120,3 +160,10 @@ class Poster:
             resp = await self._client.conversations_open(users=user)
             self._dm_channels[user] = str((resp.get("channel") or {}).get("id"))
         return self._dm_channels[user]
+
+
+def _metadata(row: Any) -> dict[str, Any]:
+    custom: dict[str, Any] = json.loads(row.metadata_json) if row.metadata_json else {}
+    payload = dict(custom.get("event_payload") or {})
+    payload[KEY_FIELD] = row.dedupe_key
+    return {"event_type": custom.get("event_type") or METADATA_EVENT, "event_payload": payload}

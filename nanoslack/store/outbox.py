@@ -29,6 +29,13 @@ _QUEUED = text(
     f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'queued' ORDER BY id LIMIT :limit"
 )
 _GET = text(f"SELECT {_COLUMNS} FROM outbox WHERE id = :id")
+_SENDING = text(
+    "UPDATE outbox SET status = 'sending', posted_channel = :channel WHERE id = :id AND status = 'queued'"
+)
+_IN_DOUBT = text(
+    f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
+)
+_REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
 _BY_KEY = text(f"SELECT {_COLUMNS} FROM outbox WHERE dedupe_key = :key")
 _SENT = text(
     "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
@@ -37,7 +44,7 @@ _SENT = text(
 )
 _FAILED = text(
     "UPDATE outbox SET attempts = attempts + 1, error = :error,"
-    " status = CASE WHEN :final THEN 'failed' ELSE status END WHERE id = :id"
+    " status = CASE WHEN :final THEN 'failed' ELSE 'queued' END WHERE id = :id"
 )
 _CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
 
@@ -55,7 +62,7 @@ class OutboxRow:
     text: str
     blocks: str | None  # JSON, as stored (``blocks_list`` decodes it)
     metadata_json: str | None  # JSON {event_type, event_payload}
-    status: str  # queued | sent | failed | cancelled
+    status: str  # queued | sending (in doubt if the process died) | sent | failed | cancelled
     attempts: int
     error: str | None
     posted_channel: str | None
@@ -152,6 +159,21 @@ class Outbox:
     def mark_sent(self, outbox_id: int, channel: str, ts: str) -> None:
         with self._db.transaction() as conn:
             conn.execute(_SENT, {"id": outbox_id, "channel": channel, "ts": ts, "now": time.time()})
+
+    def mark_sending(self, outbox_id: int, channel: str) -> bool:
+        """About to call Slack for this row: if the process dies before
+        ``mark_sent``, the row is *in doubt*, not forgotten and not blindly resent."""
+        with self._db.transaction() as conn:
+            return int(conn.execute(_SENDING, {"id": outbox_id, "channel": channel}).rowcount) == 1
+
+    def in_doubt(self, instance: str) -> list[OutboxRow]:
+        """Rows a previous run was sending when it stopped."""
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_IN_DOUBT, {"instance": instance}).all()]
+
+    def requeue(self, outbox_id: int) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_REQUEUE, {"id": outbox_id})
 
     def mark_failed(self, outbox_id: int, error: str, final: bool) -> None:
         with self._db.transaction() as conn:

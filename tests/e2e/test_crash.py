@@ -112,3 +112,45 @@ async def test_fleet_killed_with_sigkill_delivers_each_recorded_event_once_after
     assert _scalar(db, "SELECT count(*) FROM inbox WHERE instance='dana'") == len(posted)
     # The second run had real work left: resumed from the inbox or redelivered by Slack.
     assert runs[1]
+
+
+async def test_a_post_made_just_before_a_crash_is_found_not_repeated(tmp_path: Path) -> None:
+    """Killed after Slack accepted the approval DM but before the outbox recorded it:
+    the restarted fleet finds the DM by its metadata and does not send it again."""
+    async with Emulator(ack_timeout=1.0) as emu:
+        alice = emu.add_user("alice")
+        dana, eli = emu.add_app("dana"), emu.add_app("eli")
+        room = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
+        db = tmp_path / "data" / "nanoslack.db"
+        env_file = tmp_path / ".env"
+        env_file.write_text(
+            env_lines(emu, [dana], db, SLACK_A2A_ROOMS=room.id, SLACK_OWNER=alice.id, LOG_FORMAT="json")
+        )
+        fleet = _start_fleet(env_file, tmp_path / "run1.log", "outbox.posted=kill@1")
+        await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
+        from slack_sdk.web.async_client import AsyncWebClient
+
+        eli_client = AsyncWebClient(token=eli.bot_token, base_url=emu.api_url)
+        await eli_client.chat_postMessage(channel=room.id, text=f"<@{dana.bot_user_id}> may I join?")
+        assert await asyncio.to_thread(fleet.wait, 30) == -signal.SIGKILL
+
+        def approval_dms() -> list[dict[str, object]]:
+            return [
+                m
+                for conv in emu.conversations()
+                if conv.kind == "im" and alice.id in conv.members
+                for m in emu.conversation_messages(conv.id)
+                if m.get("bot_id") == dana.bot_id
+            ]
+
+        assert len(approval_dms()) == 1
+        second_log = tmp_path / "run2.log"
+        fleet = _start_fleet(env_file, second_log)
+        try:
+            await emu.wait_for(lambda: _events(second_log, "post recovered: already posted"), timeout=30)
+            sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND dedupe_key LIKE 'approval:%'"
+            assert _scalar(db, sent) == 1
+        finally:
+            fleet.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(fleet.wait, 15) == 0
+        assert len(approval_dms()) == 1
