@@ -12,78 +12,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from typing import Any
 
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.app.async_app import AsyncApp
-from slack_sdk.web.async_client import AsyncWebClient
+from _common import connect_bare_bolt_apps, drop_proxies, proc_cpu, start_emulator
 
 from nanoslack.emulator import EmulatorClient
 
 
-def proc_cpu(pid: int) -> float:
-    """User+system CPU seconds of a process (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_emulator(n_apps: int) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    spec = {
-        "team": {"id": "T0BENCH", "name": "bench"},
-        "users": [{"name": "alice"}],
-        "apps": [{"name": f"app{i}"} for i in range(n_apps)],
-        "conversations": [{"kind": "mpim", "members": ["alice"] + [f"app{i}" for i in range(n_apps)]}],
-    }
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115
-    json.dump(spec, f)
-    f.close()
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nanoslack.emulator",
-            "--workspace",
-            f.name,
-            "--json",
-            "--ack-timeout",
-            "60",
-            "--no-api-log",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    info = json.loads(proc.stdout.readline())
-    os.unlink(f.name)
-    return proc, info
-
-
 async def run(n_apps: int, n_messages: int) -> dict[str, Any]:
-    for k in list(os.environ):
-        if "proxy" in k.lower():
-            del os.environ[k]
+    drop_proxies()
     proc, info = start_emulator(n_apps)
     try:
         drv = EmulatorClient(info["base_url"])
-        handlers = []
-        for a in info["apps"]:
-            bolt = AsyncApp(client=AsyncWebClient(token=a["bot_token"], base_url=info["api_url"]))
-
-            @bolt.event("message")
-            async def noop() -> None:
-                return None
-
-            h = AsyncSocketModeHandler(bolt, app_token=a["app_token"])
-            await h.connect_async()
-            handlers.append(h)
+        handlers = await connect_bare_bolt_apps(info)
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + 20
         while (await loop.run_in_executor(None, drv.stats))["connections"] < n_apps:

@@ -1,0 +1,577 @@
+"""The fleet end to end through the emulator (DESIGN §9), ratios measured in one run.
+
+1. Throughput. The emulator runs in a subprocess (its own core); 10 apps share one MPIM with a
+   human. Phase A: 10 bare slack-bolt apps (no-op ``message`` and ``app_mention`` listeners) in
+   this process. Phase B: the nanoslack ``Fleet`` in this process (10 instances from a temp .env,
+   SQLite file in a temp dir, the human is ``SLACK_OWNER``), on a fresh emulator. Both get N
+   human messages, each mentioning one app round-robin (so every message is 10 ``message``
+   envelopes + 1 ``app_mention`` twin). Measured: envelopes acked per second, messages fully
+   processed per second (every instance's inbox row finished), CPU µs per envelope.
+2. Ack latency. The fleet of phase B stays connected; the bench posts at a steady rate
+   (default 100 messages/s = 1,100 envelopes/s) in 10 ms slices for ~10 s and reads the
+   emulator's per-envelope send → ack latencies. The same for the bare bolt apps, as reference.
+3. Memory and connect time. ``python -m nanoslack run`` as a subprocess with 1 and with 21
+   instances: RSS (VmRSS) once all are connected, per extra instance = (RSS21 - RSS1) / 20;
+   time from process start to the first connection and to 20 / all connections.
+
+Prints one JSON object (all figures and the targets) and a short summary.
+
+    .venv/bin/python bench/fleet_bench.py [--messages 5000] [--rate 100] [--rate-seconds 10]
+        [--skip-memory] [--skip-latency] [--skip-bare-latency] [--profile-fleet FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import datetime
+import json
+import os
+import platform
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from _common import (
+    bench_workspace,
+    clean_env,
+    connect_bare_bolt_apps,
+    drop_proxies,
+    percentile,
+    proc_cpu,
+    proc_rss_mb,
+    start_emulator,
+    stop_process,
+    wait_until,
+)
+
+from nanoslack.config import env_suffix, load_settings
+from nanoslack.inbound import Inbound
+from nanoslack.logs import configure_logging
+from nanoslack.pipeline import Outcome
+from nanoslack.slack.fleet import Fleet
+from nanoslack.slack.instance import SocketOptions
+
+TARGET_RATIO = 0.8
+TARGET_P99_MS = 50.0
+TARGET_MB_PER_INSTANCE = 8.0
+TARGET_CONNECT_20_S = 3.0
+N_APPS = 10
+WARMUP = 20
+
+
+class Driver:
+    """The emulator's HTTP driver API, async (aiohttp), so polling and pacing run on the
+    bench's own loop without threads competing for the GIL."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base = base_url.rstrip("/") + "/_emulator/"
+        self.session = aiohttp.ClientSession(trust_env=False)
+
+    async def close(self) -> None:
+        await self.session.close()
+
+    async def get(self, path: str, **query: str) -> Any:
+        async with self.session.get(self.base + path, params=query) as resp:
+            resp.raise_for_status()
+            return await resp.json()
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        async with self.session.post(self.base + path, json=body) as resp:
+            resp.raise_for_status()
+            return await resp.json()
+
+    async def stats(self) -> dict[str, int]:
+        s: dict[str, int] = await self.get("stats")
+        return s
+
+    async def bulk_post(self, user: str, channel: str, texts: list[str]) -> None:
+        await self.post("bulk_post", {"user_id": user, "channel": channel, "texts": texts})
+
+    async def ack_latencies(self, clear: bool = False) -> list[float]:
+        r = await self.get("ack_latencies", **({"clear": "1"} if clear else {}))
+        return [float(x) for x in r["latencies"]]
+
+
+def workload(info: dict[str, Any], n: int, start: int = 0, word: str = "bench") -> list[str]:
+    """Human messages, each mentioning one app round-robin (→ an ``app_mention`` twin)."""
+    bots = [a["bot_user_id"] for a in info["apps"]]
+    return [f"<@{bots[i % len(bots)]}> {word} {i}" for i in range(start, start + n)]
+
+
+def envelopes_for(n_messages: int, n_apps: int) -> int:
+    return n_messages * (n_apps + 1)  # a message per app + the mentioned app's app_mention
+
+
+def write_env(path: Path, info: dict[str, Any], apps: list[dict[str, Any]], db: Path, **extra: str) -> None:
+    lines = [f"SLACK_API_URL={info['api_url']}", f"NANOSLACK_DB={db}"]
+    lines.append("SLACK_INSTANCES=" + ",".join(a["name"] for a in apps))
+    for a in apps:
+        suf = env_suffix(a["name"])
+        lines += [f"SLACK_BOT_TOKEN_{suf}={a['bot_token']}", f"SLACK_APP_TOKEN_{suf}={a['app_token']}"]
+    lines += [f"{k}={v}" for k, v in extra.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+class Timer:
+    """Wall, own-process CPU and emulator CPU over one measured stretch."""
+
+    def __init__(self, emu_pid: int) -> None:
+        self.emu_pid = emu_pid
+        self.wall0 = time.perf_counter()
+        self.cpu0 = time.process_time()
+        self.emu0 = proc_cpu(emu_pid)
+
+    def lap(self) -> tuple[float, float, float]:
+        return (
+            time.perf_counter() - self.wall0,
+            time.process_time() - self.cpu0,
+            proc_cpu(self.emu_pid) - self.emu0,
+        )
+
+
+def acked_at_least(drv: Driver, n: int) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return (await drv.stats())["acked"] >= n
+
+    return probe
+
+
+# ---- 1a: bare bolt ---------------------------------------------------------------------------
+
+
+async def phase_bare(n_messages: int, latency: tuple[float, float] | None) -> dict[str, Any]:
+    proc, info = start_emulator(N_APPS)
+    drv = Driver(info["base_url"])
+    handlers = []
+    try:
+        handlers = await connect_bare_bolt_apps(info, events=("message", "app_mention"))
+        await wait_until(
+            lambda: _connections_at_least(drv, N_APPS), within=20, what="bare bolt apps connected"
+        )
+        alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
+        # warm-up: bolt's lazy auth.test, first-dispatch imports
+        await drv.bulk_post(alice, room, workload(info, WARMUP, word="warm"))
+        await wait_until(acked_at_least(drv, envelopes_for(WARMUP, N_APPS)), within=30, what="warm-up")
+        base = await drv.stats()
+        expected = base["acked"] + envelopes_for(n_messages, N_APPS)
+        texts = workload(info, n_messages)
+        timer = Timer(proc.pid)
+        post = asyncio.create_task(drv.bulk_post(alice, room, texts))
+        await wait_until(acked_at_least(drv, expected), within=300, interval=0.02, what="all envelopes acked")
+        wall, cpu, emu_cpu = timer.lap()
+        await post
+        s = await drv.stats()
+        envelopes = envelopes_for(n_messages, N_APPS)
+        result: dict[str, Any] = {
+            "seconds": round(wall, 3),
+            "envelopes_acked_per_s": round(envelopes / wall),
+            "messages_per_s": round(n_messages / wall),
+            "cpu_us_per_envelope": round(cpu / envelopes * 1e6, 1),
+            "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
+            "redelivered": s["redelivered"] - base["redelivered"],
+        }
+        if latency is not None:
+            result["latency"] = await steady_latency(drv, info, *latency, processed=None)
+        return result
+    finally:
+        for h in handlers:
+            await h.close_async()  # type: ignore[no-untyped-call]
+        await drv.close()
+        stop_process(proc)
+
+
+async def _connections_at_least(drv: Driver, n: int) -> bool:
+    return (await drv.stats())["connections"] >= n
+
+
+# ---- 1b + 2: the fleet -------------------------------------------------------------------------
+
+
+class Outcomes:
+    """``on_outcome`` observer: counts finished messages, wakes a waiter at a target."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.statuses: dict[str, int] = {}
+        self._target = 0
+        self._event: asyncio.Event | None = None
+
+    def __call__(self, msg: Inbound, outcome: Outcome) -> None:
+        self.count += 1
+        self.statuses[outcome.status] = self.statuses.get(outcome.status, 0) + 1
+        if self._event is not None and self.count >= self._target:
+            self._event.set()
+
+    async def wait(self, target: int, within: float) -> None:
+        if self.count >= target:
+            return
+        self._target, self._event = target, asyncio.Event()
+        try:
+            await asyncio.wait_for(self._event.wait(), within)
+        except TimeoutError:
+            raise TimeoutError(f"processed {self.count} of {target} within {within}s") from None
+        finally:
+            self._event = None
+
+
+async def phase_fleet(
+    n_messages: int, latency: tuple[float, float] | None, profile: cProfile.Profile | None
+) -> dict[str, Any]:
+    proc, info = start_emulator(N_APPS)
+    drv = Driver(info["base_url"])
+    fleet: Fleet | None = None
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        try:
+            alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
+            db = Path(tmp) / "nanoslack.db"
+            env = Path(tmp) / ".env"
+            write_env(env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning")
+            settings = load_settings(env, environ={})
+            outcomes = Outcomes()
+            fleet = Fleet(settings, socket=SocketOptions(), on_outcome=outcomes)
+            started = await fleet.start()
+            assert len(started) == N_APPS, started
+            await wait_until(lambda: _connections_at_least(drv, N_APPS), within=20, what="fleet connected")
+            await drv.bulk_post(alice, room, workload(info, WARMUP, word="warm"))
+            await wait_until(acked_at_least(drv, envelopes_for(WARMUP, N_APPS)), within=30, what="warm")
+            await outcomes.wait(WARMUP * N_APPS, within=30)
+            base, done0 = await drv.stats(), outcomes.count
+            expected = base["acked"] + envelopes_for(n_messages, N_APPS)
+            texts = workload(info, n_messages)
+            if profile is not None:
+                profile.enable()
+            timer = Timer(proc.pid)
+            post = asyncio.create_task(drv.bulk_post(alice, room, texts))
+            await wait_until(
+                acked_at_least(drv, expected), within=300, interval=0.02, what="all envelopes acked"
+            )
+            ack_wall, ack_cpu, ack_emu = timer.lap()
+            await outcomes.wait(done0 + n_messages * N_APPS, within=300)
+            wall, cpu, emu_cpu = timer.lap()
+            if profile is not None:
+                profile.disable()
+            await post
+            s = await drv.stats()
+            envelopes = envelopes_for(n_messages, N_APPS)
+            rows = _inbox_rows(db)
+            result: dict[str, Any] = {
+                "ack_seconds": round(ack_wall, 3),
+                "envelopes_acked_per_s": round(envelopes / ack_wall),
+                "processed_seconds": round(wall, 3),
+                "messages_processed_per_s": round(n_messages / wall),
+                "inbox_rows_finished_per_s": round(n_messages * N_APPS / wall),
+                "cpu_us_per_envelope": round(cpu / envelopes * 1e6, 1),
+                "cpu_us_per_envelope_until_acked": round(ack_cpu / envelopes * 1e6, 1),
+                "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
+                "redelivered": s["redelivered"] - base["redelivered"],
+                "outcomes": dict(outcomes.statuses),
+                "inbox_rows": rows,
+                "group_commits": sum(rt.group_commit.batches for rt in fleet.instances.values()),
+                "group_commit_records": sum(rt.group_commit.records for rt in fleet.instances.values()),
+            }
+            if latency is not None:
+                result["latency"] = await steady_latency(drv, info, *latency, processed=outcomes)
+            return result
+        finally:
+            if fleet is not None:
+                await fleet.stop()
+            await drv.close()
+            stop_process(proc)
+
+
+def _inbox_rows(db: Path) -> dict[str, int]:
+    conn = sqlite3.connect(db, timeout=10)
+    try:
+        return dict(conn.execute("SELECT status, count(*) FROM inbox GROUP BY status").fetchall())
+    finally:
+        conn.close()
+
+
+async def steady_latency(
+    drv: Driver, info: dict[str, Any], rate: float, seconds: float, *, processed: Outcomes | None
+) -> dict[str, Any]:
+    """Post ``rate`` messages/s for ``seconds`` in 10 ms slices, then read the ack latencies."""
+    alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
+    await drv.ack_latencies(clear=True)
+    base = await drv.stats()
+    done0 = processed.count if processed is not None else 0
+    slice_s = 0.010
+    total = int(rate * seconds)
+    posted, late_slices = 0, 0
+    t0 = time.perf_counter()
+    while posted < total:
+        due = min(total, int((time.perf_counter() - t0) * rate) + 1)
+        if due > posted:
+            await drv.bulk_post(alice, room, workload(info, due - posted, start=posted, word="steady"))
+            posted = due
+        next_slice = t0 + (int((time.perf_counter() - t0) / slice_s) + 1) * slice_s
+        pause = next_slice - time.perf_counter()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        else:
+            late_slices += 1
+    post_wall = time.perf_counter() - t0
+    expected = base["acked"] + envelopes_for(total, N_APPS)
+    await wait_until(acked_at_least(drv, expected), within=60, interval=0.01, what="steady acks")
+    acked_wall = time.perf_counter() - t0
+    backlog = None
+    if processed is not None:
+        await processed.wait(done0 + total * N_APPS, within=60)
+        backlog = round(time.perf_counter() - t0 - post_wall, 3)
+    lat = sorted(await drv.ack_latencies(clear=True))
+    ms = [x * 1000 for x in lat]
+    return {
+        "messages_per_s": round(total / post_wall, 1),
+        "envelopes_per_s": round(envelopes_for(total, N_APPS) / post_wall),
+        "seconds": round(post_wall, 2),
+        "all_acked_after_s": round(acked_wall, 2),
+        "processed_backlog_after_posting_s": backlog,
+        "late_slices": late_slices,
+        "samples": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "p999_ms": round(percentile(ms, 99.9), 2),
+        "max_ms": round(ms[-1], 2) if ms else None,
+    }
+
+
+# ---- 3: memory and connect time ---------------------------------------------------------------
+
+
+async def phase_memory(counts: tuple[int, ...], settle: float, traffic: int) -> dict[str, Any]:
+    n_max = max(counts)
+    proc, info = start_emulator(n_max, spec=bench_workspace(n_max, n_rooms=0))
+    drv = Driver(info["base_url"])
+    runs: dict[str, Any] = {}
+    try:
+        for n in counts:
+            runs[str(n)] = await _one_fleet_process(drv, info, n, settle, traffic)
+    finally:
+        await drv.close()
+        stop_process(proc)
+    lo, hi = runs[str(min(counts))], runs[str(max(counts))]
+    extra = max(counts) - min(counts)
+    out: dict[str, Any] = {
+        "runs": runs,
+        "rss_mb_per_extra_instance": round((hi["rss_mb"] - lo["rss_mb"]) / extra, 2),
+        "connect_20_s": hi.get("connected_20_s"),
+    }
+    if traffic:
+        out["rss_mb_per_extra_instance_after_traffic"] = round(
+            (hi["rss_mb_after_traffic"] - lo["rss_mb_after_traffic"]) / extra, 2
+        )
+    out["target_mb_per_instance"] = TARGET_MB_PER_INSTANCE
+    out["target_connect_20_s"] = TARGET_CONNECT_20_S
+    return out
+
+
+async def _one_fleet_process(
+    drv: Driver, info: dict[str, Any], n: int, settle: float, traffic: int
+) -> dict[str, Any]:
+    await wait_until(lambda: _connections_below(drv, 1), within=20, what="no fleet connected")
+    apps = info["apps"][:n]
+    alice = info["users"][0]["id"]
+    # A room of its own per run: no envelope queued for an app of another run.
+    members = [alice] + [a["bot_user_id"] for a in apps]
+    room = await drv.post("conversations", {"members": members, "kind": "mpim" if n > 1 else "im"})
+    with tempfile.TemporaryDirectory(prefix="fleet-mem-") as tmp:
+        env = Path(tmp) / ".env"
+        db = Path(tmp) / "nanoslack.db"
+        write_env(env, info, apps, db, SLACK_OWNER=alice, LOG_LEVEL="warning")
+        t0 = time.perf_counter()
+        child = spawn_fleet(env, Path(tmp))
+        marks: dict[str, float] = {}
+        out: dict[str, Any] = {"instances": n}
+        try:
+            deadline = t0 + 30
+            while True:
+                conns = (await drv.stats())["connections"]
+                now = time.perf_counter() - t0
+                if conns >= 1 and "first" not in marks:
+                    marks["first"] = now
+                if conns >= 20 and "twenty" not in marks:
+                    marks["twenty"] = now
+                if conns >= n:
+                    marks["all"] = now
+                    break
+                if child.poll() is not None:
+                    raise RuntimeError(f"nanoslack run exited with {child.returncode}")
+                if time.perf_counter() > deadline:
+                    raise TimeoutError(f"{conns} of {n} instances connected within 30 s")
+                await asyncio.sleep(0.005)
+            out["rss_mb_at_connect"] = round(proc_rss_mb(child.pid), 1)
+            per_app = [(await drv.get("connections", app_id=a["app_id"]))["connections"] for a in apps]
+            assert all(c >= 1 for c in per_app), per_app
+            await asyncio.sleep(settle)
+            out["rss_mb"] = round(proc_rss_mb(child.pid), 1)
+            out["cpu_s_until_settled"] = round(proc_cpu(child.pid), 2)
+            if traffic:
+                base = (await drv.stats())["delivered"]
+                texts = [f"<@{apps[i % n]['bot_user_id']}> mem {i}" for i in range(traffic)]
+                await drv.bulk_post(alice, room["id"], texts)
+
+                async def all_acked() -> bool:
+                    s = await drv.stats()
+                    return s["delivered"] >= base + traffic * n and s["acked"] == s["delivered"]
+
+                await wait_until(all_acked, within=120, what="memory traffic acked")
+                await asyncio.sleep(settle)
+                out["rss_mb_after_traffic"] = round(proc_rss_mb(child.pid), 1)
+            out["peak_rss_mb"] = round(proc_rss_mb(child.pid, "VmHWM"), 1)
+        finally:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(5)
+        out["first_connected_s"] = round(marks["first"], 3)
+        out["all_connected_s"] = round(marks["all"], 3)
+        if "twenty" in marks:
+            out["connected_20_s"] = round(marks["twenty"], 3)
+            out["first_to_20_s"] = round(marks["twenty"] - marks["first"], 3)
+        out["exit_code"] = child.returncode
+        return out
+
+
+def spawn_fleet(env: Path, tmp: Path) -> subprocess.Popen[bytes]:
+    """``python -m nanoslack run`` with a clean environment; its output goes to a log file."""
+    with open(tmp / "fleet.log", "w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env)],
+            env=clean_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp,
+        )
+
+
+async def _connections_below(drv: Driver, n: int) -> bool:
+    return (await drv.stats())["connections"] < n
+
+
+# ---- main ----------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    drop_proxies()
+    configure_logging("warning")
+    latency = None if args.skip_latency else (args.rate, args.rate_seconds)
+    bare_latency = None if args.skip_bare_latency else latency
+    profile = cProfile.Profile() if args.profile_fleet else None
+    result: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "apps": N_APPS,
+        "messages": args.messages,
+        "envelopes": envelopes_for(args.messages, N_APPS),
+    }
+    met: dict[str, bool] = {}
+    if not args.skip_throughput:
+        bare = await phase_bare(args.messages, bare_latency)
+        fleet = await phase_fleet(args.messages, latency, profile)
+        if profile is not None:
+            profile.dump_stats(args.profile_fleet)
+        result["bare_bolt"] = bare
+        result["fleet"] = fleet
+        result["ratio_acks"] = round(fleet["envelopes_acked_per_s"] / bare["envelopes_acked_per_s"], 3)
+        result["ratio_processing"] = round(fleet["messages_processed_per_s"] / bare["messages_per_s"], 3)
+        met["ratio_acks"] = result["ratio_acks"] >= TARGET_RATIO
+        met["ratio_processing"] = result["ratio_processing"] >= TARGET_RATIO
+        if "latency" in fleet:
+            met["ack_p99"] = fleet["latency"]["p99_ms"] <= TARGET_P99_MS
+    result["targets"] = {
+        "ratio": TARGET_RATIO,
+        "ack_p99_ms": TARGET_P99_MS,
+        "mb_per_extra_instance": TARGET_MB_PER_INSTANCE,
+        "connect_20_s": TARGET_CONNECT_20_S,
+    }
+    if not args.skip_memory:
+        mem = await phase_memory((1, 21), args.settle, args.mem_traffic)
+        result["memory"] = mem
+        worst = max(mem["rss_mb_per_extra_instance"], mem.get("rss_mb_per_extra_instance_after_traffic", 0))
+        met["mb_per_extra_instance"] = worst <= TARGET_MB_PER_INSTANCE
+        if mem["connect_20_s"] is not None:
+            met["connect_20_s"] = mem["connect_20_s"] <= TARGET_CONNECT_20_S
+    result["targets_met"] = met
+    return result
+
+
+def summary(r: dict[str, Any]) -> str:
+    lines = _throughput_lines(r) if "fleet" in r else []
+    mem = r.get("memory")
+    if mem:
+        runs = mem["runs"]
+        hi = runs[max(runs, key=int)]
+        lines.append(
+            f"memory: {mem['rss_mb_per_extra_instance']} MB per extra instance idle "
+            f"(RSS {runs['1']['rss_mb']} → {hi['rss_mb']} MB), "
+            f"{mem.get('rss_mb_per_extra_instance_after_traffic')} MB after traffic "
+            f"(RSS {runs['1'].get('rss_mb_after_traffic')} → {hi.get('rss_mb_after_traffic')} MB); "
+            f"target ≤ {TARGET_MB_PER_INSTANCE}"
+        )
+        lines.append(
+            f"connect: 20 instances in {mem['connect_20_s']} s from process start (first connection at "
+            f"{hi['first_connected_s']} s; 1 instance: {runs['1']['all_connected_s']} s; "
+            f"target ≤ {TARGET_CONNECT_20_S})"
+        )
+    missed = [k for k, ok in r["targets_met"].items() if not ok]
+    lines.append("targets: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
+    return "\n".join(lines)
+
+
+def _throughput_lines(r: dict[str, Any]) -> list[str]:
+    b, f = r["bare_bolt"], r["fleet"]
+    lines = [
+        f"throughput ({r['messages']} messages = {r['envelopes']} envelopes, {r['cpus']} CPUs):",
+        f"  bare bolt  {b['envelopes_acked_per_s']:>6} acks/s  {b['cpu_us_per_envelope']:>6} µs CPU/env",
+        f"  fleet      {f['envelopes_acked_per_s']:>6} acks/s  {f['cpu_us_per_envelope']:>6} µs CPU/env; "
+        f"processed {f['messages_processed_per_s']} messages/s "
+        f"({f['inbox_rows_finished_per_s']} inbox rows/s)",
+        f"  ratio fleet/bare: acks {r['ratio_acks']}, processing {r['ratio_processing']} "
+        f"(target ≥ {TARGET_RATIO})",
+    ]
+    for who, res in (("fleet", f), ("bare bolt", b)):
+        lat = res.get("latency")
+        if lat:
+            lines.append(
+                f"ack latency {who} at {lat['envelopes_per_s']} envelopes/s: p50 {lat['p50_ms']} ms, "
+                f"p99 {lat['p99_ms']} ms, max {lat['max_ms']} ms"
+                + (f" (target p99 ≤ {TARGET_P99_MS} ms)" if who == "fleet" else "")
+            )
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--messages", type=int, default=5000, help="human messages per throughput phase")
+    p.add_argument("--rate", type=float, default=100.0, help="steady messages/s for the latency phase")
+    p.add_argument("--rate-seconds", type=float, default=10.0, help="length of the latency phase")
+    p.add_argument("--settle", type=float, default=1.0, help="seconds after connecting before RSS")
+    p.add_argument(
+        "--mem-traffic", type=int, default=500, help="messages after connecting, for RSS after traffic"
+    )
+    p.add_argument("--skip-throughput", action="store_true", help="also skips the latency phase")
+    p.add_argument("--skip-memory", action="store_true")
+    p.add_argument("--skip-latency", action="store_true")
+    p.add_argument("--skip-bare-latency", action="store_true", help="no reference latency for bare bolt")
+    p.add_argument("--profile-fleet", metavar="FILE", help="cProfile the fleet phase's measured stretch")
+    args = p.parse_args()
+    r = asyncio.run(run(args))
+    print(json.dumps(r))
+    print(summary(r))
+
+
+if __name__ == "__main__":
+    main()
