@@ -115,12 +115,14 @@ def configure_logging(level: str = "info", fmt: str = "console", stream: TextIO 
         logging.getLogger(name).setLevel(library_level)
     structlog.configure(
         processors=[
-            structlog.stdlib.filter_by_level,
             *_shared_processors(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        # Level filtering in the wrapper: a call below the level is a no-op
+        # (~0.1 µs) instead of a trip through the processor chain (~5 µs), and the
+        # pipeline logs a debug line per message.
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # Not cached: capture_logs in tests and a later configure_logging must reach
         # loggers created at import time.
         cache_logger_on_first_use=False,

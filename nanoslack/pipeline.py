@@ -115,23 +115,48 @@ class Pipeline:
         return (await self.process_many([msg]))[0]
 
     async def process_many(self, msgs: Sequence[Inbound]) -> list[Outcome]:
-        """Guard, route, gate and close the inbox entries: one transaction for the
-        batch, one savepoint per message.
+        """Guard, route, gate and close the inbox entries in one transaction.
 
         A crash before the commit leaves the entries open for ``resume``; a failing
-        message rolls back alone, its hop reservation included (§3.6: a downstream
-        failure consumes no hop). Batching is what makes the pipeline fast: SQLite's
-        cost is the pages a commit writes, and consecutive messages share pages.
+        message rolls back alone (the batch is retried with a savepoint per message),
+        its hop reservation included (§3.6: a downstream failure consumes no hop).
+        Batching is what makes the pipeline fast: SQLite's cost is the pages a
+        commit writes, and consecutive messages share pages.
         The one stage that may touch the network, the sender's display name, runs
         first, outside the transaction.
         """
         if self._names is not None:
             for msg in msgs:
                 await self._names.ensure(msg)
+        try:
+            # Optimistic: the whole batch in one transaction, no savepoints.
+            outcomes, failures = self._run_batch(msgs, isolate=False)
+        except Exception as exc:
+            # One message failed and the batch rolled back (hops, resets and all):
+            # run it again with each message in a savepoint, so only it fails.
+            for msg in msgs:
+                self._outcomes.pop(msg.key, None)
+            if len(msgs) == 1:
+                outcomes, failures = [Outcome("failed", str(exc))], [(msgs[0], exc)]
+            else:
+                outcomes, failures = self._run_batch(msgs, isolate=True)
+        failpoints.hit("pipeline.committed", len(msgs))
+        for msg, error in failures:
+            self._failed(msg, error)
+        for msg, outcome in zip(msgs, outcomes, strict=True):
+            self._after_commit(msg, outcome.verdict)
+        return outcomes
+
+    def _run_batch(
+        self, msgs: Sequence[Inbound], *, isolate: bool
+    ) -> tuple[list[Outcome], list[tuple[Inbound, Exception]]]:
         outcomes: list[Outcome] = []
         failures: list[tuple[Inbound, Exception]] = []
         with self._store.transaction():
             for msg in msgs:
+                if not isolate:
+                    outcomes.append(self._run_one(msg))  # a failure aborts the whole batch
+                    continue
                 try:
                     with self._store.db.savepoint():
                         outcomes.append(self._run_one(msg))
@@ -139,12 +164,7 @@ class Pipeline:
                     self._outcomes.pop(msg.key, None)
                     failures.append((msg, exc))
                     outcomes.append(Outcome("failed", str(exc)))
-        failpoints.hit("pipeline.committed", len(msgs))
-        for msg, error in failures:
-            self._failed(msg, error)
-        for msg, outcome in zip(msgs, outcomes, strict=True):
-            self._after_commit(msg, outcome.verdict)
-        return outcomes
+        return outcomes, failures
 
     def _run_one(self, msg: Inbound) -> Outcome:
         result = run_to_completion(self._guard.handle(msg, self._deliver))

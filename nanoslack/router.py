@@ -22,7 +22,6 @@ UPDATE) or this process wrote groups, so SQL takes effect on the next message.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 
 import structlog
@@ -37,8 +36,6 @@ log = structlog.get_logger()
 MATCH_ALL = "."
 # Remembered engaged threads per group; bounded so a long-lived fleet cannot grow it forever.
 MAX_CACHED_THREADS = 50_000
-# Without SQLite's data_version (PostgreSQL) caches live this long.
-NON_SQLITE_CACHE_TTL = 1.0
 
 
 @dataclass(frozen=True)
@@ -58,20 +55,9 @@ def sender_of(msg: Inbound) -> str:
 
 
 def store_version(store: Store, conn: Connection) -> tuple[int, ...]:
-    """A value that changes whenever cached groups or memberships may have changed.
-
-    Read on the transaction's own connection: inside BEGIN IMMEDIATE the snapshot is
-    the newest, so the pragma is current (``Store.data_version()`` refuses to run in
-    a transaction, and the pipeline calls us inside one).
-    """
-    if store.db.is_sqlite:
-        # The raw DBAPI call: SQLAlchemy's execute path costs ~50 µs, this ~1 µs.
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        external = int(raw.execute("PRAGMA data_version").fetchone()[0])
-    else:
-        external = int(time.monotonic() / NON_SQLITE_CACHE_TTL)
-    return (external, store.groups.generation, store.agents.generation)
+    """A value that changes whenever cached groups or memberships may have changed:
+    another connection's commit (``Database.external_version``) or one of ours."""
+    return (store.db.external_version(), store.groups.generation, store.agents.generation)
 
 
 class Router:

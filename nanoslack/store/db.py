@@ -9,12 +9,13 @@ thread (tests, CLI helpers) safe.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, TextClause, create_engine, event, text
+from sqlalchemy import Connection, Engine, RootTransaction, TextClause, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
@@ -128,6 +129,52 @@ def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bo
     return hot_first(conn, stmt, params) is not None
 
 
+class Transaction:
+    """``with db.transaction() as conn``: a plain class, not a generator-based
+    context manager, because the hot path enters one several times per message."""
+
+    __slots__ = ("_db", "_root")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._root: RootTransaction | None = None
+
+    def __enter__(self) -> Connection:
+        db = self._db
+        db._lock.acquire()
+        if db._depth:
+            db._depth += 1
+            return db._conn
+        try:
+            self._root = db._conn.begin()
+        except BaseException:
+            db._lock.release()
+            raise
+        db._depth = 1
+        db._txn_serial += 1
+        return db._conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        db = self._db
+        try:
+            root = self._root
+            if root is None:
+                db._depth -= 1
+                return
+            db._depth = 0
+            if exc_type is not None:
+                root.rollback()
+                return
+            try:
+                root.commit()
+            except BaseException:
+                if root.is_active:
+                    root.rollback()
+                raise
+        finally:
+            db._lock.release()
+
+
 class Database:
     """The connection and its transaction discipline, shared by every repository."""
 
@@ -137,6 +184,9 @@ class Database:
         self._lock = threading.RLock()
         self._conn = self.engine.connect()
         self._depth = 0
+        self._txn_serial = 0
+        self._version_serial = -1
+        self._version = 0
         self._savepoints = 0
         self._rollback_listeners: list[Callable[[], None]] = []
         event.listen(self.engine, "rollback", lambda *_: self._rolled_back())
@@ -147,23 +197,29 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self) -> Transaction:
         """One atomic unit; nested calls join the outer transaction."""
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield self._conn
-                finally:
-                    self._depth -= 1
-                return
-            self._depth = 1
-            try:
-                with self._conn.begin():
-                    yield self._conn
-            finally:
-                self._depth = 0
+        return Transaction(self)
+
+    def external_version(self) -> int:
+        """Inside a transaction: a number that changes when another connection
+        (an operator's ``q.py``, another fleet) committed since we last looked.
+
+        Read once per transaction: while we hold SQLite's write lock (BEGIN
+        IMMEDIATE) nobody else can commit, so the value cannot move under us, and
+        the router and the gate ask for it on every message. Non-SQLite
+        databases have no such pragma: the value moves every second instead.
+        """
+        if not self._depth:
+            raise StoreError("external_version() needs an open transaction")
+        if not self.is_sqlite:
+            return int(time.monotonic())
+        if self._version_serial != self._txn_serial:
+            raw = self._conn.connection.driver_connection
+            assert raw is not None
+            self._version = int(raw.execute("PRAGMA data_version").fetchone()[0])
+            self._version_serial = self._txn_serial
+        return self._version
 
     @contextmanager
     def savepoint(self) -> Iterator[Connection]:

@@ -48,6 +48,12 @@ class HopCount:
 class Hops:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # (room, instance) pairs known to hold no hop rows. Only the process running
+        # an instance writes that instance's rows (one process per app token), so
+        # after a reset this process knows the pair is clean until it reserves
+        # again: a human message then costs no DELETE. Forgotten on any rollback.
+        self._clean: set[tuple[str, str]] = set()
+        db.on_rollback(self._clean.clear)
 
     def reserve(
         self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str
@@ -67,6 +73,7 @@ class Hops:
                     if used >= max_hops:
                         return None
                 hot_execute(conn, _INSERT, {**key, "bot_id": bot_id, "now": time.time()})
+                self._clean.discard((room, instance))
             return _scalar(hot_first(conn, _RANK_ROOM if by_room else _RANK_IDENTITY, key))
 
     def release(self, *, room: str, instance: str, ts: str) -> None:
@@ -75,10 +82,15 @@ class Hops:
 
     def reset(self, *, room: str, instance: str | None) -> int:
         """A human spoke: forget the room's hops (one identity's, or everyone's)."""
+        if instance is not None and (room, instance) in self._clean:
+            return 0
         with self._db.transaction() as conn:
             if instance is None:
+                # Room scope: other fleets' instances write rows here too; always ask.
                 return hot_execute(conn, _RESET_ROOM, {"room": room})
-            return hot_execute(conn, _RESET_IDENTITY, {"room": room, "instance": instance})
+            cleared = hot_execute(conn, _RESET_IDENTITY, {"room": room, "instance": instance})
+        self._clean.add((room, instance))
+        return cleared
 
     def counts(self) -> list[HopCount]:
         with self._db.transaction() as conn:

@@ -166,3 +166,19 @@ async def test_watchdog_reconnects_a_socket_that_silently_stopped_delivering(
     ts = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} are you there?")
     await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")), timeout=15)
     assert fleet.instances["dana"].reconnects >= 1
+
+
+async def test_restart_with_queued_events_calls_auth_test_once(room: Room, fleet_factory) -> None:
+    """bolt would call auth.test for every envelope of a burst that beats its own
+    first auth.test; the fleet hands bolt the identity it already resolved."""
+    fleet, rec = await fleet_factory(["dana", "eli"])
+    await fleet.stop()
+    sent = [
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} {i}")
+        for i in range(30)
+    ]
+    before = len(room.emu.api_calls)
+    fleet, rec = await fleet_factory(["dana", "eli"])
+    await room.emu.wait_for(lambda: {m.ts for m in rec.delivered("dana")} >= set(sent), timeout=15)
+    calls = [c for c in room.emu.api_calls[before:] if c.method == "auth.test" and c.app_name == "dana"]
+    assert len(calls) == 1
