@@ -1,10 +1,11 @@
 """One instance's pipeline after the socket (DESIGN §3 steps 4–8).
 
-Order, as a message travels: ``accept`` records it in the durable inbox (the
-Slack edge acks only after that); ``process`` runs the bot-inbound guard, and the
-guard's downstream routes, gates and closes the inbox entry in ONE transaction.
-That transaction is what makes delivery exactly-once: a crash before it commits
-leaves the entry open for ``resume``, a crash after it leaves nothing to redo.
+Order, as a message travels: ``accept_many`` records it in the durable inbox (the
+Slack edge acks only after that); ``process_many`` runs the bot-inbound guard, and
+the guard's downstream routes, gates and closes the inbox entry in ONE
+transaction. That transaction is what makes delivery exactly-once: a crash before
+it commits leaves the entry open for ``unfinished`` (resumed at start), a crash
+after it leaves nothing to redo.
 
 No bolt here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
 """
@@ -95,12 +96,9 @@ class Pipeline:
         # only says *that* it delivered).
         self._outcomes: dict[InboxKey, Outcome] = {}
 
-    def accept(self, msg: Inbound) -> bool:
-        """Record before ack; False for a duplicate (Slack retry, app_mention twin)."""
-        return self._store.inbox.record(msg)
-
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
-        """``accept`` for a burst, in one commit (the intake's group commit)."""
+        """Record before ack, a burst in one commit (the intake's group commit);
+        False for a duplicate (Slack retry, ``app_mention`` twin)."""
         with self._store.transaction():
             return [self._store.inbox.record(msg) for msg in msgs]
 
@@ -110,9 +108,6 @@ class Pipeline:
     def is_open(self, msg: Inbound) -> bool:
         """Still waiting to be finished (a failed attempt not yet parked)."""
         return self._store.inbox.status(msg.key) == "received"
-
-    async def process(self, msg: Inbound) -> Outcome:
-        return (await self.process_many([msg]))[0]
 
     async def process_many(self, msgs: Sequence[Inbound]) -> list[Outcome]:
         """Guard, route, gate and close the inbox entries in one transaction.
@@ -143,8 +138,8 @@ class Pipeline:
         failpoints.hit("pipeline.committed", len(msgs))
         for msg, error in failures:
             self._failed(msg, error)
-        for msg, outcome in zip(msgs, outcomes, strict=True):
-            self._after_commit(msg, outcome.verdict)
+        for outcome in outcomes:
+            self._after_commit(outcome)
         return outcomes
 
     def _run_batch(
@@ -195,10 +190,11 @@ class Pipeline:
         self._store.inbox.finish(msg.key, "done", reason)
         self._outcomes[msg.key] = Outcome("delivered", reason, verdict, msg)
 
-    def _after_commit(self, msg: Inbound, verdict: Verdict | None) -> None:
-        if verdict is None:
+    def _after_commit(self, outcome: Outcome) -> None:
+        verdict, msg = outcome.verdict, outcome.delivered
+        if verdict is None or msg is None:
             return
         if verdict.action == "allow" and self._on_pending is not None:
-            self._on_pending(msg)
+            self._on_pending(msg)  # as delivered: a bot's admitted sender id and hop
         if verdict.action in ("decline", "hold") and self._on_outbox is not None:
             self._on_outbox()

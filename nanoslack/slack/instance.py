@@ -12,7 +12,6 @@ import structlog
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.a2a import A2APolicy, install_a2a_policy
@@ -219,7 +218,7 @@ class InstanceRuntime:
             approval=approval_id,
             allow=allow,
             by=user,
-            released=len(getattr(decision, "released", ()) or ()),
+            released=len(decision.released),
         )
 
     async def _watchdog(self) -> None:
@@ -234,14 +233,15 @@ class InstanceRuntime:
             if connected and idle < opts.idle_reconnect:
                 continue
             reason = "socket not connected" if not connected else "no envelope for too long"
-            log.warning(
-                "socket watchdog reconnecting", instance=self.name, reason=reason, idle=round(idle, 1)
-            )
+            # An idle refresh is routine (the only cure for a silently dead session);
+            # a dropped socket the client did not restore by itself is not.
+            level = log.info if connected else log.warning
+            level("socket watchdog reconnecting", instance=self.name, reason=reason, idle=round(idle, 1))
             try:
                 await client.connect_to_new_endpoint(force=True)
                 self.reconnects += 1
                 self._touch()
-            except (SlackApiError, OSError, Exception) as exc:
+            except Exception as exc:  # keep watching; the next round tries again
                 log.warning("socket watchdog reconnect failed", instance=self.name, error=type(exc).__name__)
 
 
