@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.config import env_suffix, load_settings
+from nanoslack.gate import APPROVE_ACTION_ID
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
 from nanoslack.pipeline import Outcome
@@ -102,7 +103,7 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
             dm = await _wait_approval_dm(emu, alice.id)
             out(f'     alice got an approval request by DM from dana: "{dm["text"]}"')
 
-            await emu.click_button(alice.id, dm["channel"], dm["ts"], "nanoslack_approve", dm["value"])
+            await emu.click_button(alice.id, dm["channel"], dm["ts"], APPROVE_ACTION_ID, dm["value"])
             await emu.wait_for(lambda: _held(tmp) == 0, timeout=10)
             out("\n3. alice clicks Allow → eli joins dana's agent group; the held message is replayed once")
 
@@ -138,7 +139,7 @@ async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:
             for msg in emu.conversation_messages(conv.id):
                 for block in msg.get("blocks") or []:
                     for element in block.get("elements") or []:
-                        if element.get("action_id") == "nanoslack_approve":
+                        if element.get("action_id") == APPROVE_ACTION_ID:
                             return {
                                 "channel": conv.id,
                                 "ts": msg["ts"],

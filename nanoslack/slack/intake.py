@@ -16,15 +16,13 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
+from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.pipeline import Identity
 from nanoslack.slack.parse import is_self, parse_event
 from nanoslack.slack.socket import RETRY_STATUS
 
 log = structlog.get_logger("nanoslack.intake")
-
-APPROVE_ACTION = "nanoslack_approve"
-DENY_ACTION = "nanoslack_deny"
 
 Accept = Callable[[Inbound], Awaitable[bool]]
 Submit = Callable[[Inbound], None]
@@ -104,10 +102,10 @@ class Intake(AsyncMiddleware):
         user = (body.get("user") or {}).get("id")
         for action in body.get("actions") or []:
             action_id = action.get("action_id") if isinstance(action, dict) else None
-            if action_id not in (APPROVE_ACTION, DENY_ACTION) or self._on_click is None:
+            if action_id not in (APPROVE_ACTION_ID, DENY_ACTION_ID) or self._on_click is None:
                 continue
             value = action.get("value")
             if not isinstance(value, str) or not isinstance(user, str):
                 log.info("approval click ignored", instance=self.identity.instance, reason="malformed action")
                 continue
-            await self._on_click(value, action_id == APPROVE_ACTION, user)
+            await self._on_click(value, action_id == APPROVE_ACTION_ID, user)
