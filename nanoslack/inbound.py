@@ -8,8 +8,9 @@ from an event payload (``nanoslack.slack.parse``); the guard may re-attribute it
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 
 class InboxKey(NamedTuple):
@@ -98,22 +99,33 @@ class Inbound:
     def with_sender(self, sender_id: str) -> Inbound:
         return dataclasses.replace(self, sender_id=sender_id)
 
-    def to_json(self) -> dict[str, Any]:
-        # Flat copy: dataclasses.asdict deep-copies recursively and cost ~90 µs
-        # per event on the inbox's hot path.
-        data = {name: getattr(self, name) for name in _FIELDS}
-        data["mentions"] = list(self.mentions)
-        return data
+    def to_payload(self) -> str:
+        """Compact JSON for the durable inbox: ``[version, values…]`` in the order
+        of ``PAYLOAD_FIELDS``. Written once per envelope before the ack, so it is
+        a list, not an object (half the encoding time)."""
+        return _ENCODER.encode([PAYLOAD_VERSION, *(getattr(self, name) for name in PAYLOAD_FIELDS)])
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Inbound:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
+    def from_payload(cls, text: str) -> Inbound:
+        data = json.loads(text)
+        if isinstance(data, list) and data and data[0] == PAYLOAD_VERSION:
+            values = dict(zip(PAYLOAD_FIELDS, data[1:], strict=False))
+        elif isinstance(data, dict):  # the object form an earlier build wrote
+            values = {k: v for k, v in data.items() if k in PAYLOAD_FIELDS}
+        else:
+            raise ValueError(f"unknown inbox payload format: {text[:40]!r}")
         values["mentions"] = tuple(values.get("mentions") or ())
         return cls(**values)
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(Inbound))
+# The payload layout is frozen per version: add a field by bumping the version and
+# reading the old layout, never by reordering this tuple.
+PAYLOAD_VERSION = 1
+PAYLOAD_FIELDS = (
+    "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
+    "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
+)  # fmt: skip
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)

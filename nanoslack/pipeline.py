@@ -56,9 +56,9 @@ class Identity:
 
 
 class NameResolver(Protocol):
-    """Makes sure the sender's ``users`` row has a display name (bots.info, users.info)."""
+    """Makes sure each sender's ``users`` row has a display name (bots.info, users.info)."""
 
-    async def ensure(self, msg: Inbound) -> None: ...
+    async def ensure_many(self, msgs: Sequence[Inbound]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +121,7 @@ class Pipeline:
         first, outside the transaction.
         """
         if self._names is not None:
-            for msg in msgs:
-                await self._names.ensure(msg)
+            await self._names.ensure_many(msgs)
         try:
             # Optimistic: the whole batch in one transaction, no savepoints.
             outcomes, failures = self._run_batch(msgs, isolate=False)

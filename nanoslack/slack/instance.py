@@ -75,6 +75,9 @@ class InstanceRuntime:
         self.last_envelope = time.monotonic()
         self.reconnects = 0
         self._auth_test: AsyncSlackResponse | None = None
+        # Bound once: a bound logger's filtered levels are no-ops, and the worker
+        # logs a debug line for every message.
+        self._log = log.bind(instance=self.name)
 
     async def resolve_identity(self) -> Identity:
         resp = await self.client.auth_test()
@@ -189,9 +192,8 @@ class InstanceRuntime:
 
     def _finished(self, msg: Inbound, outcome: Outcome) -> None:
         assert self.pipeline is not None
-        log.debug(
+        self._log.debug(
             "message processed",
-            instance=self.name,
             channel=msg.channel,
             ts=msg.ts,
             status=outcome.status,

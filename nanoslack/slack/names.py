@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -23,10 +24,14 @@ class SlackNames:
         # Ids we already looked up this run (found or not): one Slack call per sender.
         self._asked: set[str] = set()
 
+    async def ensure_many(self, msgs: Sequence[Inbound]) -> None:
+        for msg in msgs:
+            sender = _sender(msg)
+            if sender and sender not in self._asked:  # the common case costs no await
+                await self.ensure(msg)
+
     async def ensure(self, msg: Inbound) -> None:
-        # Runs before the guard (outside any transaction), so a bot's message has
-        # no sender yet: its id will be slack:bot:<bot_id> if admitted (§3.6).
-        sender = msg.sender_id or (bot_sender_id(msg.bot_id) if msg.bot_id else "")
+        sender = _sender(msg)
         if not sender or sender in self._asked:
             return
         self._asked.add(sender)
@@ -58,6 +63,12 @@ class SlackNames:
         except Exception as exc:  # a name is a nicety: never fail a message over it
             log.info("sender name lookup failed", sender=msg.sender_id, error=type(exc).__name__)
         return None
+
+
+def _sender(msg: Inbound) -> str:
+    # Runs before the guard (outside any transaction), so a bot's message has no
+    # sender yet: its id will be slack:bot:<bot_id> if admitted (§3.6).
+    return msg.sender_id or (bot_sender_id(msg.bot_id) if msg.bot_id else "")
 
 
 def _str(value: object) -> str | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from sqlalchemy import text
@@ -45,7 +44,7 @@ class Inbox:
             "ts": msg.ts,
             "event_type": msg.event_type,
             "event_id": msg.event_id,
-            "payload": json.dumps(msg.to_json(), separators=(",", ":")),
+            "payload": msg.to_payload(),
             "now": time.time(),
         }
         with self._db.transaction() as conn:
@@ -77,4 +76,4 @@ class Inbox:
         """Entries recorded but never finished: what a restart must resume."""
         with self._db.transaction() as conn:
             rows = conn.execute(_UNFINISHED, {"instance": instance}).all()
-        return [Inbound.from_json(json.loads(row[0])) for row in rows]
+        return [Inbound.from_payload(row[0]) for row in rows]
