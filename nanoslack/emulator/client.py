@@ -95,8 +95,16 @@ class EmulatorClient:
         r: list[JSON] = self._req("api_calls", method="GET")
         return r
 
-    def fail_next(self, method: str, n: int = 1, error: str = "ratelimited", retry_after: int = 1) -> None:
-        self._req("fail_next", {"method": method, "n": n, "error": error, "retry_after": retry_after})
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        error: str = "ratelimited",
+        retry_after: int = 1,
+        app_id: str | None = None,
+    ) -> None:
+        body = {"method": method, "n": n, "error": error, "retry_after": retry_after, "app_id": app_id}
+        self._req("fail_next", body)
 
     def drop_sockets(self, app_id: str) -> int:
         return int(self._req("drop_sockets", {"app_id": app_id})["dropped"])

@@ -67,7 +67,8 @@ class Emulator:
         self.deliver_own_posts = deliver_own_posts
         self.log_api_calls = log_api_calls
         self.api_calls: list[ApiCall] = []
-        self.faults: dict[str, list[Any]] = {}  # method -> [remaining, error, retry_after]
+        # (method, app_id or None for any app) -> [remaining, error, retry_after]
+        self.faults: dict[tuple[str, str | None], list[Any]] = {}
         self.response_url_posts: list[JSON] = []
         self.port: int = 0
         self._runner: web.AppRunner | None = None
@@ -352,17 +353,28 @@ class Emulator:
         return sorted((dict(m) for m in ch.by_ts.values()), key=lambda m: float(m["ts"]))
 
     # ---- faults ----------------------------------------------------------------------------
-    def fail_next(self, method: str, n: int = 1, error: str = "ratelimited", retry_after: int = 1) -> None:
-        self.faults[method] = [n, error, retry_after]
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        error: str = "ratelimited",
+        retry_after: int = 1,
+        app_id: str | None = None,
+    ) -> None:
+        """The next ``n`` calls of ``method`` (by ``app_id`` only, when given) fail."""
+        key = (method, self.app(app_id).app_id if app_id else None)
+        self.faults[key] = [n, error, retry_after]
 
-    def take_fault(self, method: str) -> tuple[str, int] | None:
-        f = self.faults.get(method)
-        if not f or f[0] <= 0:
-            return None
-        f[0] -= 1
-        if f[0] <= 0:
-            del self.faults[method]
-        return str(f[1]), int(f[2])
+    def take_fault(self, method: str, app_id: str | None = None) -> tuple[str, int] | None:
+        for key in ((method, app_id), (method, None)):
+            f = self.faults.get(key)
+            if not f or f[0] <= 0:
+                continue
+            f[0] -= 1
+            if f[0] <= 0:
+                del self.faults[key]
+            return str(f[1]), int(f[2])
+        return None
 
     async def drop_sockets(self, app_id: str) -> int:
         return await self.hub.drop(self.app(app_id).app_id)
@@ -571,8 +583,15 @@ class ThreadedEmulator:
     def all_messages(self, channel: str) -> list[JSON]:
         return self._call(lambda: self._e.all_messages(channel))
 
-    def fail_next(self, method: str, n: int = 1, error: str = "ratelimited", retry_after: int = 1) -> None:
-        self._call(lambda: self._e.fail_next(method, n, error, retry_after))
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        error: str = "ratelimited",
+        retry_after: int = 1,
+        app_id: str | None = None,
+    ) -> None:
+        self._call(lambda: self._e.fail_next(method, n, error, retry_after, app_id))
 
     def drop_sockets(self, app_id: str) -> int:
         return self._acall(self._e.drop_sockets(app_id))

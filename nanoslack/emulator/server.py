@@ -118,7 +118,11 @@ def build_app(emu: Emulator) -> web.Application:
 
     async def d_fail_next(b: JSON) -> JSON:
         emu.fail_next(
-            b["method"], int(b.get("n", 1)), b.get("error", "ratelimited"), int(b.get("retry_after", 1))
+            b["method"],
+            int(b.get("n", 1)),
+            b.get("error", "ratelimited"),
+            int(b.get("retry_after", 1)),
+            b.get("app_id"),
         )
         return {"ok": True}
 

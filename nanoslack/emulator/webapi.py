@@ -156,7 +156,7 @@ async def handle(emu: Emulator, request: web.Request) -> web.StreamResponse:
             app_level = True
         if app_level != (method in APP_LEVEL_METHODS):
             raise ApiError("not_allowed_token_type")
-        fault = emu.take_fault(method)
+        fault = emu.take_fault(method, app.app_id)
         if fault is not None:
             err, retry_after = fault
             if err == "ratelimited":

@@ -210,3 +210,25 @@ async def test_a_bot_senders_name_is_resolved_once_through_bots_info(room: Room,
     ]
     asked = [c for c in room.emu.api_calls if c.method == "bots.info" and c.params.get("bot") == eli.bot_id]
     assert len([c for c in asked if c.app_name == "dana"]) == 1
+
+
+async def test_an_approval_dm_survives_a_429_storm_and_is_sent_once(room: Room, fleet_factory) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
+    room.emu.fail_next("chat.postMessage", 3, error="ratelimited", retry_after=1, app_id="dana")
+    await room.bot_post("eli", f"{room.mention('dana')} knock knock")
+    await room.emu.wait_for(lambda: _approval_dms(room, room.human.id), timeout=15)
+    limited = [c for c in room.emu.api_calls if c.method == "chat.postMessage" and c.status == 429]
+    assert len(limited) == 3
+    assert len(_owner_dm_posts(room, room.human.id)) == 1
+
+
+async def test_a_post_refused_with_a_transient_error_is_retried_once_it_clears(
+    room: Room, fleet_factory
+) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
+    room.emu.fail_next("chat.postMessage", 1, error="internal_error", app_id="dana")
+    await room.bot_post("eli", f"{room.mention('dana')} hello?")
+    await room.emu.wait_for(lambda: _approval_dms(room, room.human.id), timeout=15)
+    assert len(_owner_dm_posts(room, room.human.id)) == 1
+    failed = [c for c in room.emu.api_calls if c.method == "chat.postMessage" and c.error == "internal_error"]
+    assert len(failed) == 1
