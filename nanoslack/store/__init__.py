@@ -53,9 +53,6 @@ class Store:
         with self.db.transaction() as conn:
             yield conn
 
-    def data_version(self) -> int:
-        return self.db.data_version()
-
     def close(self) -> None:
         self.db.close()
 

@@ -43,13 +43,18 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def _sqlite_begin(conn: Connection) -> None:
-    # IMMEDIATE takes the write lock up front, so a read-then-write (the hop
-    # reservation) cannot interleave with another process's. Sent through the
-    # driver: SQLAlchemy's execute path costs more than the BEGIN itself.
+def _driver(conn: Connection) -> Any:
+    """The sqlite3 connection under ``conn``: per-message statements go straight
+    to it, because SQLAlchemy's execute path costs more than the statement."""
     raw = conn.connection.driver_connection
     assert raw is not None
-    raw.execute("BEGIN IMMEDIATE")
+    return raw
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # IMMEDIATE takes the write lock up front, so a read-then-write (the hop
+    # reservation) cannot interleave with another process's.
+    _driver(conn).execute("BEGIN IMMEDIATE")
 
 
 def make_engine(url: str) -> Engine:
@@ -108,18 +113,14 @@ def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> i
     (DESIGN §9). Other databases take the ordinary path.
     """
     if conn.dialect.name == "sqlite":
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        return int(raw.execute(stmt.text, params).rowcount)
+        return int(_driver(conn).execute(stmt.text, params).rowcount)
     return int(conn.execute(stmt, params).rowcount)
 
 
 def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """``hot_execute`` for a per-message read: the first row, or None."""
     if conn.dialect.name == "sqlite":
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        row = raw.execute(stmt.text, params).fetchone()
+        row = _driver(conn).execute(stmt.text, params).fetchone()
         return tuple(row) if row is not None else None
     result = conn.execute(stmt, params).first()
     return tuple(result) if result is not None else None
@@ -215,9 +216,7 @@ class Database:
         if not self.is_sqlite:
             return int(time.monotonic())
         if self._version_serial != self._txn_serial:
-            raw = self._conn.connection.driver_connection
-            assert raw is not None
-            self._version = int(raw.execute("PRAGMA data_version").fetchone()[0])
+            self._version = int(_driver(self._conn).execute("PRAGMA data_version").fetchone()[0])
             self._version_serial = self._txn_serial
         return self._version
 
@@ -248,9 +247,8 @@ class Database:
 
     def _raw_or_sa(self) -> Callable[[str], object]:
         if self.is_sqlite:
-            raw = self._conn.connection.driver_connection
-            assert raw is not None
-            return raw.execute  # type: ignore[no-any-return]
+            run: Callable[[str], object] = _driver(self._conn).execute
+            return run
         return self._conn.exec_driver_sql
 
     def on_rollback(self, listener: Callable[[], None]) -> None:
@@ -261,19 +259,6 @@ class Database:
     def _rolled_back(self) -> None:
         for listener in self._rollback_listeners:
             listener()
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (SQLite); lets caches notice
-        an operator's SQL without a restart. Non-SQLite: a fresh value each call."""
-        if not self.is_sqlite:
-            return -1
-        with self._lock:
-            if self._depth:
-                raise StoreError("data_version() inside a transaction would be stale")
-            raw = self._conn.connection.dbapi_connection
-            assert raw is not None
-            row = raw.execute("PRAGMA data_version").fetchone()
-            return int(row[0]) if row else -1
 
     def close(self) -> None:
         with self._lock:
