@@ -2,15 +2,16 @@
 
 Bots are admitted only in rooms listed in ``SLACK_A2A_ROOMS`` and only for a bounded
 number of consecutive hops; a human message resets the count. The count lives in the
-store (``HopLedger``) so a restart or a second process cannot reset a loop guard, and
-it is *reserved* before downstream runs and released if downstream fails, so concurrent
-deliveries never over-admit and a failure consumes no hop.
+store (``HopLedger``) so a restart or a second process cannot reset a loop guard. The
+hop is *reserved* inside the transaction that processes the message: concurrent
+deliveries never over-admit, and a message whose processing fails rolls its hop back
+with everything else it wrote (§3.6: a downstream failure consumes no hop).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from nanoslack.config import HOP_SCOPES, A2AConfig
 from nanoslack.guard import Admit, BotInboundGuard
@@ -21,13 +22,13 @@ ROOM_NOT_LISTED = "room not in SLACK_A2A_ROOMS"
 HOP_LIMIT_REACHED = "hop limit reached"
 HOP_LIMIT_LOG = "hop limit reached — dropping bot messages until a human speaks"
 
+log = get_logger(__name__)
+
 
 class HopLedger(Protocol):
     def reserve(
         self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str
     ) -> int | None: ...
-
-    def release(self, *, room: str, instance: str, ts: str) -> None: ...
 
     def reset(self, *, room: str, instance: str | None) -> int: ...
 
@@ -40,7 +41,6 @@ class A2APolicy:
         config: Callable[[], A2AConfig],
         ledger: HopLedger,
         scope: str = "identity",
-        log: Any = None,
     ) -> None:
         if scope not in HOP_SCOPES:
             raise ValueError(f"hop scope must be one of {HOP_SCOPES}, got {scope!r}")
@@ -48,9 +48,8 @@ class A2APolicy:
         self.scope = scope
         self._config = config
         self._ledger = ledger
-        self._log = log or get_logger("nanoslack.a2a")
 
-    async def __call__(self, msg: Inbound) -> Admit | Drop:
+    def __call__(self, msg: Inbound) -> Admit | Drop:
         config = self._config()
         if msg.channel not in config.rooms:
             return Drop(ROOM_NOT_LISTED)
@@ -65,13 +64,9 @@ class A2APolicy:
             room=room, instance=instance, ts=ts, bot_id=bot_id, max_hops=max_hops, scope=self.scope
         )
         if hop is None:
-            self._log.info(HOP_LIMIT_LOG, instance=instance, room=room, bot_id=bot_id, max=max_hops)
+            log.info(HOP_LIMIT_LOG, instance=instance, room=room, bot_id=bot_id, max=max_hops)
             return Drop(HOP_LIMIT_REACHED)
-
-        async def release() -> None:
-            self._ledger.release(room=room, instance=instance, ts=ts)
-
-        return Admit(sender_id=bot_sender_id(bot_id), hop=hop, hop_limit=max_hops, on_rejected=release)
+        return Admit(sender_id=bot_sender_id(bot_id), hop=hop, hop_limit=max_hops)
 
     def observe_human(self, msg: Inbound) -> None:
         """A human spoke in a listed room: the bots may go another round."""
@@ -80,7 +75,7 @@ class A2APolicy:
         instance = self.instance if self.scope == "identity" else None
         cleared = self._ledger.reset(room=msg.channel, instance=instance)
         if cleared:
-            self._log.debug("hop counts reset", instance=self.instance, room=msg.channel, cleared=cleared)
+            log.debug("hop counts reset", instance=self.instance, room=msg.channel, cleared=cleared)
 
 
 def install_a2a_policy(guard: BotInboundGuard, policy: A2APolicy) -> None:

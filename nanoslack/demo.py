@@ -31,7 +31,7 @@ class Narrator:
         self.outcomes: list[tuple[Inbound, Outcome]] = []
 
     def __call__(self, msg: Inbound, outcome: Outcome) -> None:
-        self.outcomes.append((outcome.delivered or msg, outcome))
+        self.outcomes.append((outcome.msg or msg, outcome))
 
     def about(self, ts: str) -> list[tuple[Inbound, Outcome]]:
         return [(m, o) for m, o in self.outcomes if m.ts == ts]

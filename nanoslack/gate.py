@@ -5,7 +5,7 @@ allowed, ``held`` while an owner is asked, ``refused`` otherwise.
 
 - ``public`` rooms admit everyone.
 - Owners (``SLACK_OWNER``), admins and members of the instance's agent group pass.
-- Anyone else meets the room's ``unknown_sender_policy``: ``strict`` drops;
+- Anyone else meets the room's ``unknown_sender_policy``: ``strict`` refuses;
   ``decline_notify`` answers a DM with one polite line (at most once a day per
   sender) and is ``strict`` in groups; ``request_approval`` holds the message and
   asks the first owner once per (agent group, sender) with Allow / Deny buttons.
@@ -22,18 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import structlog
-from sqlalchemy import Connection
-
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.router import Route, sender_of, store_version
-from nanoslack.store import Store
-from nanoslack.store.approvals import ApprovalRow
-from nanoslack.store.groups import GroupRow
+from nanoslack.logs import get_logger
+from nanoslack.router import Route
+from nanoslack.store import ApprovalRow, GroupRow, Store
 
-log = structlog.get_logger()
+log = get_logger(__name__)
 
-Action = Literal["allow", "drop", "decline", "hold"]
+# allow: the agent may answer (row ``pending``); hold: an owner is asked (``held``);
+# refuse: not let in (``refused``); decline: refused, and told so once a day (DMs).
+Action = Literal["allow", "hold", "refuse", "decline"]
 
 APPROVE_ACTION_ID = "nanoslack_approve"
 DENY_ACTION_ID = "nanoslack_deny"
@@ -90,23 +88,23 @@ class Gate:
         self._agent_group_id: int | None = None
         self._members: frozenset[str] = frozenset()
 
-    # -- admission -----------------------------------------------------------------------
+    # -- judging an engaged message ----------------------------------------------------------
 
-    def admit(self, msg: Inbound, route: Route) -> Verdict:
-        with self._store.transaction() as conn:
-            self._refresh(conn)
+    def judge(self, msg: Inbound, route: Route) -> Verdict:
+        with self._store.transaction():
+            self._refresh()
             verdict = self._judge(msg, route.group)
         return verdict
 
-    def _refresh(self, conn: Connection) -> None:
-        version = store_version(self._store, conn)
+    def _refresh(self) -> None:
+        version = self._store.cache_version()
         if version == self._version and self._agent_group_id is not None:
             return
         agent_group = self._store.agents.ensure(self.instance)
         self._agent_group_id = agent_group.id
         self._members = self._store.agents.members(agent_group.id)
         # ensure() may have bumped the generation; key the cache on the state it saw.
-        self._version = store_version(self._store, conn)
+        self._version = self._store.cache_version()
 
     @property
     def agent_group_id(self) -> int:
@@ -118,9 +116,9 @@ class Gate:
         return user is not None and user in self._owner_set
 
     def _judge(self, msg: Inbound, group: GroupRow | None) -> Verdict:
-        sender = sender_of(msg)
+        sender = msg.sender
         if group is None:
-            return self._drop_unrouted(msg, sender)
+            return self._refuse_unrouted(msg, sender)
         if group.unknown_sender_policy == "public":
             return self._allow(msg, group, "public")
         if self.is_owner(sender):
@@ -133,7 +131,7 @@ class Gate:
         self._store.messages.add(msg, group_id=group.id, status="pending")
         return Verdict("allow", reason)
 
-    def _drop_unrouted(self, msg: Inbound, sender: str) -> Verdict:
+    def _refuse_unrouted(self, msg: Inbound, sender: str) -> Verdict:
         # The router engages only with a group; refuse rather than guess a policy.
         self._store.messages.add(msg, group_id=None, status="refused")
         log.warning(
@@ -144,7 +142,7 @@ class Gate:
             reason="no messaging group",
             instance=self.instance,
         )
-        return Verdict("drop", "no messaging group")
+        return Verdict("refuse", "no messaging group")
 
     def _unknown(self, msg: Inbound, group: GroupRow, sender: str) -> Verdict:
         policy = group.unknown_sender_policy
@@ -165,7 +163,7 @@ class Gate:
         return self._refuse(msg, group, sender, "strict")
 
     def _refuse(
-        self, msg: Inbound, group: GroupRow, sender: str, reason: str, action: Action = "drop"
+        self, msg: Inbound, group: GroupRow, sender: str, reason: str, action: Action = "refuse"
     ) -> Verdict:
         self._store.messages.add(msg, group_id=group.id, status="refused")
         count = self._store.refusals.count(group.id, sender, self.instance, reason)

@@ -3,51 +3,74 @@
 Bot-authored messages are the loop hazard of a fleet that hears itself, so the default
 is closed: no policy, a policy error or an unexpected answer all drop the message.
 Humans are never dropped or altered here; observers only watch them.
+
+``decide`` is synchronous and returns the decision: the pipeline calls it inside the
+batch transaction (where nothing may yield to the event loop) and then routes what
+was admitted itself. A policy's ``on_accepted`` callback rides along on the decision
+and runs once the message's processing has committed (``Admitted.accepted``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-
-from structlog.stdlib import BoundLogger
 
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.logs import get_logger
 
-Downstream = Callable[[Inbound], Awaitable[None]]
-HumanObserver = Callable[[Inbound], Awaitable[None] | None]
-Callback = Callable[[], Awaitable[None]]
+HumanObserver = Callable[[Inbound], None]
+Callback = Callable[[], None]
 
 NO_POLICY = "no bot-inbound policy installed"
 
+log = get_logger(__name__)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class Admit:
+    """A policy's yes: the sender id the bot message goes downstream as."""
+
     sender_id: str
     hop: int = 0
     hop_limit: int = 0
-    # Runs after downstream succeeded (commit); on_rejected after it failed (release).
+    # Runs after the message's processing committed; never for a message that failed.
     on_accepted: Callback | None = None
-    on_rejected: Callback | None = None
 
 
 class BotInboundPolicy(Protocol):
-    async def __call__(self, msg: Inbound) -> Admit | Drop: ...
+    def __call__(self, msg: Inbound) -> Admit | Drop: ...
 
 
-@dataclass(frozen=True)
-class Delivered:
-    msg: Inbound  # what went downstream (re-attributed for bots)
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The guard's yes: the message as it goes downstream (a bot's re-attributed,
+    with its hop), and the policy's callback for after the commit."""
+
+    msg: Inbound
+    on_accepted: Callback | None = None
+
+    def accepted(self) -> None:
+        """Run the policy's callback; its failure is logged, never raised: the
+        message is already processed and committed."""
+        if self.on_accepted is None:
+            return
+        try:
+            self.on_accepted()
+        except Exception:
+            log.warning(
+                "admission callback failed",
+                instance=self.msg.instance,
+                channel=self.msg.channel,
+                ts=self.msg.ts,
+                exc_info=True,
+            )
 
 
 class BotInboundGuard:
-    def __init__(self, instance: str, log: BoundLogger | None = None) -> None:
+    def __init__(self, instance: str) -> None:
         self.instance = instance
-        self._log = log or get_logger("nanoslack.guard")
         self._policy: BotInboundPolicy | None = None
         self._observers: list[HumanObserver] = []
 
@@ -59,7 +82,7 @@ class BotInboundGuard:
         # One slot: a second installer silently overriding the first would change who
         # may talk to the agents, so make it visible.
         if self._policy is not None and policy is not self._policy:
-            self._log.warning(
+            log.warning(
                 "bot-inbound policy replaced",
                 instance=self.instance,
                 old=_name(self._policy),
@@ -70,24 +93,21 @@ class BotInboundGuard:
     def add_observer(self, observer: HumanObserver) -> None:
         self._observers.append(observer)
 
-    async def handle(self, msg: Inbound, downstream: Downstream) -> Delivered | Drop:
+    def decide(self, msg: Inbound) -> Admitted | Drop:
         if not msg.is_bot:
-            await self._notify_observers(msg)
-            await downstream(msg)
-            return Delivered(msg)
-        decision = await self._decide(msg)
-        if isinstance(decision, Drop):
-            return decision
-        return await self._deliver_admitted(msg, decision, downstream)
+            self._notify_observers(msg)
+            return Admitted(msg)
+        answer = self._ask_policy(msg)
+        if isinstance(answer, Drop):
+            return answer
+        return self._admit(msg, answer)
 
-    async def _notify_observers(self, msg: Inbound) -> None:
+    def _notify_observers(self, msg: Inbound) -> None:
         for observer in self._observers:
             try:
-                result = observer(msg)
-                if inspect.isawaitable(result):
-                    await result
+                observer(msg)
             except Exception:
-                self._log.warning(
+                log.warning(
                     "human observer failed",
                     instance=self.instance,
                     channel=msg.channel,
@@ -96,31 +116,31 @@ class BotInboundGuard:
                     exc_info=True,
                 )
 
-    async def _decide(self, msg: Inbound) -> Admit | Drop:
+    def _ask_policy(self, msg: Inbound) -> Admit | Drop:
         policy = self._policy
         if policy is None:
             self._dropped(msg, NO_POLICY, level="debug")
             return Drop(NO_POLICY)
         try:
-            decision = await policy(msg)
+            answer = policy(msg)
         except Exception as exc:
             reason = f"bot-inbound policy failed: {type(exc).__name__}"
             self._dropped(msg, reason, level="warning", exc_info=True)
             return Drop(reason)
-        if isinstance(decision, Drop):
-            self._dropped(msg, decision.reason, level="info")
-            return decision
-        if not isinstance(decision, Admit) or not decision.sender_id:
+        if isinstance(answer, Drop):
+            self._dropped(msg, answer.reason, level="info")
+            return answer
+        if not isinstance(answer, Admit) or not answer.sender_id:
             reason = "bot-inbound policy gave no admission"
             self._dropped(msg, reason, level="warning")
             return Drop(reason)
-        return decision
+        return answer
 
-    async def _deliver_admitted(self, msg: Inbound, admit: Admit, downstream: Downstream) -> Delivered:
+    def _admit(self, msg: Inbound, admit: Admit) -> Admitted:
         admitted = dataclasses.replace(
             msg.with_sender(admit.sender_id), hop=admit.hop, hop_limit=admit.hop_limit
         )
-        self._log.info(
+        log.info(
             "bot message admitted",
             instance=self.instance,
             channel=msg.channel,
@@ -130,33 +150,10 @@ class BotInboundGuard:
             hop=admit.hop,
             max=admit.hop_limit,
         )
-        try:
-            await downstream(admitted)
-        except BaseException:
-            # Cancellation included: a message that never got through must not use up a hop.
-            await self._run_callback(admit.on_rejected, "on_rejected", msg)
-            raise
-        await self._run_callback(admit.on_accepted, "on_accepted", msg)
-        return Delivered(admitted)
-
-    async def _run_callback(self, callback: Callback | None, which: str, msg: Inbound) -> None:
-        if callback is None:
-            return
-        try:
-            await callback()
-        except Exception:
-            self._log.warning(
-                "admission callback failed",
-                instance=self.instance,
-                channel=msg.channel,
-                ts=msg.ts,
-                callback=which,
-                exc_info=True,
-            )
+        return Admitted(admitted, admit.on_accepted)
 
     def _dropped(self, msg: Inbound, reason: str, *, level: str, exc_info: bool = False) -> None:
-        log = getattr(self._log, level)
-        log(
+        getattr(log, level)(
             "bot message dropped",
             instance=self.instance,
             channel=msg.channel,

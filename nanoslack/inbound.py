@@ -1,8 +1,10 @@
-"""The message every pipeline stage works on, after parsing and before the agent.
+"""The value types every pipeline stage shares: who an instance is, the message it
+heard, and a stage's refusal.
 
 Pure data: no Slack client, no bolt, no SQL. The Slack edge builds an ``Inbound``
 from an event payload (``nanoslack.slack.parse``); the guard may re-attribute it
-(``with_sender``); the router and gate read it.
+(``with_sender``); the router and gate read it. The one rule for a sender's id
+(``Inbound.sender``) lives here so every stage names a sender the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ def bot_sender_id(bot_id: str) -> str:
 
 def platform_id(channel: str) -> str:
     return f"slack:{channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who an instance is on Slack, from ``auth.test``."""
+
+    instance: str
+    team_id: str | None
+    bot_user_id: str
+    bot_id: str | None
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,20 @@ class Inbound:
         if self.is_dm:
             return None
         return self.thread_ts or self.ts
+
+    @property
+    def sender(self) -> str:
+        """The sender's ``users.id``: what the guard set, else what Slack's fields say.
+
+        A bot message the guard has not admitted yet gets the id it would be admitted
+        as (``slack:bot:<bot_id>``, §3.6), never its bot *user* id: one sender, one id,
+        whichever stage asks (name lookup, router, gate).
+        """
+        if self.sender_id:
+            return self.sender_id
+        if self.bot_id:
+            return bot_sender_id(self.bot_id)
+        return human_sender_id(self.user) if self.user else ""
 
     @property
     def platform_id(self) -> str:

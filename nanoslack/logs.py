@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from nanoslack.config import Secret
+from nanoslack.secret import Secret
 
 TOKEN_RE = re.compile(r"(xox[a-z]|xapp)-[A-Za-z0-9-]+")
 NOISY_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "websockets", "asyncio")

@@ -1,58 +1,36 @@
 """One instance's pipeline after the socket (DESIGN §3 steps 4–8).
 
 Order, as a message travels: ``accept_many`` records it in the durable inbox (the
-Slack edge acks only after that); ``process_many`` runs the bot-inbound guard, and
-the guard's downstream routes, gates and closes the inbox entry in ONE
-transaction. That transaction is what makes delivery exactly-once: a crash before
-it commits leaves the entry open for ``unfinished`` (resumed at start), a crash
-after it leaves nothing to redo.
+Slack edge acks only after that); ``process_many`` then runs, for each message and
+in ONE transaction per batch, the guard (admits or drops), the router (engages or
+ignores), the gate (allows, holds, refuses or declines) and closes the inbox entry.
+That transaction is what makes delivery exactly-once: a crash before it commits
+leaves the entries open for ``unfinished`` (resumed at start), a crash after it
+leaves nothing to redo. Only after the commit do the side effects run: the guard's
+``on_accepted``, waking the outbox, handing allowed messages to ``on_pending``.
 
-No bolt here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
+``build_pipeline`` is the composition root: the fleet, the tests and the benchmark
+all assemble guard, A2A policy, router and gate through it. No bolt here: the edge
+(``nanoslack.slack``) hands in parsed ``Inbound`` values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
-
-import structlog
+from typing import Literal, Protocol
 
 from nanoslack import failpoints
+from nanoslack.a2a import A2APolicy, install_a2a_policy
+from nanoslack.config import A2AConfig
 from nanoslack.gate import Gate, Verdict
-from nanoslack.guard import BotInboundGuard
-from nanoslack.inbound import Drop, Inbound, InboxKey
-from nanoslack.router import Router
+from nanoslack.guard import Admitted, BotInboundGuard
+from nanoslack.inbound import Drop, Identity, Inbound
+from nanoslack.logs import get_logger
+from nanoslack.router import Route, Router
 from nanoslack.store import Store
 
-log = structlog.get_logger("nanoslack.pipeline")
-T = TypeVar("T")
-
-
-def run_to_completion(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that must finish without suspending.
-
-    The guard's API is async (a policy may one day need to await), but inside a
-    store transaction nothing may yield to the loop: another coroutine would
-    join the open transaction. This enforces that instead of trusting it.
-    """
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return cast(T, done.value)
-    coro.close()
-    raise RuntimeError("a pipeline stage suspended inside a store transaction")
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who an instance is on Slack, from ``auth.test``."""
-
-    instance: str
-    team_id: str | None
-    bot_user_id: str
-    bot_id: str | None
-    name: str | None = None
+log = get_logger(__name__)
 
 
 class NameResolver(Protocol):
@@ -61,13 +39,28 @@ class NameResolver(Protocol):
     async def ensure_many(self, msgs: Sequence[Inbound]) -> None: ...
 
 
+Status = Literal["processed", "dropped", "failed"]
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    status: str  # delivered | dropped | failed
+    """What became of one message.
+
+    ``processed``: the guard admitted it and router and gate decided (``route`` and,
+    when it engaged, ``verdict`` say what); ``dropped``: the guard dropped it;
+    ``failed``: processing raised and rolled back (the inbox entry stays open).
+    """
+
+    status: Status
     reason: str
+    # The guard's admission: the message as it went downstream (re-attributed, hop set).
+    admitted: Admitted | None = None
+    route: Route | None = None
     verdict: Verdict | None = None
-    # The message as it went downstream (re-attributed, hop set); None if it did not.
-    delivered: Inbound | None = None
+
+    @property
+    def msg(self) -> Inbound | None:
+        return self.admitted.msg if self.admitted else None
 
 
 class Pipeline:
@@ -85,16 +78,13 @@ class Pipeline:
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
+        self.guard = guard
+        self.gate = gate  # the edge answers approval clicks through it
         self._store = store
-        self._guard = guard
         self._router = router
-        self._gate = gate
         self._names = names
         self._on_outbox = on_outbox
         self._on_pending = on_pending
-        # What _deliver decided, by message, for process() to report (the guard
-        # only says *that* it delivered).
-        self._outcomes: dict[InboxKey, Outcome] = {}
 
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
         """Record before ack, a burst in one commit (the intake's group commit);
@@ -112,63 +102,65 @@ class Pipeline:
     async def process_many(self, msgs: Sequence[Inbound]) -> list[Outcome]:
         """Guard, route, gate and close the inbox entries in one transaction.
 
-        A crash before the commit leaves the entries open for ``resume``; a failing
-        message rolls back alone (the batch is retried with a savepoint per message),
-        its hop reservation included (§3.6: a downstream failure consumes no hop).
-        Batching is what makes the pipeline fast: SQLite's cost is the pages a
-        commit writes, and consecutive messages share pages.
-        The one stage that may touch the network, the sender's display name, runs
-        first, outside the transaction.
+        A failing message rolls back alone: the batch is run again with a savepoint
+        per message, so its hop reservation goes with it (§3.6) and the others commit.
+        Batching is what makes the pipeline fast: SQLite's cost is the pages a commit
+        writes, and consecutive messages share pages. The one stage that may touch
+        the network, the sender's display name, runs first, outside the transaction.
         """
         if self._names is not None:
             await self._names.ensure_many(msgs)
         try:
-            # Optimistic: the whole batch in one transaction, no savepoints.
-            outcomes, failures = self._run_batch(msgs, isolate=False)
+            outcomes = self._run_batch(msgs, isolate=False)  # optimistic: no savepoints
         except Exception as exc:
-            # One message failed and the batch rolled back (hops, resets and all):
-            # run it again with each message in a savepoint, so only it fails.
-            for msg in msgs:
-                self._outcomes.pop(msg.key, None)
             if len(msgs) == 1:
-                outcomes, failures = [Outcome("failed", str(exc))], [(msgs[0], exc)]
+                outcomes = [_failed(exc)]
             else:
-                outcomes, failures = self._run_batch(msgs, isolate=True)
+                outcomes = self._run_batch(msgs, isolate=True)
         failpoints.hit("pipeline.committed", len(msgs))
-        for msg, error in failures:
-            self._failed(msg, error)
-        for outcome in outcomes:
-            self._after_commit(outcome)
+        for msg, outcome in zip(msgs, outcomes, strict=True):
+            self._after_commit(msg, outcome)
         return outcomes
 
-    def _run_batch(
-        self, msgs: Sequence[Inbound], *, isolate: bool
-    ) -> tuple[list[Outcome], list[tuple[Inbound, Exception]]]:
+    def _run_batch(self, msgs: Sequence[Inbound], *, isolate: bool) -> list[Outcome]:
         outcomes: list[Outcome] = []
-        failures: list[tuple[Inbound, Exception]] = []
         with self._store.transaction():
             for msg in msgs:
                 if not isolate:
-                    outcomes.append(self._run_one(msg))  # a failure aborts the whole batch
+                    outcomes.append(self._process_one(msg))  # a failure aborts the whole batch
                     continue
                 try:
                     with self._store.db.savepoint():
-                        outcomes.append(self._run_one(msg))
+                        outcomes.append(self._process_one(msg))
                 except Exception as exc:
-                    self._outcomes.pop(msg.key, None)
-                    failures.append((msg, exc))
-                    outcomes.append(Outcome("failed", str(exc)))
-        return outcomes, failures
+                    outcomes.append(_failed(exc))
+        return outcomes
 
-    def _run_one(self, msg: Inbound) -> Outcome:
-        result = run_to_completion(self._guard.handle(msg, self._deliver))
-        if isinstance(result, Drop):
-            self._store.inbox.finish(msg.key, "dropped", result.reason)
-            return Outcome("dropped", result.reason)
-        return self._outcomes.pop(msg.key, Outcome("delivered", ""))
+    def _process_one(self, msg: Inbound) -> Outcome:
+        decision = self.guard.decide(msg)
+        if isinstance(decision, Drop):
+            self._store.inbox.finish(msg.key, "dropped", decision.reason)
+            return Outcome("dropped", decision.reason)
+        admitted = decision.msg
+        route = self._router.route(admitted)
+        verdict = self.gate.judge(admitted, route) if route.engaged else None
+        reason = verdict.reason if verdict else route.reason
+        self._store.inbox.finish(msg.key, "done", reason)
+        return Outcome("processed", reason, decision, route, verdict)
 
-    def _failed(self, msg: Inbound, exc: Exception) -> None:
-        error = f"{type(exc).__name__}: {exc}"
+    def _after_commit(self, msg: Inbound, outcome: Outcome) -> None:
+        if outcome.status == "failed":
+            self._record_failure(msg, outcome.reason)
+            return
+        if outcome.admitted is not None:
+            outcome.admitted.accepted()
+        action = outcome.verdict.action if outcome.verdict else None
+        if action == "allow" and self._on_pending is not None:
+            self._on_pending(outcome.admitted.msg if outcome.admitted else msg)
+        if action in ("decline", "hold") and self._on_outbox is not None:
+            self._on_outbox()
+
+    def _record_failure(self, msg: Inbound, error: str) -> None:
         parked = self._store.inbox.note_failure(msg.key, error)
         log.error(
             "downstream failed",
@@ -179,21 +171,34 @@ class Pipeline:
             parked=parked,
         )
 
-    async def _deliver(self, msg: Inbound) -> None:
-        """The guard's downstream: router and gate, inside process()'s transaction."""
-        verdict: Verdict | None = None
-        route = self._router.route(msg)
-        if route.engaged:
-            verdict = self._gate.admit(msg, route)
-        reason = verdict.reason if verdict else route.reason
-        self._store.inbox.finish(msg.key, "done", reason)
-        self._outcomes[msg.key] = Outcome("delivered", reason, verdict, msg)
 
-    def _after_commit(self, outcome: Outcome) -> None:
-        verdict, msg = outcome.verdict, outcome.delivered
-        if verdict is None or msg is None:
-            return
-        if verdict.action == "allow" and self._on_pending is not None:
-            self._on_pending(msg)  # as delivered: a bot's admitted sender id and hop
-        if verdict.action in ("decline", "hold") and self._on_outbox is not None:
-            self._on_outbox()
+def _failed(exc: Exception) -> Outcome:
+    return Outcome("failed", f"{type(exc).__name__}: {exc}")
+
+
+def build_pipeline(
+    identity: Identity,
+    store: Store,
+    *,
+    owners: Sequence[str],
+    a2a_config: Callable[[], A2AConfig],
+    hop_scope: str = "identity",
+    names: NameResolver | None = None,
+    on_outbox: Callable[[], None] | None = None,
+    on_pending: Callable[[Inbound], None] | None = None,
+) -> Pipeline:
+    """Guard with the A2A policy installed, router and gate for one instance."""
+    instance = identity.instance
+    guard = BotInboundGuard(instance)
+    policy = A2APolicy(instance=instance, config=a2a_config, ledger=store.hops, scope=hop_scope)
+    install_a2a_policy(guard, policy)
+    return Pipeline(
+        identity=identity,
+        store=store,
+        guard=guard,
+        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id),
+        gate=Gate(store, instance=instance, owners=owners),
+        names=names,
+        on_outbox=on_outbox,
+        on_pending=on_pending,
+    )

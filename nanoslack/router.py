@@ -14,9 +14,10 @@ hearing a busy channel leaves no trace but room context. Engage modes:
 Messages that do not engage are stored as ``context`` for later turns; engaged ones
 are left to the gate, which writes their row.
 
-Groups are cached per instance and the cache is dropped whenever SQLite's
-``data_version`` moves (another process committed, e.g. an operator's ``q.py``
-UPDATE) or this process wrote groups, so SQL takes effect on the next message.
+Groups are cached per instance and the cache is dropped whenever the store's
+``cache_version`` moves (another process committed, e.g. an operator's ``q.py``
+UPDATE, or this process wrote groups or members), so SQL takes effect on the next
+message.
 """
 
 from __future__ import annotations
@@ -24,14 +25,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import structlog
-from sqlalchemy import Connection
+from nanoslack.inbound import Inbound
+from nanoslack.logs import get_logger
+from nanoslack.store import GroupRow, Store
 
-from nanoslack.inbound import Inbound, human_sender_id
-from nanoslack.store import Store
-from nanoslack.store.groups import GroupRow
-
-log = structlog.get_logger()
+log = get_logger(__name__)
 
 MATCH_ALL = "."
 # Remembered engaged threads per group; bounded so a long-lived fleet cannot grow it forever.
@@ -42,22 +40,9 @@ MAX_CACHED_THREADS = 50_000
 class Route:
     group: GroupRow | None
     engaged: bool
-    reason: str  # "mention", "dm", "sticky thread", "pattern", "not mentioned", "no messaging group", …
-
-
-def sender_of(msg: Inbound) -> str:
-    """The pipeline's sender id; a human message that skipped the guard still has one."""
-    if msg.sender_id:
-        return msg.sender_id
-    if msg.user and not msg.is_bot:
-        return human_sender_id(msg.user)
-    return ""
-
-
-def store_version(store: Store, conn: Connection) -> tuple[int, ...]:
-    """A value that changes whenever cached groups or memberships may have changed:
-    another connection's commit (``Database.external_version``) or one of ours."""
-    return (store.db.external_version(), store.groups.generation, store.agents.generation)
+    # Engaged: "mention", "dm", "sticky thread", "pattern". Ignored: "not mentioned",
+    # "pattern not matched", "no messaging group".
+    reason: str
 
 
 class Router:
@@ -72,8 +57,8 @@ class Router:
         self._patterns: dict[str, re.Pattern[str] | None] = {}
 
     def route(self, msg: Inbound) -> Route:
-        with self._store.transaction() as conn:
-            self._refresh(conn)
+        with self._store.transaction():
+            self._refresh()
             self._ensure_user(msg)
             group = self._group_for(msg)
             route = self._engage(msg, group)
@@ -81,8 +66,8 @@ class Router:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
 
-    def _refresh(self, conn: Connection) -> None:
-        version = store_version(self._store, conn)
+    def _refresh(self) -> None:
+        version = self._store.cache_version()
         if version != self._version:
             self._version = version
             self._groups.clear()
@@ -90,7 +75,7 @@ class Router:
             self._known_users.clear()
 
     def _ensure_user(self, msg: Inbound) -> None:
-        sender = sender_of(msg)
+        sender = msg.sender
         if not sender or sender in self._known_users:
             return
         self._store.users.ensure(
@@ -110,7 +95,7 @@ class Router:
                 "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
             )
         # Our own create bumped the generation; re-key so the entry below survives.
-        self._version = self._version[:1] + (self._store.groups.generation, self._store.agents.generation)
+        self._version = self._store.cache_version()
         self._groups[platform_id] = group
         return group
 

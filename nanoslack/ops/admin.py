@@ -22,8 +22,7 @@ from typing import TextIO
 
 from nanoslack.config import DEFAULT_DB, ConfigError, load_settings, parse_rooms, read_env_file, split_list
 from nanoslack.gate import CLI_USER, Gate
-from nanoslack.store import Store, sqlite_url
-from nanoslack.store.approvals import ApprovalRow
+from nanoslack.store import ApprovalRow, Store, sqlite_url
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

@@ -7,16 +7,16 @@ import os
 import signal
 from collections.abc import Callable
 
-import structlog
 from slack_sdk.errors import SlackApiError
 
-from nanoslack.config import Settings
+from nanoslack.config import InstanceSettings, Settings
 from nanoslack.inbound import Inbound
+from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
 from nanoslack.store import Store
 
-log = structlog.get_logger("nanoslack.fleet")
+log = get_logger(__name__)
 
 
 class Fleet:
@@ -49,31 +49,31 @@ class Fleet:
     async def start(self) -> list[str]:
         """Connect every instance that can run; the others are logged and skipped."""
         _disable_bolt_env_magic()
-        runtimes = [InstanceRuntime(inst, self._shared) for inst in self.settings.instances]
-        started = await asyncio.gather(*(self._start_one(rt) for rt in runtimes))
-        names = [rt.name for rt, ok in zip(runtimes, started, strict=True) if ok]
+        started = await asyncio.gather(*(self._start_one(inst) for inst in self.settings.instances))
+        names = [name for name in started if name is not None]
         log.info("fleet started", instances=names, skipped=[n for n, _ in self.settings.skipped])
         return names
 
-    async def _start_one(self, rt: InstanceRuntime) -> bool:
+    async def _start_one(self, settings: InstanceSettings) -> str | None:
+        name = settings.name
         try:
-            ident = await rt.resolve_identity()
+            rt = await InstanceRuntime.connect(settings, self._shared)
         except SlackApiError as exc:
-            log.error("instance skipped: auth.test failed", instance=rt.name, error=exc.response.get("error"))
-            return False
+            log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
+            return None
         except Exception as exc:
-            log.error("instance skipped: auth.test failed", instance=rt.name, error=type(exc).__name__)
-            return False
-        rt.build()
+            log.error("instance skipped: auth.test failed", instance=name, error=type(exc).__name__)
+            return None
         try:
             await rt.start()
         except Exception as exc:
-            log.error("instance skipped: socket connect failed", instance=rt.name, error=type(exc).__name__)
+            log.error("instance skipped: socket connect failed", instance=name, error=type(exc).__name__)
             await rt.stop()
-            return False
-        self.instances[rt.name] = rt
-        log.info("instance ready", instance=rt.name, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id)
-        return True
+            return None
+        self.instances[name] = rt
+        ident = rt.identity
+        log.info("instance ready", instance=name, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id)
+        return name
 
     async def stop(self) -> None:
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)

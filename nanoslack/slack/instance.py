@@ -8,19 +8,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
+from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.config import A2AConfig, InstanceSettings
-from nanoslack.gate import Gate
-from nanoslack.guard import BotInboundGuard
-from nanoslack.inbound import Inbound
-from nanoslack.pipeline import Identity, Outcome, Pipeline
-from nanoslack.router import Router
+from nanoslack.inbound import Identity, Inbound
+from nanoslack.logs import get_logger
+from nanoslack.pipeline import Outcome, build_pipeline
 from nanoslack.slack.batching import GroupCommit
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
@@ -29,7 +26,7 @@ from nanoslack.slack.poster import Poster
 from nanoslack.slack.socket import install_envelope_handler
 from nanoslack.store import Store
 
-log = structlog.get_logger("nanoslack.instance")
+log = get_logger(__name__)
 
 # Messages processed in one transaction at most: enough to amortise a commit,
 # small enough that a burst does not delay the first reply.
@@ -61,81 +58,78 @@ class Shared:
 
 
 class InstanceRuntime:
-    def __init__(self, settings: InstanceSettings, shared: Shared) -> None:
+    """Built from an instance's ``auth.test`` answer (``connect``): everything the
+    instance runs exists from the constructor on."""
+
+    def __init__(
+        self,
+        settings: InstanceSettings,
+        shared: Shared,
+        client: AsyncWebClient,
+        auth_test: AsyncSlackResponse,
+    ) -> None:
         self.name = settings.name
-        self._settings = settings
         self._shared = shared
-        self.client = make_web_client(settings.bot_token.reveal(), shared.api_url)
-        self.identity: Identity | None = None
-        self.pipeline: Pipeline | None = None
-        self.handler: AsyncSocketModeHandler | None = None
+        self.client = client
+        self.identity = _identity(settings.name, auth_test)
+        self._poster = Poster(self.name, client, shared.store)
+        self.pipeline = build_pipeline(
+            self.identity,
+            shared.store,
+            owners=shared.owners,
+            a2a_config=shared.a2a_config,
+            hop_scope=shared.hop_scope,
+            names=SlackNames(client, shared.store),
+            on_outbox=self._poster.wake,
+            on_pending=shared.on_pending,
+        )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self.group_commit = GroupCommit(self.pipeline.accept_many)
+        self.handler = self._socket_handler(settings, auth_test)
         self._tasks: list[asyncio.Task[None]] = []
-        self._poster = Poster(self.name, self.client, shared.store)
         self.last_envelope = time.monotonic()
         self.reconnects = 0
-        self._auth_test: AsyncSlackResponse | None = None
         # Bound once: a bound logger's filtered levels are no-ops, and the worker
         # logs a debug line for every message.
         self._log = log.bind(instance=self.name)
 
-    async def resolve_identity(self) -> Identity:
-        resp = await self.client.auth_test()
-        self._auth_test = resp
-        self.identity = Identity(
-            instance=self.name,
-            team_id=_opt(resp.get("team_id")),
-            bot_user_id=str(resp.get("user_id")),
-            bot_id=_opt(resp.get("bot_id")),
-            name=_opt(resp.get("user")),
-        )
-        return self.identity
+    @classmethod
+    async def connect(cls, settings: InstanceSettings, shared: Shared) -> InstanceRuntime:
+        """Ask Slack who this instance is (``auth.test``; raises when it refuses),
+        then build it. Connecting the socket is ``start``."""
+        client = make_web_client(settings.bot_token.reveal(), shared.api_url)
+        auth_test = await client.auth_test()
+        return cls(settings, shared, client, auth_test)
 
-    def build(self) -> None:
-        """Assemble the pipeline and the bolt app (after ``resolve_identity``)."""
-        assert self.identity is not None
-        shared, ident = self._shared, self.identity
-        guard = BotInboundGuard(self.name)
-        policy = A2APolicy(
-            instance=self.name, config=shared.a2a_config, ledger=shared.store.hops, scope=shared.hop_scope
-        )
-        install_a2a_policy(guard, policy)
-        self.gate = Gate(shared.store, instance=self.name, owners=shared.owners)
-        self.pipeline = Pipeline(
-            identity=ident,
-            store=shared.store,
-            guard=guard,
-            router=Router(shared.store, instance=self.name, bot_user_id=ident.bot_user_id),
-            gate=self.gate,
-            names=SlackNames(self.client, shared.store),
-            on_outbox=self._poster.wake,
-            on_pending=shared.on_pending,
-        )
+    def _socket_handler(
+        self, settings: InstanceSettings, auth_test: AsyncSlackResponse
+    ) -> AsyncSocketModeHandler:
+        """The bolt app, with our intake as its only middleware, on a Socket Mode handler
+        whose envelope handler is ours."""
         app = AsyncApp(
             # The client carries the bot token; passing it again makes bolt warn.
             client=self.client,
             # Our intake acks every envelope itself, after the inbox write.
             raise_error_for_unhandled_request=False,
         )
-        _seed_bolt_authorization(app, self._auth_test)
-        self.group_commit = GroupCommit(self.pipeline.accept_many)
+        _seed_bolt_authorization(app, auth_test)
         app.use(
             Intake(
-                ident,
+                self.identity,
                 accept=self.group_commit.record,
                 submit=self._queue.put_nowait,
                 on_click=self._on_click,
                 on_activity=self._touch,
             )
         )
-        self.handler = AsyncSocketModeHandler(
-            app, app_token=self._settings.app_token.reveal(), ping_interval=shared.socket.ping_interval
+        handler = AsyncSocketModeHandler(
+            app, app_token=settings.app_token.reveal(), ping_interval=self._shared.socket.ping_interval
         )
-        install_envelope_handler(self.handler.client, app, self.name)
+        install_envelope_handler(handler.client, app, self.name)
+        return handler
 
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
-        assert self.pipeline is not None and self.handler is not None
         resumed = self.pipeline.unfinished()
         for msg in resumed:
             self._queue.put_nowait(msg)
@@ -151,13 +145,12 @@ class InstanceRuntime:
         log.info(
             "instance connected",
             instance=self.name,
-            bot_user_id=self.identity.bot_user_id if self.identity else None,
+            bot_user_id=self.identity.bot_user_id,
         )
 
     async def stop(self) -> None:
-        if self.handler is not None:
-            with contextlib.suppress(Exception):
-                await self.handler.close_async()  # type: ignore[no-untyped-call]
+        with contextlib.suppress(Exception):
+            await self.handler.close_async()  # type: ignore[no-untyped-call]
         # Let the worker finish what is queued: it is already acked.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout=5.0)
@@ -174,7 +167,6 @@ class InstanceRuntime:
         """Messages in arrival order: hop counts, resets and sticky threads depend
         on the order messages happened in. What queued up meanwhile is processed
         as one batch (one commit), which is how the fleet keeps up with a burst."""
-        assert self.pipeline is not None
         while True:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
@@ -191,7 +183,6 @@ class InstanceRuntime:
                 self._queue.task_done()
 
     def _finished(self, msg: Inbound, outcome: Outcome) -> None:
-        assert self.pipeline is not None
         self._log.debug(
             "message processed",
             channel=msg.channel,
@@ -209,7 +200,7 @@ class InstanceRuntime:
 
     async def _on_click(self, approval_id: str, allow: bool, user: str) -> None:
         try:
-            decision = self.gate.decide(int(approval_id), allow=allow, by_user=user)
+            decision = self.pipeline.gate.decide(int(approval_id), allow=allow, by_user=user)
         except (PermissionError, ValueError, LookupError) as exc:
             log.info("approval click refused", instance=self.name, user=user, reason=str(exc))
             return
@@ -227,8 +218,6 @@ class InstanceRuntime:
         opts = self._shared.socket
         while True:
             await asyncio.sleep(opts.watchdog_interval)
-            if self.handler is None:
-                continue
             client = self.handler.client
             idle = time.monotonic() - self.last_envelope
             connected = await client.is_connected()
@@ -247,7 +236,7 @@ class InstanceRuntime:
                 log.warning("socket watchdog reconnect failed", instance=self.name, error=type(exc).__name__)
 
 
-def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse | None) -> None:
+def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse) -> None:
     """Give bolt the ``auth.test`` answer we already have.
 
     bolt caches it only once its own first call returns, so every envelope of a
@@ -259,10 +248,20 @@ def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse | None
     """
     middlewares = getattr(app, "_async_middleware_list", [])
     for middleware in middlewares:
-        if isinstance(middleware, AsyncSingleTeamAuthorization) and auth_test is not None:
+        if isinstance(middleware, AsyncSingleTeamAuthorization):
             middleware.auth_test_result = auth_test
             return
     log.warning("bolt authorization cache not seeded", reason="middleware not found")
+
+
+def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:
+    return Identity(
+        instance=instance,
+        team_id=_opt(auth_test.get("team_id")),
+        bot_user_id=str(auth_test.get("user_id")),
+        bot_id=_opt(auth_test.get("bot_id")),
+        name=_opt(auth_test.get("user")),
+    )
 
 
 def _opt(value: object) -> str | None:

@@ -11,18 +11,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
 from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID
-from nanoslack.inbound import Drop, Inbound
-from nanoslack.pipeline import Identity
+from nanoslack.inbound import Drop, Identity, Inbound
+from nanoslack.logs import get_logger
 from nanoslack.slack.parse import is_self, parse_event
 from nanoslack.slack.socket import RETRY_STATUS
 
-log = structlog.get_logger("nanoslack.intake")
+log = get_logger(__name__)
 
 Accept = Callable[[Inbound], Awaitable[bool]]
 Submit = Callable[[Inbound], None]

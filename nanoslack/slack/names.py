@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from nanoslack.inbound import Inbound, bot_sender_id
+from nanoslack.inbound import Inbound
+from nanoslack.logs import get_logger
 from nanoslack.store import Store
 
-log = structlog.get_logger("nanoslack.names")
+log = get_logger(__name__)
 
 
 class SlackNames:
@@ -26,12 +26,14 @@ class SlackNames:
 
     async def ensure_many(self, msgs: Sequence[Inbound]) -> None:
         for msg in msgs:
-            sender = _sender(msg)
+            sender = msg.sender
             if sender and sender not in self._asked:  # the common case costs no await
                 await self.ensure(msg)
 
     async def ensure(self, msg: Inbound) -> None:
-        sender = _sender(msg)
+        # Runs before the guard: a bot's message is named by the id it will be
+        # admitted as (``Inbound.sender``).
+        sender = msg.sender
         if not sender or sender in self._asked:
             return
         self._asked.add(sender)
@@ -59,16 +61,10 @@ class SlackNames:
                     _str(profile.get("display_name")) or _str(user.get("real_name")) or _str(user.get("name"))
                 )
         except SlackApiError as exc:
-            log.info("sender name lookup failed", sender=msg.sender_id, error=exc.response.get("error"))
+            log.info("sender name lookup failed", sender=msg.sender, error=exc.response.get("error"))
         except Exception as exc:  # a name is a nicety: never fail a message over it
-            log.info("sender name lookup failed", sender=msg.sender_id, error=type(exc).__name__)
+            log.info("sender name lookup failed", sender=msg.sender, error=type(exc).__name__)
         return None
-
-
-def _sender(msg: Inbound) -> str:
-    # Runs before the guard (outside any transaction), so a bot's message has no
-    # sender yet: its id will be slack:bot:<bot_id> if admitted (§3.6).
-    return msg.sender_id or (bot_sender_id(msg.bot_id) if msg.bot_id else "")
 
 
 def _str(value: object) -> str | None:

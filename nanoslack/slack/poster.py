@@ -13,14 +13,14 @@ import asyncio
 import json
 from typing import Any
 
-import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
+from nanoslack.logs import get_logger
 from nanoslack.store import Store
 
-log = structlog.get_logger("nanoslack.poster")
+log = get_logger(__name__)
 
 METADATA_EVENT = "nanoslack_post"
 # Every post carries its outbox key in its metadata: that is how a restart tells

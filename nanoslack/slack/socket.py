@@ -20,14 +20,15 @@ import json
 import time
 from typing import Any
 
-import structlog
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-log = structlog.get_logger("nanoslack.socket")
+from nanoslack.logs import get_logger
+
+log = get_logger(__name__)
 
 RETRY_STATUS = 503
 

@@ -14,17 +14,28 @@ from contextlib import contextmanager
 from sqlalchemy import Connection
 
 from nanoslack.store.agents import AgentGroups
-from nanoslack.store.approvals import Approvals
+from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
-from nanoslack.store.groups import MessagingGroups
+from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
-from nanoslack.store.messages import Messages
-from nanoslack.store.outbox import Outbox
+from nanoslack.store.messages import MessageRow, Messages
+from nanoslack.store.outbox import Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
-from nanoslack.store.users import Users
+from nanoslack.store.users import UserRow, Users
 
-__all__ = ["SCHEMA_VERSION", "HopCount", "Store", "StoreError", "sqlite_url"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ApprovalRow",
+    "GroupRow",
+    "HopCount",
+    "MessageRow",
+    "OutboxRow",
+    "Store",
+    "StoreError",
+    "UserRow",
+    "sqlite_url",
+]
 
 
 def sqlite_url(path: str) -> str:
@@ -52,6 +63,12 @@ class Store:
     def transaction(self) -> Iterator[Connection]:
         with self.db.transaction() as conn:
             yield conn
+
+    def cache_version(self) -> tuple[int, ...]:
+        """Inside a transaction: a value that changes whenever cached groups or
+        memberships may have changed: another connection's commit
+        (``Database.external_version``) or a write of ours."""
+        return (self.db.external_version(), self.groups.generation, self.agents.generation)
 
     def close(self) -> None:
         self.db.close()

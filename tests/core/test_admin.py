@@ -20,7 +20,7 @@ def deliver(store: Store, router: Router, gate: Gate, msg: Inbound) -> None:
     with store.transaction():
         route = router.route(msg)
         if route.engaged:
-            gate.admit(msg, route)
+            gate.judge(msg, route)
 
 
 def run(fn: Callable[..., int], *argv: str) -> tuple[int, str]:

@@ -15,11 +15,11 @@ from tests.core.core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, mess
 ELI = "slack:bot:B0ELI"
 
 
-def deliver(router: Router, gate: Gate, msg: Inbound) -> Verdict | None:
+def route_and_judge(router: Router, gate: Gate, msg: Inbound) -> Verdict | None:
     """The pipeline's router → gate step, in one transaction like the real one."""
     with gate_store(gate).transaction():
         route = router.route(msg)
-        return gate.admit(msg, route) if route.engaged else None
+        return gate.judge(msg, route) if route.engaged else None
 
 
 def gate_store(gate: Gate) -> Store:
@@ -28,14 +28,14 @@ def gate_store(gate: Gate) -> Store:
 
 def open_room(router: Router, gate: Gate) -> None:
     """A human mention creates the room's messaging group (request_approval)."""
-    deliver(router, gate, message(mention=True, user=OWNER))
+    route_and_judge(router, gate, message(mention=True, user=OWNER))
 
 
 def test_owner_passes_every_gate(router: Router, gate: Gate, sql: Callable[[str], int]) -> None:
     for policy in ("request_approval", "strict", "decline_notify"):
         open_room(router, gate)
         sql(f"UPDATE messaging_groups SET unknown_sender_policy='{policy}'")
-        verdict = deliver(router, gate, message(user=OWNER, mention=True))
+        verdict = route_and_judge(router, gate, message(user=OWNER, mention=True))
         assert verdict == Verdict("allow", "owner")
 
 
@@ -44,13 +44,13 @@ def test_sql_update_to_public_lets_a_sibling_bots_next_message_through(
 ) -> None:
     open_room(router, gate)
     first = bot_message(mention=True)
-    assert deliver(router, gate, first) == Verdict("hold", "awaiting approval", 1)
+    assert route_and_judge(router, gate, first) == Verdict("hold", "awaiting approval", 1)
     changed = sql(
         f"UPDATE messaging_groups SET unknown_sender_policy='public' WHERE platform_id='slack:{ROOM}'"
     )
     assert changed == 1
     second = bot_message(mention=True)
-    assert deliver(router, gate, second) == Verdict("allow", "public")
+    assert route_and_judge(router, gate, second) == Verdict("allow", "public")
     row = store.messages.get(second.key)
     assert row is not None and row.status == "pending"
 
@@ -60,20 +60,20 @@ def test_membership_added_by_sql_applies_to_the_next_message(
 ) -> None:
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='strict'")
-    assert deliver(router, gate, bot_message(mention=True)) == Verdict("drop", "strict")
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("refuse", "strict")
     agent_group = store.agents.ensure(INSTANCE)
     sql(
         "INSERT INTO agent_group_members (agent_group_id, user_id, role, added_at)"
         f" VALUES ({agent_group.id}, '{ELI}', 'member', 0)"
     )
-    assert deliver(router, gate, bot_message(mention=True)) == Verdict("allow", "member")
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("allow", "member")
 
 
 def test_twenty_messages_from_unknown_bot_make_one_request_and_twenty_held(
     router: Router, gate: Gate, store: Store
 ) -> None:
     open_room(router, gate)
-    verdicts = [deliver(router, gate, bot_message(mention=True, text=f"msg {i}")) for i in range(20)]
+    verdicts = [route_and_judge(router, gate, bot_message(mention=True, text=f"msg {i}")) for i in range(20)]
     assert {v.action for v in verdicts if v} == {"hold"}
     assert len(store.approvals.pending()) == 1
     requests = store.outbox.queued(INSTANCE)
@@ -87,7 +87,7 @@ def test_approval_request_is_a_dm_to_the_first_owner_with_allow_and_deny_buttons
     gate = Gate(store, instance=INSTANCE, owners=[OWNER, "U0SECOND"])
     open_room(router, gate)
     store.users.ensure(ELI, kind="bot", display_name="eli")
-    deliver(router, gate, bot_message(mention=True, text="may I join?"))
+    route_and_judge(router, gate, bot_message(mention=True, text="may I join?"))
     (request,) = store.outbox.queued(INSTANCE)
     approval = store.approvals.pending()[0]
     assert request.dm_user == OWNER and request.dedupe_key == f"approval:{approval.id}"
@@ -107,7 +107,7 @@ def test_approval_request_is_a_dm_to_the_first_owner_with_allow_and_deny_buttons
 def test_allow_replays_held_messages_exactly_once(router: Router, gate: Gate, store: Store) -> None:
     open_room(router, gate)
     held = [bot_message(mention=True) for _ in range(3)]
-    verdicts = [deliver(router, gate, m) for m in held]
+    verdicts = [route_and_judge(router, gate, m) for m in held]
     approval_id = verdicts[0].approval_id if verdicts[0] else None
     assert approval_id is not None
     request = store.outbox.queued(INSTANCE)[0]
@@ -124,7 +124,7 @@ def test_allow_replays_held_messages_exactly_once(router: Router, gate: Gate, st
     assert len(updates) == 1
     assert updates[0].update_ts == "1700000099.000001" and updates[0].channel == "D0OWNERDM"
     assert f"Allowed by <@{OWNER}>" in updates[0].text
-    assert deliver(router, gate, bot_message(mention=True)) == Verdict("allow", "member")
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("allow", "member")
 
 
 def test_deny_is_remembered_no_second_request_and_no_delivery(
@@ -132,15 +132,15 @@ def test_deny_is_remembered_no_second_request_and_no_delivery(
 ) -> None:
     open_room(router, gate)
     first = bot_message(mention=True)
-    verdict = deliver(router, gate, first)
+    verdict = route_and_judge(router, gate, first)
     assert verdict is not None and verdict.approval_id is not None
     decision = gate.decide(verdict.approval_id, allow=False, by_user=OWNER)
     assert decision.refused == [first.key]
     row = store.messages.get(first.key)
     assert row is not None and row.status == "refused"
 
-    later = [deliver(router, gate, bot_message(mention=True)) for _ in range(5)]
-    assert {v.action for v in later if v} == {"drop"}
+    later = [route_and_judge(router, gate, bot_message(mention=True)) for _ in range(5)]
+    assert {v.action for v in later if v} == {"refuse"}
     assert all(m.sender_id != ELI for m in store.messages.pending(INSTANCE))
     assert [r.dedupe_key for r in store.outbox.queued(INSTANCE)] == []  # the request was withdrawn
     assert [(a.status, a.sender_id) for a in store.approvals.list()] == [("denied", ELI)]
@@ -152,7 +152,7 @@ def test_unanswered_request_is_withdrawn_when_decided_before_it_was_sent(
     router: Router, gate: Gate, store: Store
 ) -> None:
     open_room(router, gate)
-    verdict = deliver(router, gate, bot_message(mention=True))
+    verdict = route_and_judge(router, gate, bot_message(mention=True))
     assert verdict is not None and verdict.approval_id is not None
     gate.decide(verdict.approval_id, allow=True, by_user="cli")
     request = store.outbox.get_by_key(f"approval:{verdict.approval_id}")
@@ -162,7 +162,7 @@ def test_unanswered_request_is_withdrawn_when_decided_before_it_was_sent(
 
 def test_only_owners_or_the_cli_may_decide(router: Router, gate: Gate) -> None:
     open_room(router, gate)
-    verdict = deliver(router, gate, bot_message(mention=True))
+    verdict = route_and_judge(router, gate, bot_message(mention=True))
     assert verdict is not None and verdict.approval_id is not None
     with pytest.raises(NotAnOwner):
         gate.decide(verdict.approval_id, allow=True, by_user="U0RANDOM")
@@ -175,7 +175,7 @@ def test_strict_drops_unknown_senders(
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='strict'")
     msg = message(user="U0STRANGER", mention=True)
-    assert deliver(router, gate, msg) == Verdict("drop", "strict")
+    assert route_and_judge(router, gate, msg) == Verdict("refuse", "strict")
     row = store.messages.get(msg.key)
     assert row is not None and row.status == "refused"
     assert store.outbox.queued(INSTANCE) == [] and store.approvals.list() == []
@@ -186,12 +186,14 @@ def test_unknown_policy_value_is_treated_as_strict(
 ) -> None:
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='pubilc'")
-    assert deliver(router, gate, message(user="U0STRANGER", mention=True)) == Verdict("drop", "strict")
+    assert route_and_judge(router, gate, message(user="U0STRANGER", mention=True)) == Verdict(
+        "refuse", "strict"
+    )
 
 
 def test_decline_notify_in_dm_enqueues_one_decline_per_day(router: Router, gate: Gate, store: Store) -> None:
     for _ in range(4):
-        verdict = deliver(router, gate, message(channel=DM, user="U0STRANGER", text="hey"))
+        verdict = route_and_judge(router, gate, message(channel=DM, user="U0STRANGER", text="hey"))
         assert verdict == Verdict("decline", "declined")
     (decline,) = store.outbox.queued(INSTANCE)
     assert decline.channel == DM and decline.dm_user is None and "Sorry" in decline.text
@@ -204,15 +206,17 @@ def test_decline_notify_in_a_group_is_strict(
 ) -> None:
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='decline_notify'")
-    assert deliver(router, gate, message(user="U0STRANGER", mention=True)) == Verdict("drop", "strict")
+    assert route_and_judge(router, gate, message(user="U0STRANGER", mention=True)) == Verdict(
+        "refuse", "strict"
+    )
     assert store.outbox.queued(INSTANCE) == []
 
 
 def test_no_owner_configured_logs_the_cli_command_and_holds(router: Router, store: Store) -> None:
     gate = Gate(store, instance=INSTANCE, owners=[])
-    deliver(router, gate, message(mention=True, user="U0HUMAN"))
+    route_and_judge(router, gate, message(mention=True, user="U0HUMAN"))
     with capture_logs() as logs:
-        verdict = deliver(router, gate, bot_message(mention=True))
+        verdict = route_and_judge(router, gate, bot_message(mention=True))
     assert verdict is not None and verdict.action == "hold"
     (entry,) = [e for e in logs if e["event"] == "approval request logged: no owner configured"]
     assert entry["command"] == f"nanoslack senders approve {INSTANCE} {ELI}"
@@ -225,7 +229,7 @@ def test_refusal_audit_counts_with_first_and_last_seen(
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='strict'")
     for _ in range(3):
-        deliver(router, gate, message(user="U0STRANGER", mention=True))
+        route_and_judge(router, gate, message(user="U0STRANGER", mention=True))
         time.sleep(0.002)
     (audit,) = store.refusals.list()
     assert (audit.sender_id, audit.reason, audit.count, audit.instance) == (
@@ -242,7 +246,7 @@ def test_refusals_are_logged_for_operators(router: Router, gate: Gate, sql: Call
     open_room(router, gate)
     sql("UPDATE messaging_groups SET unknown_sender_policy='strict'")
     with capture_logs() as logs:
-        deliver(router, gate, message(user="U0STRANGER", mention=True))
+        route_and_judge(router, gate, message(user="U0STRANGER", mention=True))
     (entry,) = [e for e in logs if e["event"] == "sender refused"]
     assert entry["sender"] == "slack:U0STRANGER" and entry["policy"] == "strict"
     assert entry["group"] == f"slack:{ROOM}" and entry["reason"] == "strict"
@@ -251,7 +255,7 @@ def test_refusals_are_logged_for_operators(router: Router, gate: Gate, sql: Call
 def test_approval_logs_request_and_decision(router: Router, gate: Gate) -> None:
     open_room(router, gate)
     with capture_logs() as logs:
-        verdict = deliver(router, gate, bot_message(mention=True))
+        verdict = route_and_judge(router, gate, bot_message(mention=True))
         assert verdict is not None and verdict.approval_id is not None
         gate.decide(verdict.approval_id, allow=True, by_user=OWNER)
     events = [e["event"] for e in logs]

@@ -32,10 +32,10 @@ class Recorder:
     outcomes: list[tuple[str, Inbound, Outcome]] = field(default_factory=list)
 
     def __call__(self, msg: Inbound, outcome: Outcome) -> None:
-        self.outcomes.append((msg.instance, outcome.delivered or msg, outcome))
+        self.outcomes.append((msg.instance, outcome.msg or msg, outcome))
 
     def delivered(self, instance: str | None = None) -> list[Inbound]:
-        return [m for i, m, o in self.outcomes if o.status == "delivered" and instance in (None, i)]
+        return [m for i, m, o in self.outcomes if o.status == "processed" and instance in (None, i)]
 
     def dropped(self, instance: str | None = None) -> list[tuple[Inbound, str]]:
         return [(m, o.reason) for i, m, o in self.outcomes if o.status == "dropped" and instance in (None, i)]

@@ -1,8 +1,9 @@
-"""Configuration: the keys of DESIGN §2, read from ``.env`` and the environment.
+"""Settings: the keys of DESIGN §2, read from ``.env`` and the environment.
 
-``.env`` is read with ``dotenv_values`` and merged under the real environment; the
-process environment is never mutated, so several fleets (or tests) can load
-different files in one interpreter.
+``.env`` is read with ``dotenv_values`` and merged under the real environment.
+Loading settings never writes to the process environment, so several fleets (or
+tests) can load different files in one interpreter. (The running fleet does remove
+the two OAuth keys bolt would act on: ``nanoslack.slack.fleet``.)
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import structlog
-from dotenv import dotenv_values
+from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
+from nanoslack.config.values import ConfigError, read_env_file, split_list, warn_malformed
+from nanoslack.logs import get_logger
+from nanoslack.secret import Secret
 
 DEFAULT_INSTANCE = "default"
 INSTANCE_NAME_RE = re.compile(r"^[a-z0-9_-]+$")
@@ -25,8 +28,6 @@ INSTANCE_NAME_RE = re.compile(r"^[a-z0-9_-]+$")
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_DB = "data/nanoslack.db"
 DEFAULT_TEAMMATES = "teammates"
-DEFAULT_MAX_HOPS = 6
-DEFAULT_A2A_TTL = 30.0
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -35,11 +36,7 @@ USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
 HopScope = Literal["identity", "room"]
 LogFormat = Literal["console", "json"]
 
-_log = structlog.stdlib.get_logger("nanoslack.config")
-
-
-class ConfigError(Exception):
-    """A configuration the fleet cannot run with; the message names the key."""
+_log = get_logger(__name__)
 
 
 def env_suffix(name: str) -> str:
@@ -60,58 +57,11 @@ def app_token_key(name: str) -> str:
     return instance_key("SLACK_APP_TOKEN", name)
 
 
-_TOKEN_PREFIX_RE = re.compile(r"^(xox[a-z]|xapp)-")
-
-
-class Secret:
-    """A token that cannot leak through ``repr``/``str``/f-strings/log fields.
-
-    Only ``reveal()`` hands out the value, so every use of the real token is greppable.
-    """
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def masked(self) -> str:
-        # The prefix tells an operator which kind of token is configured, never its value.
-        m = _TOKEN_PREFIX_RE.match(self._value)
-        return f"{m.group(1)}-***" if m else "***"
-
-    def __repr__(self) -> str:
-        return f"<secret {self.masked()}>"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(("Secret", self._value))
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-
 @dataclass(frozen=True)
 class InstanceSettings:
     name: str
     bot_token: Secret
     app_token: Secret
-
-    @property
-    def suffix(self) -> str:
-        return env_suffix(self.name)
-
-
-@dataclass(frozen=True)
-class A2AConfig:
-    rooms: frozenset[str]
-    max_hops: int
 
 
 @dataclass(frozen=True)
@@ -160,43 +110,6 @@ class Settings:
 # -- small parsers --------------------------------------------------------------------------
 
 
-def split_list(value: str | None) -> tuple[str, ...]:
-    """Comma list: items trimmed, empties ignored, first occurrence kept."""
-    if not value:
-        return ()
-    items = (item.strip() for item in value.split(","))
-    return tuple(dict.fromkeys(item for item in items if item))
-
-
-def parse_rooms(value: str | None) -> frozenset[str]:
-    """``' G0A , C0B ,,'`` → ``{"G0A", "C0B"}``; ids match exactly (no case folding)."""
-    return frozenset(split_list(value))
-
-
-def _warn_malformed(log: Any, key: str, value: object, expected: str, default: object) -> None:
-    log.warning(
-        f"config value malformed: {key}",
-        key=key,
-        value=value,
-        expected=expected,
-        using=default,
-    )
-
-
-def parse_max_hops(value: str | None, log: Any = None) -> int:
-    """An integer > 0; unset/empty → 6 silently, anything else malformed → 6 with a warning."""
-    if value is None or not value.strip():
-        return DEFAULT_MAX_HOPS
-    try:
-        hops = int(value.strip())
-    except ValueError:
-        hops = 0
-    if hops > 0:
-        return hops
-    _warn_malformed(log or _log, "SLACK_A2A_MAX_HOPS", value, "an integer > 0", DEFAULT_MAX_HOPS)
-    return DEFAULT_MAX_HOPS
-
-
 def _parse_choice(env: Mapping[str, str], key: str, choices: Iterable[str], default: str, log: Any) -> str:
     raw = env.get(key, "")
     if not raw.strip():
@@ -205,7 +118,7 @@ def _parse_choice(env: Mapping[str, str], key: str, choices: Iterable[str], defa
     options = tuple(choices)
     if value in options:
         return value
-    _warn_malformed(log, key, raw, " or ".join(options), default)
+    warn_malformed(log, key, raw, " or ".join(options), default)
     return default
 
 
@@ -220,23 +133,11 @@ def _parse_ttl(env: Mapping[str, str], log: Any) -> float:
     # NaN and infinity fail this too: a cache that never expires defeats the key's purpose.
     if 0 <= ttl < float("inf"):
         return ttl
-    _warn_malformed(log, "SLACK_A2A_CONFIG_TTL", raw, "a number of seconds >= 0", DEFAULT_A2A_TTL)
+    warn_malformed(log, "SLACK_A2A_CONFIG_TTL", raw, "a number of seconds >= 0", DEFAULT_A2A_TTL)
     return DEFAULT_A2A_TTL
 
 
 # -- loading ---------------------------------------------------------------------------------
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """The file's keys; a missing file is empty (the environment alone may configure)."""
-    if not path.is_file():
-        return {}
-    try:
-        values = dotenv_values(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read env file {path}: {exc}") from exc
-    # `KEY` without `=` parses as None: treat it as unset.
-    return {k: v for k, v in values.items() if v is not None}
 
 
 def _merged_env(env_file: Path, environ: Mapping[str, str]) -> dict[str, str]:
@@ -317,7 +218,7 @@ def _owners(env: Mapping[str, str], log: Any) -> tuple[str, ...]:
         if USER_ID_RE.match(item):
             owners.append(item)
         else:
-            _warn_malformed(log, "SLACK_OWNER", item, "Slack user ids (U… or W…)", "that entry skipped")
+            warn_malformed(log, "SLACK_OWNER", item, "Slack user ids (U… or W…)", "that entry skipped")
     return tuple(owners)
 
 
@@ -369,67 +270,3 @@ def load_settings(
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )
-
-
-# -- the A2A keys, re-read while running ---------------------------------------------------
-
-
-class A2AConfigSource:
-    """``SLACK_A2A_ROOMS``/``SLACK_A2A_MAX_HOPS`` with a TTL cache.
-
-    Called on every bot message, so a cached ``get()`` is one clock read and a compare.
-    After the TTL the file is re-read, so an operator's edit (or ``open-a2a-room``)
-    takes effect without a restart. The environment still wins over the file.
-    """
-
-    KEYS = ("SLACK_A2A_ROOMS", "SLACK_A2A_MAX_HOPS")
-
-    def __init__(
-        self,
-        env_file: Path,
-        environ: Mapping[str, str] | None = None,
-        ttl: float = DEFAULT_A2A_TTL,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        log: Any = None,
-    ) -> None:
-        self._env_file = Path(env_file)
-        self._environ = environ
-        self._ttl = ttl
-        self._clock = clock
-        self._log = log or _log
-        self._value: A2AConfig | None = None
-        self._raw: tuple[str | None, ...] | None = None
-        self._loaded_at = 0.0
-
-    def get(self) -> A2AConfig:
-        now = self._clock()
-        if self._value is not None and now - self._loaded_at < self._ttl:
-            return self._value
-        return self._reload(now)
-
-    def _read_raw(self) -> tuple[str | None, ...]:
-        try:
-            values = read_env_file(self._env_file)
-        except ConfigError as exc:
-            # A half-written or unreadable file must not stop the fleet: keys unset.
-            self._log.warning("a2a config unreadable", path=str(self._env_file), error=str(exc))
-            values = {}
-        environ = os.environ if self._environ is None else self._environ
-        for key in self.KEYS:
-            if key in environ:
-                values[key] = environ[key]
-        return tuple(values.get(key) for key in self.KEYS)
-
-    def _reload(self, now: float) -> A2AConfig:
-        raw = self._read_raw()
-        self._loaded_at = now
-        if self._value is not None and raw == self._raw:
-            return self._value
-        # Parse (and warn about a malformed value) only when the text changed, not every TTL.
-        rooms_raw, hops_raw = raw
-        value = A2AConfig(parse_rooms(rooms_raw), parse_max_hops(hops_raw, self._log))
-        if self._value is not None and value != self._value:
-            self._log.info("a2a config reloaded", rooms=len(value.rooms), max_hops=value.max_hops)
-        self._raw, self._value = raw, value
-        return value
