@@ -22,6 +22,7 @@ from nanoslack.store.inbox import Inbox
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
+from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "OutboxRow",
     "Store",
     "StoreError",
+    "TurnRow",
     "UserRow",
     "sqlite_url",
 ]
@@ -54,6 +56,7 @@ class Store:
         self.refusals = Refusals(db)
         self.messages = Messages(db)
         self.outbox = Outbox(db)
+        self.turns = Turns(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

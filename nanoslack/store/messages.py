@@ -56,6 +56,12 @@ _CONTEXT = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts > :since"
     " AND status IN ('context', 'pending', 'done') ORDER BY ts LIMIT :limit"
 )
+# A thread as the agent may read it: its messages after the instance's last turn there.
+_THREAD = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key AND ts > :since AND status IN ('context', 'pending', 'done')"
+    " ORDER BY ts DESC LIMIT :limit"
+)
 _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
 
 
@@ -160,6 +166,23 @@ class Messages:
         params = {"instance": instance, "channel": channel, "since": since_ts or "", "limit": limit}
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_CONTEXT, params).all()]
+
+    def thread(
+        self, instance: str, channel: str, thread_key: str, since_ts: str | None = None, *, limit: int = 100
+    ) -> list[MessageRow]:
+        """The newest ``limit`` messages of a thread after ``since_ts``, oldest first;
+        never held or refused ones."""
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_key": thread_key,
+            "since": since_ts or "",
+            "limit": limit,
+        }
+        with self._db.transaction() as conn:
+            rows = [_row(r) for r in conn.execute(_THREAD, params).all()]
+        rows.reverse()
+        return rows
 
     def counts(self, instance: str) -> dict[str, int]:
         with self._db.transaction() as conn:

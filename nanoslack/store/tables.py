@@ -189,3 +189,42 @@ class OutboxPost(SQLModel, table=True):
     posted_ts: str | None = None
     created_at: float
     sent_at: float | None = None
+
+
+class TurnRecord(SQLModel, table=True):
+    """One run of an instance's agent on the messages that woke it (DESIGN §5).
+
+    ``status``: ``running`` (the agent is working; a restart finds it ``abandoned``
+    and runs the turn again, its messages still pending), ``done`` (the agent's
+    output is recorded: its posts are outbox rows), ``silent`` (done, nothing to
+    post), ``failed`` (the back end failed; nothing posted), ``budget`` (refused:
+    the daily token cap was spent). ``through_ts`` is the newest message the turn
+    answered: the next turn in the thread shows what came after it.
+    """
+
+    __tablename__ = "turns"
+    __table_args__ = (Index("turns_by_thread", "instance", "channel", "thread_key", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str
+    channel: str
+    thread_key: str = ""  # "" in DMs
+    reply_thread_ts: str = ""  # where the posts go ("" : top level)
+    sender_id: str
+    status: str = "running"
+    through_ts: str
+    messages: int = 0
+    posts: int = 0
+    tokens: int = 0
+    wrapping_up: bool = False
+    error: str | None = None
+    started_at: float
+    finished_at: float | None = None
+
+
+class AgentUsage(SQLModel, table=True):
+    """Tokens an instance's LLM back end used per UTC day (``NANOSLACK_DAILY_TOKENS``)."""
+
+    __tablename__ = "agent_usage"
+    instance: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)  # YYYY-MM-DD, UTC
+    tokens: int = 0

@@ -1,0 +1,175 @@
+"""Turns (DESIGN §5) and the token usage they cost, kept in the store.
+
+A turn row is written when the agent starts and finished in the same transaction
+that records its output (the outbox rows of its posts, its messages marked done),
+so after a crash a turn is either recorded whole or still ``running``; a restart
+marks the latter ``abandoned`` and its messages, still pending, wake a new turn.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+_START = text(
+    "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"
+    " messages, posts, tokens, wrapping_up, started_at)"
+    " VALUES (:instance, :channel, :thread_key, :reply_thread_ts, :sender_id, 'running', :through_ts,"
+    " :messages, 0, 0, :wrapping_up, :now)"
+    " RETURNING id"
+)
+_FINISH = text(
+    "UPDATE turns SET status = :status, posts = :posts, tokens = :tokens, error = :error,"
+    " finished_at = :now WHERE id = :id AND status = 'running'"
+)
+_ABANDON = text(
+    "UPDATE turns SET status = 'abandoned', finished_at = :now"
+    " WHERE instance = :instance AND status = 'running'"
+)
+# The newest message a finished turn answered in this thread: the next turn's
+# transcript starts after it.
+_LAST_THROUGH = text(
+    "SELECT max(through_ts) FROM turns WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key AND status IN ('done', 'silent', 'failed', 'budget')"
+)
+_COLUMNS = (
+    "id, instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts, messages, posts,"
+    " tokens, wrapping_up, error, started_at, finished_at"
+)
+_RECENT = text(f"SELECT {_COLUMNS} FROM turns ORDER BY id DESC LIMIT :limit")
+_RECENT_OF = text(f"SELECT {_COLUMNS} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
+_GET = text(f"SELECT {_COLUMNS} FROM turns WHERE id = :id")
+_ADD_USAGE = text(
+    "INSERT INTO agent_usage (instance, day, tokens) VALUES (:instance, :day, :tokens)"
+    " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
+)
+_USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day = :day")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    id: int
+    instance: str
+    channel: str
+    thread_key: str
+    reply_thread_ts: str
+    sender_id: str
+    status: str
+    through_ts: str
+    messages: int
+    posts: int
+    tokens: int
+    wrapping_up: bool
+    error: str | None
+    started_at: float
+    finished_at: float | None
+
+
+def _row(r: Any) -> TurnRow:
+    return TurnRow(
+        int(r[0]),
+        str(r[1]),
+        str(r[2]),
+        str(r[3]),
+        str(r[4]),
+        str(r[5]),
+        str(r[6]),
+        str(r[7]),
+        int(r[8]),
+        int(r[9]),
+        int(r[10]),
+        bool(r[11]),
+        None if r[12] is None else str(r[12]),
+        float(r[13]),
+        None if r[14] is None else float(r[14]),
+    )
+
+
+def utc_day(at: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if at is None else at))
+
+
+class Turns:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def start(
+        self,
+        *,
+        instance: str,
+        channel: str,
+        thread_key: str,
+        reply_thread_ts: str,
+        sender_id: str,
+        through_ts: str,
+        messages: int,
+        wrapping_up: bool,
+    ) -> int:
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_key": thread_key,
+            "reply_thread_ts": reply_thread_ts,
+            "sender_id": sender_id,
+            "through_ts": through_ts,
+            "messages": messages,
+            "wrapping_up": wrapping_up,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_START, params).scalar_one())
+
+    def finish(
+        self, turn_id: int, status: str, *, posts: int = 0, tokens: int = 0, error: str | None = None
+    ) -> bool:
+        """False when the turn was no longer running (abandoned by a restart)."""
+        params = {
+            "id": turn_id,
+            "status": status,
+            "posts": posts,
+            "tokens": tokens,
+            "error": error[:500] if error else None,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_FINISH, params).rowcount) == 1
+
+    def abandon_running(self, instance: str) -> int:
+        """At start: turns a previous run left ``running`` will never finish."""
+        with self._db.transaction() as conn:
+            return int(conn.execute(_ABANDON, {"instance": instance, "now": time.time()}).rowcount)
+
+    def last_through(self, instance: str, channel: str, thread_key: str) -> str | None:
+        params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        with self._db.transaction() as conn:
+            value = conn.execute(_LAST_THROUGH, params).scalar()
+        return None if value is None else str(value)
+
+    def get(self, turn_id: int) -> TurnRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"id": turn_id}).first()
+        return _row(r) if r else None
+
+    def recent(self, *, instance: str | None = None, limit: int = 20) -> list[TurnRow]:
+        with self._db.transaction() as conn:
+            if instance is None:
+                rows = conn.execute(_RECENT, {"limit": limit}).all()
+            else:
+                rows = conn.execute(_RECENT_OF, {"instance": instance, "limit": limit}).all()
+        return [_row(r) for r in rows]
+
+    def add_usage(self, instance: str, tokens: int, *, day: str | None = None) -> None:
+        if tokens <= 0:
+            return
+        with self._db.transaction() as conn:
+            conn.execute(_ADD_USAGE, {"instance": instance, "day": day or utc_day(), "tokens": tokens})
+
+    def used_today(self, instance: str, *, day: str | None = None) -> int:
+        with self._db.transaction() as conn:
+            value = conn.execute(_USED, {"instance": instance, "day": day or utc_day()}).scalar()
+        return int(value or 0)
