@@ -26,6 +26,9 @@ KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_
 # Slackbot's notices ("You have been removed from #…", reminders) come as a plain
 # user message from this id, with no bot_id: not a person and not a peer agent.
 SLACKBOT_USER = "USLACKBOT"
+# The message metadata ``event_type`` that marks the room intro ``open-a2a-room``
+# posts: the fleet keeps it as room context, never as a conversation turn.
+ROOM_INTRO_EVENT_TYPE = "nanoslack_room_intro"
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 # The shapes Slack mints. Anything else in these fields is junk that must not
 # become a sender id, a room key or a row in the store.
@@ -194,6 +197,11 @@ def _with_attachments(text: str, event: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _is_room_intro(event: Mapping[str, Any]) -> bool:
+    metadata = event.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("event_type") == ROOM_INTRO_EVENT_TYPE
+
+
 def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> Inbound | Drop:
     event = _envelope_checks(body, team_id)
     if isinstance(event, Drop):
@@ -244,4 +252,6 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         # Bots get their sender id only from the guard's admission (§3 step 5).
         sender_id="" if bot_id is not None else human_sender_id(str(user)),
         bot_name=_bot_name(event) if bot_id is not None else None,
+        # Only an app can attach metadata; a human-authored message is never an intro.
+        intro=bot_id is not None and _is_room_intro(event),
     )

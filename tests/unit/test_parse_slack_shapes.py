@@ -4,6 +4,8 @@ lives only in attachments and files. What reaches an agent must be what Slack me
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -326,3 +328,51 @@ def test_a_mention_quoted_in_an_attachment_is_not_a_mention_of_us() -> None:
 def test_ill_typed_attachments_and_files_never_cost_the_message(junk: dict[str, Any]) -> None:
     msg = kept(envelope(message(text="hi", **junk)))
     assert msg.text in ("hi", "hi\n[file]")
+
+
+# -- the room intro ------------------------------------------------------------------------------
+
+
+def intro_post(**fields: Any) -> dict[str, Any]:
+    metadata = {
+        "event_type": "nanoslack_room_intro",
+        "event_payload": {"opener": "eli", "instances": "eli,dana"},
+    }
+    event = message(
+        channel="C0ROOM",
+        channel_type="mpim",
+        user="U0ELIBOT",
+        bot_id="B0ELI",
+        text=f":wave: Welcome <@U0ALICE>! This room is shared with <@U0ELIBOT> (eli), <@{BOT_USER}> (dana).",
+        metadata=metadata,
+    )
+    event.update(fields)
+    return envelope(event, authorizations=[authorization()])
+
+
+def test_room_intro_is_recognised_by_its_message_metadata() -> None:
+    msg = kept(intro_post())
+    assert msg.intro and msg.is_bot and msg.mentions == ("U0ALICE", "U0ELIBOT", BOT_USER)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"metadata": ...},
+        {"metadata": {"event_type": "task_created", "event_payload": {}}},
+        {"metadata": "nanoslack_room_intro"},
+        {"bot_id": ..., "user": "U0ALICE"},  # a human cannot attach metadata; never an intro
+    ],
+    ids=["no metadata", "other event type", "ill-typed metadata", "human author"],
+)
+def test_other_messages_are_not_intros(fields: dict[str, Any]) -> None:
+    payload = intro_post()
+    payload["event"] = {k: v for k, v in {**payload["event"], **fields}.items() if v is not ...}
+    assert not kept(payload).intro
+
+
+def test_intro_flag_survives_the_durable_inbox_and_older_payloads_resume_without_it() -> None:
+    msg = kept(intro_post())
+    assert Inbound.from_payload(msg.to_payload()) == msg
+    older = json.loads(msg.to_payload())[:-1]  # written before the field existed
+    assert Inbound.from_payload(json.dumps(older)) == dataclasses.replace(msg, intro=False)
