@@ -77,6 +77,9 @@ class Inbound:
     # this is (1-based) and the budget; 0 for humans.
     hop: int = 0
     hop_limit: int = 0
+    # The room intro open-a2a-room posted (its message metadata says so): room
+    # context only, never a hop, an engagement, an approval request or a turn.
+    intro: bool = False
 
     @property
     def key(self) -> InboxKey:
@@ -151,6 +154,8 @@ PAYLOAD_VERSION = 1
 PAYLOAD_FIELDS = (
     "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
     "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
+    # Appended with a default: a shorter version-1 payload still reads (the default fills in).
+    "intro",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 

@@ -30,6 +30,7 @@ from slack_sdk.web import SlackResponse
 
 from nanoslack.config import INSTANCE_NAME_RE, bot_token_key
 from nanoslack.ops.envfile import append_to_list, list_items
+from nanoslack.slack.parse import ROOM_INTRO_EVENT_TYPE
 
 PROG = "open-a2a-room"
 DEFAULT_API_URL = "https://slack.com/api/"
@@ -174,6 +175,16 @@ def intro_text(human: str | None, bots: Sequence[Identity]) -> str:
     )
 
 
+def intro_metadata(human: str | None, bots: Sequence[Identity]) -> dict[str, Any]:
+    """Slack message metadata marking the intro, so the fleet keeps it as room context
+    instead of taking its mentions as a conversation every bot must answer."""
+    # Plain strings: the value types every metadata schema accepts.
+    payload = {"opener": bots[0].name, "instances": ",".join(b.name for b in bots)}
+    if human:
+        payload["human"] = human
+    return {"event_type": ROOM_INTRO_EVENT_TYPE, "event_payload": payload}
+
+
 class Slack:
     """The few Web API calls the tool makes, with errors turned into one-line messages."""
 
@@ -282,8 +293,11 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
     else:
         # Posted before the room is listed, so the fleet drops this bot message rather
         # than waking every bot it mentions.
-        text = intro_text(req.user, bots)
-        slack.call("chat.postMessage", lambda: opener_client.chat_postMessage(channel=channel_id, text=text))
+        text, metadata = intro_text(req.user, bots), intro_metadata(req.user, bots)
+        slack.call(
+            "chat.postMessage",
+            lambda: opener_client.chat_postMessage(channel=channel_id, text=text, metadata=metadata),
+        )
         info("intro posted")
 
     try:

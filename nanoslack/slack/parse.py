@@ -3,6 +3,12 @@
 Pure and total: whatever the payload, the answer is a value, never an exception,
 because a malformed payload must never stop an instance (§8). Sender identity comes
 only from Slack's structured fields (``user``, ``bot_id``), never from the text.
+
+Whether an event is ours is decided by the installation Slack delivered it to
+(``authorizations[0]``), not by the envelope's ``team_id``: in a Slack Connect channel
+that is the team hosting the channel, so our own people posting there would look
+foreign. Senders from other teams are not dropped here; they meet the gate like any
+unknown sender, and ``Inbound.team_id`` carries their team (``user_team``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,12 @@ EVENT_TYPES = frozenset({"message", "app_mention"})
 # Subtypes that carry a real message someone wrote; everything else (edits, deletions,
 # joins, topic changes, …) is bookkeeping the agents must not answer.
 KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_message"})
+# Slackbot's notices ("You have been removed from #…", reminders) come as a plain
+# user message from this id, with no bot_id: not a person and not a peer agent.
+SLACKBOT_USER = "USLACKBOT"
+# The message metadata ``event_type`` that marks the room intro ``open-a2a-room``
+# posts: the fleet keeps it as room context, never as a conversation turn.
+ROOM_INTRO_EVENT_TYPE = "nanoslack_room_intro"
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 # The shapes Slack mints. Anything else in these fields is junk that must not
 # become a sender id, a room key or a row in the store.
@@ -28,6 +40,7 @@ ID_SHAPES: dict[str, re.Pattern[str]] = {
     "thread_ts": re.compile(r"\d{1,12}\.\d{1,9}"),
     "channel_type": re.compile(r"im|mpim|channel|group|app_home"),
 }
+TEAM_SHAPE = re.compile(r"[TE][A-Z0-9]{2,31}")
 _MAX_REASON_VALUE = 64
 
 
@@ -65,6 +78,37 @@ def _opt_str(event: Mapping[str, Any], key: str) -> str | None | Drop:
     return value
 
 
+def _id_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _installation(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(team, enterprise) of the installation the event was delivered to."""
+    auths = body.get("authorizations")
+    if isinstance(auths, list) and auths and isinstance(auths[0], Mapping):
+        # bolt-python reads authorizations[0] first for the same reason: in shared
+        # channels the envelope names the host team, not the receiving installation.
+        auth = auths[0]
+        return _id_or_none(auth.get("team_id")), _id_or_none(auth.get("enterprise_id"))
+    return _id_or_none(body.get("team_id")), _id_or_none(body.get("enterprise_id"))
+
+
+def _is_ours(body: Mapping[str, Any], team_id: str | None) -> bool:
+    named = [i for i in _installation(body) if i is not None]
+    # Our auth.test team_id is the workspace for a workspace install and the org for
+    # an org-wide one, so either id of the installation may be the one that matches.
+    return team_id is None or not named or team_id in named
+
+
+def _sender_team(body: Mapping[str, Any], event: Mapping[str, Any], team_id: str | None) -> str | None:
+    """The author's team: Slack's ``user_team`` (set in shared channels), else ``team``."""
+    for value in (event.get("user_team"), event.get("team")):
+        # An org (E…) stands in for the team when the author is on an Enterprise Grid.
+        if isinstance(value, str) and TEAM_SHAPE.fullmatch(value):
+            return value
+    return _installation(body)[0] or team_id
+
+
 def _envelope_checks(body: object, team_id: str | None) -> Mapping[str, Any] | Drop:
     if not isinstance(body, Mapping):
         return Drop("payload is not an object")
@@ -73,8 +117,7 @@ def _envelope_checks(body: object, team_id: str | None) -> Mapping[str, Any] | D
     event = body.get("event")
     if not isinstance(event, Mapping):
         return Drop("no event in payload")
-    body_team = body.get("team_id")
-    if team_id and isinstance(body_team, str) and body_team and body_team != team_id:
+    if not _is_ours(body, team_id):
         return Drop("event from another team")
     return event
 
@@ -101,6 +144,62 @@ def _bot_name(event: Mapping[str, Any]) -> str | None:
         return name
     username = event.get("username")
     return username if isinstance(username, str) and username else None
+
+
+def _strings(item: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    return [v.strip() for v in (item.get(k) for k in keys) if isinstance(v, str) and v.strip()]
+
+
+def _attachment_lines(attachment: Mapping[str, Any]) -> list[str]:
+    lines = _strings(attachment, ("pretext", "title", "text"))
+    # fallback is Slack's plain-text summary of the rest: noise when the rest is there.
+    return lines or _strings(attachment, ("fallback",))
+
+
+def _forwarded_from(attachment: Mapping[str, Any]) -> list[str]:
+    """A header naming a forwarded message's author: who said it matters to the agent."""
+    if not (attachment.get("is_share") or attachment.get("is_msg_unfurl")):
+        return []
+    return [f"[forwarded from {name}]" for name in _strings(attachment, ("author_name",))[:1]]
+
+
+def _quote(lines: list[str]) -> str:
+    return "\n".join(f"> {row}" for line in lines for row in line.splitlines())
+
+
+def _file_label(file: Mapping[str, Any]) -> str:
+    names = _strings(file, ("name", "title"))
+    return f"[file: {names[0]}]" if names else "[file]"
+
+
+def _with_attachments(text: str, event: Mapping[str, Any]) -> str:
+    """The message's own text, then what its attachments and files say.
+
+    Forwarded messages and many integrations' posts carry their content only in
+    ``attachments``; without it the agent would see an empty message. Attachment
+    lines are quoted (``> ``) so they never read as the sender's own words, and a
+    string already shown (often ``text`` repeated as an attachment) is not repeated.
+    """
+    seen = {text.strip()}
+    parts = [text] if text else []
+    attachments = event.get("attachments")
+    for attachment in attachments if isinstance(attachments, list) else ():
+        if not isinstance(attachment, Mapping):
+            continue
+        fresh = [line for line in dict.fromkeys(_attachment_lines(attachment)) if line not in seen]
+        seen.update(fresh)
+        if fresh:
+            parts.append(_quote(_forwarded_from(attachment) + fresh))
+    files = event.get("files")
+    for file in files if isinstance(files, list) else ():
+        if isinstance(file, Mapping):
+            parts.append(_file_label(file))
+    return "\n".join(parts)
+
+
+def _is_room_intro(event: Mapping[str, Any]) -> bool:
+    metadata = event.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("event_type") == ROOM_INTRO_EVENT_TYPE
 
 
 def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> Inbound | Drop:
@@ -130,19 +229,22 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         return Drop("bot message without bot_id")
     if bot_id is None and user is None:
         return Drop("human message without user")
-    body_team = body.get("team_id")
+    if user == SLACKBOT_USER:
+        return Drop("slackbot notice")
     event_id = body.get("event_id")
     event_type = str(event["type"])
     return Inbound(
         instance=instance,
-        team_id=body_team if isinstance(body_team, str) and body_team else team_id,
+        team_id=_sender_team(body, event, team_id),
         channel=channel,
         channel_type=None if event_type == "app_mention" else fields["channel_type"],
         ts=ts,
         thread_ts=fields["thread_ts"],
         user=user,
         bot_id=bot_id,
-        text=text,
+        text=_with_attachments(text, event),
+        # Only the author's own words can address us: a forwarded message or an
+        # integration quoting <@U…> in an attachment is not a mention.
         mentions=extract_mentions(text),
         event_type=event_type,
         subtype=subtype,
@@ -150,4 +252,6 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         # Bots get their sender id only from the guard's admission (§3 step 5).
         sender_id="" if bot_id is not None else human_sender_id(str(user)),
         bot_name=_bot_name(event) if bot_id is not None else None,
+        # Only an app can attach metadata; a human-authored message is never an intro.
+        intro=bot_id is not None and _is_room_intro(event),
     )

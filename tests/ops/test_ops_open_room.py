@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from nanoslack.inbound import Inbound
 from nanoslack.ops.open_room import Identity, OpenRoomError, intro_text, parse_request
+from nanoslack.slack.parse import parse_event
 
 Runner = Callable[..., Any]
 
@@ -141,6 +143,23 @@ def test_intro_is_posted_in_the_new_room_by_the_opener_mentioning_everyone(room:
     for uid in (room.human.id, room.apps["dana"].bot_user_id, room.apps["eli"].bot_user_id):
         assert f"<@{uid}>" in intro["text"]
     assert "mention" in intro["text"] and "until a human speaks" in intro["text"]
+
+
+def test_intro_is_marked_with_room_intro_metadata_the_fleet_recognises(room: Room) -> None:
+    room.env_file.write_text(room.token_lines("dana", "eli"))
+    channel = channel_of(room.open("--instances", "dana,eli", "--user", room.human.id))
+
+    [intro] = room.emu.conversation_messages(channel)
+    assert intro["metadata"] == {
+        "event_type": "nanoslack_room_intro",
+        "event_payload": {"opener": "dana", "instances": "dana,eli", "human": room.human.id},
+    }
+    # What eli's intake makes of the intro as Slack delivers it (metadata included).
+    event = {k: intro[k] for k in ("type", "ts", "user", "bot_id", "text", "metadata")}
+    body = {"type": "event_callback", "event": {**event, "channel": channel, "channel_type": "mpim"}}
+    parsed = parse_event(body, instance="eli", team_id=None)
+    assert isinstance(parsed, Inbound) and parsed.intro
+    assert room.apps["eli"].bot_user_id in parsed.mentions  # still read: the fleet decides what it means
 
 
 def test_missing_env_file_is_created_with_the_room_and_tokens_come_from_the_environment(room: Room) -> None:

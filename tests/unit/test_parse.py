@@ -187,11 +187,36 @@ event_like = st.fixed_dictionaries(
         "username": json_values,
         "thread_ts": json_values,
         "channel_type": json_values,
+        "team": st.sampled_from([TEAM, "T0PARTNER"]) | json_values,
+        "user_team": st.sampled_from([TEAM, "E0ORG"]) | json_values,
+        "attachments": st.lists(
+            st.fixed_dictionaries(
+                {}, optional={k: json_values for k in ("pretext", "title", "text", "fallback", "author_name")}
+            )
+            | json_values,
+            max_size=3,
+        )
+        | json_values,
+        "files": st.lists(st.fixed_dictionaries({}, optional={"name": json_values}) | json_values, max_size=3)
+        | json_values,
     },
+)
+authorizations_like = st.lists(
+    st.fixed_dictionaries(
+        {}, optional={"team_id": st.sampled_from([TEAM, None]) | json_values, "enterprise_id": json_values}
+    )
+    | json_values,
+    max_size=2,
 )
 payload_like = json_values | st.fixed_dictionaries(
     {"type": st.just("event_callback") | json_values},
-    optional={"event": event_like | json_values, "team_id": json_values, "event_id": json_values},
+    optional={
+        "event": event_like | json_values,
+        "team_id": json_values,
+        "event_id": json_values,
+        "enterprise_id": json_values,
+        "authorizations": authorizations_like | json_values,
+    },
 )
 
 
