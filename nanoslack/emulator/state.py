@@ -18,6 +18,16 @@ MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 KINDS = ("im", "mpim", "channel", "group")
 
 
+class EmulatorError(Exception):
+    """A Slack error (``error`` plus extra response fields): the Web API answers it as
+    ``ok: false``, the HTTP driver as a 400, the Python drivers raise it."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
 @dataclass
 class User:
     id: str

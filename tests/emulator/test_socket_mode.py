@@ -129,7 +129,7 @@ async def test_redelivery_stops_after_max_retries(emu: Emulator) -> None:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 1)
         emu.withhold_acks(dana.app_id, None)
         await emu.post_as_user(alice.id, conv.id, "never acked")
-        await emu.wait_for(lambda: emu.hub.dropped == 1, timeout=5)
+        await emu.wait_for(lambda: emu.engine.hub.dropped == 1, timeout=5)
         assert [r.retry_attempt or 0 for r in got] == [0, 1, 2, 3]
         emu.withhold_acks(dana.app_id, 0)
 
