@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -75,8 +74,9 @@ async def acking_client(emu: Emulator, app: App) -> AsyncIterator[list[SocketMod
     got: list[SocketModeRequest] = []
 
     async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        # recorded before the ack: once the emulator counts an ack, its envelope is in `got`
         got.append(req)
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
 
     smc = AioSocketModeClient(
         app_token=app.app_token,
@@ -206,5 +206,14 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
             "button",
         )
         assert a["text"]["text"] == "Approve"
-        await asyncio.sleep(0)
+        # eli, also in the room, never gets the click: a message posted after it reaches eli,
+        # and eli has acked (so recorded) every envelope it was ever sent.
+        marker = await emu.post_as_user(alice.id, conv.id, "after the click")
+        await emu.wait_for(
+            lambda: (
+                any(x.payload.get("event", {}).get("ts") == marker for x in got_eli)
+                and emu.stats(eli.app_id).acked == emu.stats(eli.app_id).delivered
+            )
+        )
+        assert emu.stats(eli.app_id).delivered == 2  # the two messages, no interactive
         assert not any(x.type == "interactive" for x in got_eli)
