@@ -217,3 +217,34 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
         )
         assert emu.stats(eli.app_id).delivered == 2  # the two messages, no interactive
         assert not any(x.type == "interactive" for x in got_eli)
+
+
+def test_threaded_driver_injects_envelopes_frames_and_zombie_sockets(temu: ThreadedEmulator) -> None:
+    alice = temu.add_user("alice")
+    dana = temu.add_app("dana")
+    conv = temu.create_conversation([alice.id, dana.bot_user_id], kind="im")
+    got: list[SocketModeRequest] = []
+    lock = threading.Lock()
+
+    def on_request(client: SocketModeClient, req: SocketModeRequest) -> None:
+        with lock:
+            got.append(req)
+        client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+
+    smc = SocketModeClient(
+        app_token=dana.app_token, web_client=WebClient(token=dana.bot_token, base_url=temu.api_url)
+    )
+    smc.socket_mode_request_listeners.append(on_request)
+    smc.connect()
+    try:
+        temu.wait_for(lambda: temu.connections(dana.app_id) == 1)
+        assert temu.inject_frame(dana.app_id, "not an envelope") == 1
+        temu.inject_envelope(dana.app_id, {"odd": [1, 2]})
+        temu.wait_for(lambda: any(r.payload == {"odd": [1, 2]} for r in got))
+        assert temu.zombify_sockets(dana.app_id) == 1
+        temu.post_as_user(alice.id, conv.id, "into the void")
+        # the ack timeout passed without an ack: the envelope vanished on the zombie socket
+        temu.wait_for(lambda: temu.stats(dana.app_id).redelivered >= 1)
+        assert temu.stats(dana.app_id).acked == 1 and len(got) == 1
+    finally:
+        smc.close()
