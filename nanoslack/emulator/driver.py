@@ -160,6 +160,9 @@ class Emulator:
     ) -> JSON:
         return await self.engine.click_button(user_id, channel, message_ts, action_id, value)
 
+    async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
+        await self.engine.react(user_id, channel, ts, reaction)
+
     # ---- reading ---------------------------------------------------------------------------
     def conversation_messages(self, channel: str) -> list[JSON]:
         return self.engine.conversation_messages(channel)
@@ -347,6 +350,9 @@ class ThreadedEmulator:
         self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
     ) -> JSON:
         return self._acall(self._e.click_button(user_id, channel, message_ts, action_id, value))
+
+    def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
+        self._acall(self._e.react(user_id, channel, ts, reaction))
 
     # ---- reading ---------------------------------------------------------------------------
     def conversation_messages(self, channel: str) -> list[JSON]:

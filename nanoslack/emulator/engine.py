@@ -248,6 +248,10 @@ class Engine:
         event = ev_mod.reaction_added_event(user, name, channel, msg, self.ws.next_ts())
         await self.emit(ch, event, None, subscription="reaction_added")
 
+    async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
+        """A user (by id or name) reacts to a message; ``reaction`` with or without colons."""
+        await self.add_reaction(self.ws.resolve_user(user_id), channel, ts, reaction.strip(":"))
+
     # ---- reading ---------------------------------------------------------------------------
     def conversation_messages(self, channel: str) -> list[JSON]:
         ch = self.channel(channel)

@@ -149,6 +149,10 @@ def build_app(engine: Engine) -> web.Application:
             b["user_id"], b["channel"], b["message_ts"], b["action_id"], b.get("value")
         )
 
+    async def d_react(b: JSON) -> JSON:
+        await engine.react(b["user_id"], b["channel"], b["ts"], b["reaction"])
+        return {"ok": True}
+
     async def response_url(request: web.Request) -> web.StreamResponse:
         b = await _body(request)
         engine.response_url_posts.append({"id": request.match_info["rid"], "body": b})
@@ -175,6 +179,7 @@ def build_app(engine: Engine) -> web.Application:
         ("connections", d_connections),
         ("ack_latencies", d_ack_latencies),
         ("click", d_click),
+        ("react", d_react),
     ]:
         app.router.add_route("*", d + path, route(fn))
     app.router.add_post(d + "response_url/{rid}", response_url)

@@ -12,7 +12,7 @@ from typing import Any
 JSON = dict[str, Any]
 
 DEFAULT_EVENTS: frozenset[str] = frozenset(
-    {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention"}
+    {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention", "reaction_added"}
 )
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 KINDS = ("im", "mpim", "channel", "group")

@@ -248,3 +248,42 @@ def test_threaded_driver_injects_envelopes_frames_and_zombie_sockets(temu: Threa
         assert temu.stats(dana.app_id).acked == 1 and len(got) == 1
     finally:
         smc.close()
+
+
+async def test_a_reaction_reaches_member_apps_subscribed_to_reaction_added(emu: Emulator) -> None:
+    alice = emu.add_user("alice")
+    dana = emu.add_app("dana")
+    eli = emu.add_app("eli", events=["message.mpim"])  # not subscribed to reaction_added
+    conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
+    async with acking_client(emu, dana) as got_dana, acking_client(emu, eli) as got_eli:
+        await emu.wait_for(lambda: emu.connections(dana.app_id) == emu.connections(eli.app_id) == 1)
+        posted = await AsyncWebClient(token=dana.bot_token, base_url=emu.api_url).chat_postMessage(
+            channel=conv.id, text="deploy on friday?"
+        )
+        await emu.react(alice.id, conv.id, posted["ts"], ":octagonal_sign:")
+        # a later message reaching both apps, every envelope acked (so recorded): the
+        # reaction had its chance to reach eli too
+        marker = await emu.post_as_user(alice.id, conv.id, "after the reaction")
+
+        def settled(app: App, got: list[SocketModeRequest]) -> bool:
+            s = emu.stats(app.app_id)
+            return s.acked == s.delivered and any(x.payload["event"].get("ts") == marker for x in got)
+
+        await emu.wait_for(lambda: settled(dana, got_dana) and settled(eli, got_eli))
+        reactions = [x.payload for x in got_dana if x.payload["event"]["type"] == "reaction_added"]
+        assert len(reactions) == 1
+        p = reactions[0]
+        assert p["type"] == "event_callback" and p["api_app_id"] == dana.app_id
+        assert p["event"] == {
+            "type": "reaction_added",
+            "user": alice.id,
+            "reaction": "octagonal_sign",
+            "item": {"type": "message", "channel": conv.id, "ts": posted["ts"]},
+            "item_user": dana.bot_user_id,
+            "event_ts": p["event"]["event_ts"],
+        }
+        assert float(p["event"]["event_ts"]) > float(posted["ts"])
+        assert [x.payload["event"]["type"] for x in got_eli] == ["message", "message"]
+    assert emu.conversation_messages(conv.id)[0]["reactions"] == [
+        {"name": "octagonal_sign", "users": [alice.id], "count": 1}
+    ]
