@@ -18,6 +18,8 @@ JSON = dict[str, Any]
 
 
 class Ctx:
+    """One Web API call: the engine, the call's parameters and the calling app."""
+
     def __init__(self, engine: Engine, params: JSON, app: App | None, app_level: bool) -> None:
         self.engine = engine
         self.params = params
