@@ -144,6 +144,9 @@ class EmulatorClient:
         )
         return r
 
+    def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
+        self._req("react", {"user_id": user_id, "channel": channel, "ts": ts, "reaction": reaction})
+
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
         deadline = time.monotonic() + timeout
         while True:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Any
 
-from .state import MENTION_RE, App, Channel, Workspace
+from .state import MENTION_RE, App, Channel, User, Workspace, rich_text_blocks
 
 JSON = dict[str, Any]
 
@@ -28,6 +29,135 @@ def bot_profile(ws: Workspace, app: App) -> JSON:
         "app_id": app.app_id,
         "icons": {"image_36": "", "image_48": "", "image_72": ""},
         "team_id": ws.team_id,
+    }
+
+
+def stored_message(
+    ws: Workspace,
+    author: User,
+    app: App | None,
+    ts: str,
+    text: str,
+    *,
+    parent: JSON | None,
+    blocks: list[JSON] | None,
+    metadata: JSON | None,
+    human: bool,
+) -> JSON:
+    """A new message as Slack stores it: a human's carries the client's rich-text blocks,
+    an app's its bot fields; a reply names its thread."""
+    msg: JSON = {"user": author.id, "type": "message", "ts": ts}
+    if app is not None:
+        msg["bot_id"] = app.bot_id
+        msg["app_id"] = app.app_id
+    msg["text"] = text
+    msg["team"] = ws.team_id
+    if app is not None:
+        msg["bot_profile"] = bot_profile(ws, app)
+    if human:
+        msg["client_msg_id"] = secrets.token_hex(16)
+        msg["blocks"] = blocks if blocks is not None else rich_text_blocks(text)
+    elif blocks is not None:
+        msg["blocks"] = blocks
+    if parent is not None:
+        msg["thread_ts"] = parent["ts"]
+        msg["parent_user_id"] = parent["user"]
+    if metadata:
+        msg["metadata"] = metadata
+    return msg
+
+
+_THREAD_SUMMARY = ("reply_users", "reply_users_count", "latest_reply")
+
+
+def message_changed_event(ch: Channel, msg: JSON, previous: JSON, ts: str) -> JSON:
+    """The hidden ``message_changed`` event for an edit (thread summaries left out)."""
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "message": {k: v for k, v in msg.items() if k not in _THREAD_SUMMARY},
+        "previous_message": {k: v for k, v in previous.items() if k not in _THREAD_SUMMARY},
+        "channel": ch.conv.id,
+        "hidden": True,
+        "ts": ts,
+        "event_ts": ts,
+        "channel_type": CHANNEL_TYPE[ch.conv.kind],
+    }
+
+
+def reaction_added_event(user: User, reaction: str, channel: str, msg: JSON, event_ts: str) -> JSON:
+    return {
+        "type": "reaction_added",
+        "user": user.id,
+        "reaction": reaction,
+        "item_user": msg.get("user"),
+        "item": {"type": "message", "channel": channel, "ts": msg["ts"]},
+        "event_ts": event_ts,
+    }
+
+
+def _button(msg: JSON, action_id: str) -> tuple[str, str, Any]:
+    """The block id, label and value of the button ``action_id`` in a message's blocks
+    (defaults when the message has no such button: clicks on stale messages happen)."""
+    block_id, text, value = "emu_block", action_id, None
+    for block in msg.get("blocks") or []:
+        for el in block.get("elements") or []:
+            if isinstance(el, dict) and el.get("action_id") == action_id:
+                block_id = block.get("block_id", block_id)
+                t = el.get("text")
+                text = t.get("text", text) if isinstance(t, dict) else text
+                value = el.get("value")
+        acc = block.get("accessory")
+        if isinstance(acc, dict) and acc.get("action_id") == action_id:
+            block_id = block.get("block_id", block_id)
+            value = acc.get("value")
+    return block_id, text, value
+
+
+def block_actions_payload(
+    ws: Workspace,
+    user: User,
+    app: App,
+    ch: Channel,
+    msg: JSON,
+    action_id: str,
+    value: str | None,
+    action_ts: str,
+    response_url: str,
+) -> JSON:
+    """The ``block_actions`` payload of a button click on ``msg`` (``value`` overrides the button's)."""
+    block_id, text, found_value = _button(msg, action_id)
+    action: JSON = {
+        "action_id": action_id,
+        "block_id": block_id,
+        "text": {"type": "plain_text", "text": text, "emoji": True},
+        "type": "button",
+        "action_ts": action_ts,
+    }
+    if value is not None:
+        found_value = value
+    if found_value is not None:
+        action["value"] = found_value
+    return {
+        "type": "block_actions",
+        "user": {"id": user.id, "username": user.name, "name": user.name, "team_id": ws.team_id},
+        "api_app_id": app.app_id,
+        "token": app.verification_token,
+        "container": {
+            "type": "message",
+            "message_ts": msg["ts"],
+            "channel_id": ch.conv.id,
+            "is_ephemeral": False,
+        },
+        "trigger_id": f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}",
+        "team": {"id": ws.team_id, "domain": ws.domain},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": ch.conv.id, "name": ch.conv.name or ch.conv.id},
+        "message": dict(msg),
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [action],
     }
 
 

@@ -1,17 +1,16 @@
-"""aiohttp app wiring: Web API, Socket Mode endpoint and the HTTP driver API."""
+"""The engine on a port: aiohttp wiring of the Web API, the Socket Mode endpoint and the HTTP driver API."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from . import webapi
-
-if TYPE_CHECKING:
-    from .driver import Emulator
+from .engine import Engine
+from .state import EmulatorError
 
 JSON = dict[str, Any]
 
@@ -39,16 +38,14 @@ async def _body(request: web.Request) -> JSON:
     return out
 
 
-def build_app(emu: Emulator) -> web.Application:
-    from .driver import EmulatorError
-
+def build_app(engine: Engine) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
 
     async def api_handler(request: web.Request) -> web.StreamResponse:
-        return await webapi.handle(emu, request)
+        return await webapi.handle(engine, request)
 
     async def link(request: web.Request) -> web.StreamResponse:
-        return await emu.hub.handle_ws(request)
+        return await engine.hub.handle_ws(request)
 
     # ---- driver --------------------------------------------------------------------------
     def route(fn: Any) -> Any:
@@ -67,33 +64,33 @@ def build_app(emu: Emulator) -> web.Application:
 
     async def d_workspace(b: JSON) -> JSON:
         return {
-            "team_id": emu.ws.team_id,
-            "team": emu.ws.team_name,
-            "api_url": emu.api_url,
-            "users": [asdict(u) for u in emu.users()],
-            "apps": [{**asdict(a), "events": sorted(a.events)} for a in emu.apps()],
-            "conversations": [asdict(c) for c in emu.conversations()],
+            "team_id": engine.ws.team_id,
+            "team": engine.ws.team_name,
+            "api_url": engine.api_url,
+            "users": [asdict(u) for u in engine.users()],
+            "apps": [{**asdict(a), "events": sorted(a.events)} for a in engine.apps()],
+            "conversations": [asdict(c) for c in engine.conversations()],
         }
 
     async def d_add_user(b: JSON) -> JSON:
-        return asdict(emu.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
+        return asdict(engine.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
 
     async def d_add_app(b: JSON) -> JSON:
         kw = {
             k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events") if k in b
         }
-        a = emu.add_app(b["name"], **kw)
+        a = engine.add_app(b["name"], **kw)
         return {**asdict(a), "events": sorted(a.events)}
 
     async def d_conv(b: JSON) -> JSON:
         return asdict(
-            emu.create_conversation(
+            engine.create_conversation(
                 list(b["members"]), kind=b.get("kind", "mpim"), name=b.get("name"), id=b.get("id")
             )
         )
 
     async def d_post(b: JSON) -> JSON:
-        ts = await emu.post_as_user(b["user_id"], b["channel"], b["text"], b.get("thread_ts"))
+        ts = await engine.post_as_user(b["user_id"], b["channel"], b["text"], b.get("thread_ts"))
         return {"ts": ts}
 
     async def d_bulk(b: JSON) -> JSON:
@@ -102,22 +99,22 @@ def build_app(emu: Emulator) -> web.Application:
             n = int(b["count"])
             prefix = str(b.get("text", "message"))
             texts = [f"{prefix} {i}" for i in range(n)]
-        tss = await emu.bulk_post(b["user_id"], b["channel"], list(texts))
+        tss = await engine.bulk_post(b["user_id"], b["channel"], list(texts))
         return {"count": len(tss), "first_ts": tss[0] if tss else None, "last_ts": tss[-1] if tss else None}
 
     async def d_messages(b: JSON) -> Any:
         if str(b.get("flat", "")).lower() in ("1", "true"):
-            return emu.all_messages(b["channel"])
-        return emu.conversation_messages(b["channel"])
+            return engine.all_messages(b["channel"])
+        return engine.conversation_messages(b["channel"])
 
     async def d_api_calls(b: JSON) -> Any:
-        calls = emu.api_calls
+        calls = engine.api_calls
         if "method" in b:
             calls = [c for c in calls if c.method == b["method"]]
         return [asdict(c) for c in calls]
 
     async def d_fail_next(b: JSON) -> JSON:
-        emu.fail_next(
+        engine.fail_next(
             b["method"],
             int(b.get("n", 1)),
             b.get("error", "ratelimited"),
@@ -127,34 +124,38 @@ def build_app(emu: Emulator) -> web.Application:
         return {"ok": True}
 
     async def d_drop(b: JSON) -> JSON:
-        return {"dropped": await emu.drop_sockets(b["app_id"])}
+        return {"dropped": await engine.drop_sockets(b["app_id"])}
 
     async def d_disconnect(b: JSON) -> JSON:
-        return {"sent": await emu.send_disconnect(b["app_id"], b.get("reason", "refresh_requested"))}
+        return {"sent": await engine.send_disconnect(b["app_id"], b.get("reason", "refresh_requested"))}
 
     async def d_withhold(b: JSON) -> JSON:
         n = b.get("n")
-        emu.withhold_acks(b["app_id"], None if n is None else int(n))
+        engine.withhold_acks(b["app_id"], None if n is None else int(n))
         return {"ok": True}
 
     async def d_stats(b: JSON) -> JSON:
-        return asdict(emu.stats(b.get("app_id")))
+        return asdict(engine.stats(b.get("app_id")))
 
     async def d_connections(b: JSON) -> JSON:
-        return {"connections": emu.connections(b["app_id"])}
+        return {"connections": engine.connections(b["app_id"])}
 
     async def d_ack_latencies(b: JSON) -> JSON:
         clear = str(b.get("clear", "")).lower() in ("1", "true")
-        return {"latencies": emu.ack_latencies(b.get("app_id"), clear)}
+        return {"latencies": engine.ack_latencies(b.get("app_id"), clear)}
 
     async def d_click(b: JSON) -> JSON:
-        return await emu.click_button(
+        return await engine.click_button(
             b["user_id"], b["channel"], b["message_ts"], b["action_id"], b.get("value")
         )
 
+    async def d_react(b: JSON) -> JSON:
+        await engine.react(b["user_id"], b["channel"], b["ts"], b["reaction"])
+        return {"ok": True}
+
     async def response_url(request: web.Request) -> web.StreamResponse:
         b = await _body(request)
-        emu.response_url_posts.append({"id": request.match_info["rid"], "body": b})
+        engine.response_url_posts.append({"id": request.match_info["rid"], "body": b})
         return _ok({"ok": True})
 
     app.router.add_route("*", "/api/{method}", api_handler)
@@ -178,7 +179,32 @@ def build_app(emu: Emulator) -> web.Application:
         ("connections", d_connections),
         ("ack_latencies", d_ack_latencies),
         ("click", d_click),
+        ("react", d_react),
     ]:
         app.router.add_route("*", d + path, route(fn))
     app.router.add_post(d + "response_url/{rid}", response_url)
     return app
+
+
+class Server:
+    """Serves one engine on 127.0.0.1 and tells it the port it got."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, port: int = 0) -> int:
+        self._runner = web.AppRunner(build_app(self.engine), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=512)
+        await site.start()
+        server = site._server  # noqa: SLF001 - aiohttp keeps the bound sockets only here
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.engine.port = int(sockets[0].getsockname()[1])
+        return self.engine.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

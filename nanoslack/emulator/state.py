@@ -12,10 +12,20 @@ from typing import Any
 JSON = dict[str, Any]
 
 DEFAULT_EVENTS: frozenset[str] = frozenset(
-    {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention"}
+    {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention", "reaction_added"}
 )
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 KINDS = ("im", "mpim", "channel", "group")
+
+
+class EmulatorError(Exception):
+    """A Slack error (``error`` plus extra response fields): the Web API answers it as
+    ``ok: false``, the HTTP driver as a 400, the Python drivers raise it."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
 
 
 @dataclass

@@ -1,34 +1,27 @@
-"""Web API handlers: `/api/<method>`."""
+"""Web API handlers: `/api/<method>`: Slack's argument checks and response shapes over the engine."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
+from .engine import Engine
 from .events import CHANNEL_TYPE, bot_profile
-from .state import ApiCall, App, Channel, User, parse_bool
-
-if TYPE_CHECKING:
-    from .driver import Emulator
+from .state import ApiCall, App, Channel, EmulatorError, User, parse_bool
 
 log = logging.getLogger("nanoslack.emulator.webapi")
 JSON = dict[str, Any]
 
 
-class ApiError(Exception):
-    def __init__(self, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.error = error
-        self.extra = extra
-
-
 class Ctx:
-    def __init__(self, emu: Emulator, params: JSON, app: App | None, app_level: bool) -> None:
-        self.emu = emu
+    """One Web API call: the engine, the call's parameters and the calling app."""
+
+    def __init__(self, engine: Engine, params: JSON, app: App | None, app_level: bool) -> None:
+        self.engine = engine
         self.params = params
         self.app = app
         self.app_level = app_level
@@ -40,12 +33,12 @@ class Ctx:
 
     @property
     def bot_user(self) -> User:
-        return self.emu.ws.users[self.bot.bot_user_id]
+        return self.engine.ws.users[self.bot.bot_user_id]
 
     def req(self, name: str) -> str:
         v = self.params.get(name)
         if v is None or v == "":
-            raise ApiError("invalid_arguments" if name not in ("channel",) else "channel_not_found")
+            raise EmulatorError("invalid_arguments" if name not in ("channel",) else "channel_not_found")
         return str(v)
 
     def opt(self, name: str) -> str | None:
@@ -63,24 +56,24 @@ class Ctx:
             try:
                 return json.loads(v)
             except ValueError as e:
-                raise ApiError("invalid_arguments") from e
+                raise EmulatorError("invalid_arguments") from e
         return v
 
     def channel(self, name: str = "channel") -> Channel:
         cid = self.params.get(name)
         if not cid:
-            raise ApiError("channel_not_found")
-        ch = self.emu.ws.channels.get(str(cid))
+            raise EmulatorError("channel_not_found")
+        ch = self.engine.ws.channels.get(str(cid))
         if ch is None:
-            raise ApiError("channel_not_found")
+            raise EmulatorError("channel_not_found")
         return ch
 
     def member_channel(self, name: str = "channel") -> Channel:
         ch = self.channel(name)
         if self.bot.bot_user_id not in ch.member_set:
             if ch.conv.kind in ("im", "mpim", "group"):
-                raise ApiError("channel_not_found")
-            raise ApiError("not_in_channel")
+                raise EmulatorError("channel_not_found")
+            raise EmulatorError("not_in_channel")
         return ch
 
 
@@ -130,7 +123,7 @@ async def read_params(request: web.Request) -> JSON:
     return params
 
 
-async def handle(emu: Emulator, request: web.Request) -> web.StreamResponse:
+async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
     method = request.match_info["method"]
     params = await read_params(request)
     token = params.pop("token", None)
@@ -144,54 +137,45 @@ async def handle(emu: Emulator, request: web.Request) -> web.StreamResponse:
     try:
         handler = HANDLERS.get(method)
         if handler is None:
-            raise ApiError("unknown_method")
+            raise EmulatorError("unknown_method")
         if not token:
-            raise ApiError("not_authed")
+            raise EmulatorError("not_authed")
         app_level = False
-        app = emu.ws.bot_tokens.get(str(token))
+        app = engine.ws.bot_tokens.get(str(token))
         if app is None:
-            app = emu.ws.app_tokens.get(str(token))
+            app = engine.ws.app_tokens.get(str(token))
             if app is None:
-                raise ApiError("invalid_auth")
+                raise EmulatorError("invalid_auth")
             app_level = True
         if app_level != (method in APP_LEVEL_METHODS):
-            raise ApiError("not_allowed_token_type")
-        fault = emu.take_fault(method, app.app_id)
+            raise EmulatorError("not_allowed_token_type")
+        fault = engine.take_fault(method, app.app_id)
         if fault is not None:
             err, retry_after = fault
             if err == "ratelimited":
                 status = 429
                 headers = {"Retry-After": str(int(retry_after))}
-            raise ApiError(err)
-        body = await handler(Ctx(emu, params, app, app_level))
+            raise EmulatorError(err)
+        body = await handler(Ctx(engine, params, app, app_level))
         body = {"ok": True, **body}
-    except ApiError as e:
+    except EmulatorError as e:
         error = e.error
         body = {"ok": False, "error": e.error, **e.extra}
-    except Exception as e:  # noqa: BLE001 - driver-level errors map to Slack errors
-        from .driver import EmulatorError
-
-        if isinstance(e, EmulatorError):
-            error = e.error
-            body = {"ok": False, "error": e.error, **e.extra}
-        else:
-            log.exception("internal error in %s", method)
-            error = "internal_error"
-            body = {"ok": False, "error": "internal_error"}
-    if emu.log_api_calls:
-        emu.api_calls.append(
-            ApiCall(
-                method=method, params=params, app_name=app.name if app else None, status=status, error=error
-            )
-        )
+    except Exception:
+        log.exception("internal error in %s", method)
+        error = "internal_error"
+        body = {"ok": False, "error": "internal_error"}
+    engine.record_call(
+        ApiCall(method=method, params=params, app_name=app.name if app else None, status=status, error=error)
+    )
     return _json(body, status=status, headers=headers)
 
 
 # ---- object shapes ---------------------------------------------------------------------------
 
 
-def user_obj(emu: Emulator, u: User) -> JSON:
-    w = emu.ws
+def user_obj(engine: Engine, u: User) -> JSON:
+    w = engine.ws
     profile: JSON = {
         "real_name": u.real_name,
         "display_name": u.name,
@@ -219,7 +203,7 @@ def user_obj(emu: Emulator, u: User) -> JSON:
     }
 
 
-def conv_obj(emu: Emulator, ch: Channel, viewer: str | None) -> JSON:
+def conv_obj(engine: Engine, ch: Channel, viewer: str | None) -> JSON:
     c = ch.conv
     kind = c.kind
     o: JSON = {
@@ -235,7 +219,7 @@ def conv_obj(emu: Emulator, ch: Channel, viewer: str | None) -> JSON:
         "is_shared": False,
         "is_ext_shared": False,
         "is_org_shared": False,
-        "context_team_id": emu.ws.team_id,
+        "context_team_id": engine.ws.team_id,
         "is_member": viewer in ch.member_set if viewer else False,
     }
     if kind == "im":
@@ -263,7 +247,7 @@ def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[lis
     try:
         limit = int(params.opt("limit") or default_limit)
     except ValueError as e:
-        raise ApiError("invalid_limit") from e
+        raise EmulatorError("invalid_limit") from e
     limit = max(1, min(limit, 1000))
     cursor = params.opt("cursor")
     start = 0
@@ -271,7 +255,7 @@ def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[lis
         try:
             start = int(cursor.removeprefix("emu:"))
         except ValueError as e:
-            raise ApiError("invalid_cursor") from e
+            raise EmulatorError("invalid_cursor") from e
     page = items[start : start + limit]
     nxt = f"emu:{start + limit}" if start + limit < len(items) else ""
     return page, nxt
@@ -282,7 +266,7 @@ def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[lis
 
 @api("auth.test")
 async def auth_test(c: Ctx) -> JSON:
-    w = c.emu.ws
+    w = c.engine.ws
     a = c.bot
     return {
         "url": f"https://{w.domain}.slack.com/",
@@ -298,36 +282,36 @@ async def auth_test(c: Ctx) -> JSON:
 @api("apps.connections.open")
 async def connections_open(c: Ctx) -> JSON:
     a = c.bot
-    ticket = c.emu.hub.new_ticket(a.app_id)
-    return {"url": f"ws://127.0.0.1:{c.emu.port}/link/?ticket={ticket}&app_id={a.app_id}"}
+    ticket = c.engine.hub.new_ticket(a.app_id)
+    return {"url": f"ws://127.0.0.1:{c.engine.port}/link/?ticket={ticket}&app_id={a.app_id}"}
 
 
 @api("conversations.open")
 async def conversations_open(c: Ctx) -> JSON:
-    w = c.emu.ws
+    w = c.engine.ws
     me = c.bot.bot_user_id
     chan = c.opt("channel")
     if chan:
         ch = c.member_channel("channel")
-        return {"no_op": True, "already_open": True, "channel": conv_obj(c.emu, ch, me)}
+        return {"no_op": True, "already_open": True, "channel": conv_obj(c.engine, ch, me)}
     users_raw = c.opt("users")
     if not users_raw:
-        raise ApiError("users_list_not_supplied")
+        raise EmulatorError("users_list_not_supplied")
     ids: list[str] = []
     for u in users_raw.split(","):
         u = u.strip()
         if not u or u == me or u in ids:
             continue
         if u not in w.users:
-            raise ApiError("user_not_found")
+            raise EmulatorError("user_not_found")
         ids.append(u)
     if not ids:
-        raise ApiError("cannot_dm_bot")
+        raise EmulatorError("cannot_dm_bot")
     if len(ids) > 8:
-        raise ApiError("too_many_users")
+        raise EmulatorError("too_many_users")
     if len(ids) == 1:
         if w.users[ids[0]].is_bot:
-            raise ApiError("cannot_dm_bot")
+            raise EmulatorError("cannot_dm_bot")
         kind, members = "im", [me, ids[0]]
     else:
         kind, members = "mpim", [me, *ids]
@@ -341,7 +325,7 @@ async def conversations_open(c: Ctx) -> JSON:
         ch = w.channels[conv.id]
         already = False
     out: JSON = {
-        "channel": conv_obj(c.emu, ch, me) if c.flag("return_im") or kind == "mpim" else {"id": ch.conv.id}
+        "channel": conv_obj(c.engine, ch, me) if c.flag("return_im") or kind == "mpim" else {"id": ch.conv.id}
     }
     if already:
         out["no_op"] = True
@@ -353,15 +337,15 @@ async def conversations_open(c: Ctx) -> JSON:
 async def conversations_info(c: Ctx) -> JSON:
     ch = c.channel()
     if ch.conv.kind != "channel" and c.bot.bot_user_id not in ch.member_set:
-        raise ApiError("channel_not_found")
-    return {"channel": conv_obj(c.emu, ch, c.bot.bot_user_id)}
+        raise EmulatorError("channel_not_found")
+    return {"channel": conv_obj(c.engine, ch, c.bot.bot_user_id)}
 
 
 @api("conversations.members")
 async def conversations_members(c: Ctx) -> JSON:
     ch = c.channel()
     if ch.conv.kind != "channel" and c.bot.bot_user_id not in ch.member_set:
-        raise ApiError("channel_not_found")
+        raise EmulatorError("channel_not_found")
     page, nxt = _page(list(ch.conv.members), c)  # type: ignore[arg-type]
     return {"members": page, "response_metadata": {"next_cursor": nxt}}
 
@@ -372,7 +356,7 @@ def _ts_float(v: str | None, default: float) -> float:
     try:
         return float(v)
     except ValueError as e:
-        raise ApiError("invalid_ts_latest") from e
+        raise EmulatorError("invalid_ts_latest") from e
 
 
 @api("conversations.history")
@@ -401,10 +385,10 @@ async def conversations_replies(c: Ctx) -> JSON:
     ch = c.member_channel()
     ts = c.opt("ts")
     if not ts:
-        raise ApiError("invalid_arguments")
+        raise EmulatorError("invalid_arguments")
     msg = ch.by_ts.get(ts)
     if msg is None:
-        raise ApiError("thread_not_found")
+        raise EmulatorError("thread_not_found")
     parent_ts = msg.get("thread_ts") or msg["ts"]
     parent = ch.by_ts.get(parent_ts, msg)
     meta = c.flag("include_all_metadata")
@@ -415,13 +399,13 @@ async def conversations_replies(c: Ctx) -> JSON:
 
 @api("chat.postMessage")
 async def chat_post_message(c: Ctx) -> JSON:
-    w = c.emu.ws
+    w = c.engine.ws
     chan = c.opt("channel")
     if not chan:
-        raise ApiError("channel_not_found")
+        raise EmulatorError("channel_not_found")
     if chan not in w.channels and chan in w.users:  # posting to a user id opens the IM
         if w.users[chan].is_bot:
-            raise ApiError("cannot_dm_bot")
+            raise EmulatorError("cannot_dm_bot")
         conv = w.create_conversation([c.bot.bot_user_id, chan], kind="im")
         chan = conv.id
     c.params["channel"] = chan
@@ -429,18 +413,18 @@ async def chat_post_message(c: Ctx) -> JSON:
     text = c.opt("text") or ""
     blocks = c.jsonish("blocks")
     if not text and not blocks:
-        raise ApiError("no_text")
+        raise EmulatorError("no_text")
     if blocks is not None and not isinstance(blocks, list):
-        raise ApiError("invalid_blocks")
+        raise EmulatorError("invalid_blocks")
     metadata = c.jsonish("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
-            raise ApiError("invalid_metadata_format")
+            raise EmulatorError("invalid_metadata_format")
         metadata = {
             "event_type": metadata["event_type"],
             "event_payload": metadata.get("event_payload") or {},
         }
-    msg = await c.emu.post_message(
+    msg = await c.engine.post_message(
         c.bot_user, ch.conv.id, text, thread_ts=c.opt("thread_ts"), blocks=blocks, metadata=metadata
     )
     return {"channel": ch.conv.id, "ts": msg["ts"], "message": strip_meta(msg, True)}
@@ -451,13 +435,13 @@ async def chat_update(c: Ctx) -> JSON:
     ch = c.channel()
     ts = c.opt("ts")
     if not ts:
-        raise ApiError("message_not_found")
+        raise EmulatorError("message_not_found")
     blocks = c.jsonish("blocks")
     metadata = c.jsonish("metadata")
     text = c.opt("text")
     if text is None and blocks is None:
-        raise ApiError("no_text")
-    msg = await c.emu.update_message(
+        raise EmulatorError("no_text")
+    msg = await c.engine.update_message(
         c.bot, ch.conv.id, ts, text, blocks, metadata if isinstance(metadata, dict) else None
     )
     return {"channel": ch.conv.id, "ts": ts, "text": msg.get("text", ""), "message": dict(msg)}
@@ -466,19 +450,19 @@ async def chat_update(c: Ctx) -> JSON:
 @api("users.info")
 async def users_info(c: Ctx) -> JSON:
     uid = c.opt("user")
-    u = c.emu.ws.users.get(uid or "")
+    u = c.engine.ws.users.get(uid or "")
     if u is None:
-        raise ApiError("user_not_found")
-    return {"user": user_obj(c.emu, u)}
+        raise EmulatorError("user_not_found")
+    return {"user": user_obj(c.engine, u)}
 
 
 @api("bots.info")
 async def bots_info(c: Ctx) -> JSON:
     bid = c.opt("bot")
-    a = c.emu.ws.apps_by_bot_id.get(bid or "")
+    a = c.engine.ws.apps_by_bot_id.get(bid or "")
     if a is None:
-        raise ApiError("bot_not_found")
-    prof = bot_profile(c.emu.ws, a)
+        raise EmulatorError("bot_not_found")
+    prof = bot_profile(c.engine.ws, a)
     return {
         "bot": {
             "id": a.bot_id,
@@ -498,10 +482,10 @@ async def reactions_add(c: Ctx) -> JSON:
     ts = c.opt("timestamp")
     name = c.opt("name")
     if not ts:
-        raise ApiError("no_item_specified")
+        raise EmulatorError("no_item_specified")
     if not name:
-        raise ApiError("invalid_name")
-    await c.emu.add_reaction(c.bot_user, ch.conv.id, ts, name.strip(":"))
+        raise EmulatorError("invalid_name")
+    await c.engine.add_reaction(c.bot_user, ch.conv.id, ts, name.strip(":"))
     return {}
 
 

@@ -1,15 +1,36 @@
-"""Workspace files (JSON): load into an Emulator; the embedded sample workspace."""
+"""Workspace files (JSON): load into an engine or a driver; the embedded sample workspace."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .driver import Emulator
+from .state import App, Conversation, User
 
 JSON = dict[str, Any]
+
+
+class WorkspaceBuilder(Protocol):
+    """What applying a spec needs: the engine and the async driver both fit."""
+
+    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User: ...
+
+    def add_app(
+        self,
+        name: str,
+        *,
+        app_id: str | None = None,
+        bot_id: str | None = None,
+        bot_user_id: str | None = None,
+        bot_token: str | None = None,
+        app_token: str | None = None,
+        events: list[str] | None = None,
+    ) -> App: ...
+
+    def create_conversation(
+        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
+    ) -> Conversation: ...
 
 
 def sample_workspace() -> JSON:
@@ -36,7 +57,7 @@ def team_of(spec: JSON) -> tuple[str, str]:
     return str(team.get("id", "T0EMULATOR")), str(team.get("name", "nanoslack-emu"))
 
 
-def apply_workspace(emu: Emulator, spec: JSON) -> None:
+def apply_workspace(emu: WorkspaceBuilder, spec: JSON) -> None:
     """Create the users, apps and conversations of a workspace spec (call before clients connect)."""
     for u in spec.get("users", []):
         emu.add_user(u["name"], real_name=u.get("real_name"), id=u.get("id"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from slack_sdk import WebClient
 
-from nanoslack.emulator import EmulatorClient, ThreadedEmulator, sample_workspace
+from nanoslack.emulator import EmulatorClient, EmulatorClientError, ThreadedEmulator, sample_workspace
 
 
 def test_http_driver_client_exposes_driver_operations(temu: ThreadedEmulator) -> None:
@@ -37,6 +37,15 @@ def test_http_driver_client_exposes_driver_operations(temu: ThreadedEmulator) ->
     assert drv.stats(dana["app_id"])["queued"] == 5
     assert drv.stats()["queued"] == 5
     assert drv.connections(dana["app_id"]) == 0
+    drv.react(alice["id"], conv["id"], ts, ":eyes:")
+    temu.react("alice", conv["id"], ts, "tada")
+    assert drv.conversation_messages(conv["id"])[0]["reactions"] == [
+        {"name": "eyes", "users": [alice["id"]], "count": 1},
+        {"name": "tada", "users": [alice["id"]], "count": 1},
+    ]
+    assert drv.stats(dana["app_id"])["queued"] == 7  # two reaction_added events for dana
+    with pytest.raises(EmulatorClientError, match="already_reacted"):
+        drv.react(alice["id"], conv["id"], ts, "eyes")
     drv.withhold_acks(dana["app_id"], 1)
     assert drv.drop_sockets(dana["app_id"]) == 0
     assert drv.send_disconnect(dana["app_id"]) == 0

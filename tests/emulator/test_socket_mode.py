@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -75,8 +74,9 @@ async def acking_client(emu: Emulator, app: App) -> AsyncIterator[list[SocketMod
     got: list[SocketModeRequest] = []
 
     async def on_request(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        # recorded before the ack: once the emulator counts an ack, its envelope is in `got`
         got.append(req)
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
 
     smc = AioSocketModeClient(
         app_token=app.app_token,
@@ -129,7 +129,7 @@ async def test_redelivery_stops_after_max_retries(emu: Emulator) -> None:
         await emu.wait_for(lambda: emu.connections(dana.app_id) == 1)
         emu.withhold_acks(dana.app_id, None)
         await emu.post_as_user(alice.id, conv.id, "never acked")
-        await emu.wait_for(lambda: emu.hub.dropped == 1, timeout=5)
+        await emu.wait_for(lambda: emu.engine.hub.dropped == 1, timeout=5)
         assert [r.retry_attempt or 0 for r in got] == [0, 1, 2, 3]
         emu.withhold_acks(dana.app_id, 0)
 
@@ -206,5 +206,84 @@ async def test_button_click_arrives_as_interactive_envelope(emu: Emulator) -> No
             "button",
         )
         assert a["text"]["text"] == "Approve"
-        await asyncio.sleep(0)
+        # eli, also in the room, never gets the click: a message posted after it reaches eli,
+        # and eli has acked (so recorded) every envelope it was ever sent.
+        marker = await emu.post_as_user(alice.id, conv.id, "after the click")
+        await emu.wait_for(
+            lambda: (
+                any(x.payload.get("event", {}).get("ts") == marker for x in got_eli)
+                and emu.stats(eli.app_id).acked == emu.stats(eli.app_id).delivered
+            )
+        )
+        assert emu.stats(eli.app_id).delivered == 2  # the two messages, no interactive
         assert not any(x.type == "interactive" for x in got_eli)
+
+
+def test_threaded_driver_injects_envelopes_frames_and_zombie_sockets(temu: ThreadedEmulator) -> None:
+    alice = temu.add_user("alice")
+    dana = temu.add_app("dana")
+    conv = temu.create_conversation([alice.id, dana.bot_user_id], kind="im")
+    got: list[SocketModeRequest] = []
+    lock = threading.Lock()
+
+    def on_request(client: SocketModeClient, req: SocketModeRequest) -> None:
+        with lock:
+            got.append(req)
+        client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+
+    smc = SocketModeClient(
+        app_token=dana.app_token, web_client=WebClient(token=dana.bot_token, base_url=temu.api_url)
+    )
+    smc.socket_mode_request_listeners.append(on_request)
+    smc.connect()
+    try:
+        temu.wait_for(lambda: temu.connections(dana.app_id) == 1)
+        assert temu.inject_frame(dana.app_id, "not an envelope") == 1
+        temu.inject_envelope(dana.app_id, {"odd": [1, 2]})
+        temu.wait_for(lambda: any(r.payload == {"odd": [1, 2]} for r in got))
+        assert temu.zombify_sockets(dana.app_id) == 1
+        temu.post_as_user(alice.id, conv.id, "into the void")
+        # the ack timeout passed without an ack: the envelope vanished on the zombie socket
+        temu.wait_for(lambda: temu.stats(dana.app_id).redelivered >= 1)
+        assert temu.stats(dana.app_id).acked == 1 and len(got) == 1
+    finally:
+        smc.close()
+
+
+async def test_a_reaction_reaches_member_apps_subscribed_to_reaction_added(emu: Emulator) -> None:
+    alice = emu.add_user("alice")
+    dana = emu.add_app("dana")
+    eli = emu.add_app("eli", events=["message.mpim"])  # not subscribed to reaction_added
+    conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
+    async with acking_client(emu, dana) as got_dana, acking_client(emu, eli) as got_eli:
+        await emu.wait_for(lambda: emu.connections(dana.app_id) == emu.connections(eli.app_id) == 1)
+        posted = await AsyncWebClient(token=dana.bot_token, base_url=emu.api_url).chat_postMessage(
+            channel=conv.id, text="deploy on friday?"
+        )
+        await emu.react(alice.id, conv.id, posted["ts"], ":octagonal_sign:")
+        # a later message reaching both apps, every envelope acked (so recorded): the
+        # reaction had its chance to reach eli too
+        marker = await emu.post_as_user(alice.id, conv.id, "after the reaction")
+
+        def settled(app: App, got: list[SocketModeRequest]) -> bool:
+            s = emu.stats(app.app_id)
+            return s.acked == s.delivered and any(x.payload["event"].get("ts") == marker for x in got)
+
+        await emu.wait_for(lambda: settled(dana, got_dana) and settled(eli, got_eli))
+        reactions = [x.payload for x in got_dana if x.payload["event"]["type"] == "reaction_added"]
+        assert len(reactions) == 1
+        p = reactions[0]
+        assert p["type"] == "event_callback" and p["api_app_id"] == dana.app_id
+        assert p["event"] == {
+            "type": "reaction_added",
+            "user": alice.id,
+            "reaction": "octagonal_sign",
+            "item": {"type": "message", "channel": conv.id, "ts": posted["ts"]},
+            "item_user": dana.bot_user_id,
+            "event_ts": p["event"]["event_ts"],
+        }
+        assert float(p["event"]["event_ts"]) > float(posted["ts"])
+        assert [x.payload["event"]["type"] for x in got_eli] == ["message", "message"]
+    assert emu.conversation_messages(conv.id)[0]["reactions"] == [
+        {"name": "octagonal_sign", "users": [alice.id], "count": 1}
+    ]

@@ -1,0 +1,380 @@
+"""The engine: the workspace's behaviour, without a server.
+
+State, the socket hub, posting and event fan-out, edits, reactions, button clicks and
+faults. The Web API handlers (webapi.py), the HTTP driver (server.py) and the Python
+drivers (driver.py) all act on the workspace through it; it calls none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from typing import Any
+
+from . import events as ev_mod
+from .socket import Delivery, SocketHub
+from .state import ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
+
+JSON = dict[str, Any]
+
+
+class Engine:
+    """A stateful Slack workspace. Not thread-safe: use it only on its event loop."""
+
+    def __init__(
+        self,
+        ack_timeout: float = 3.0,
+        max_retries: int = 3,
+        deliver_own_posts: bool = True,
+        mpim_prefix: str = "C",
+        team_id: str = "T0EMULATOR",
+        team_name: str = "nanoslack-emu",
+        log_api_calls: bool = True,
+    ) -> None:
+        self.ws = Workspace(team_id=team_id, team_name=team_name, mpim_prefix=mpim_prefix)
+        self.hub = SocketHub(ack_timeout=ack_timeout, max_retries=max_retries)
+        self.deliver_own_posts = deliver_own_posts
+        self.log_api_calls = log_api_calls
+        self.api_calls: list[ApiCall] = []
+        # (method, app_id or None for any app) -> [remaining, error, retry_after]
+        self.faults: dict[tuple[str, str | None], list[Any]] = {}
+        self.response_url_posts: list[JSON] = []
+        # Where the server listening for this workspace is bound: socket URLs and
+        # response_urls handed to apps point there.
+        self.port: int = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start redelivering unacked envelopes (needs the running event loop)."""
+        self.hub.start()
+
+    async def stop(self) -> None:
+        await self.hub.stop()
+
+    # ---- workspace -------------------------------------------------------------------------
+    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User:
+        return self.ws.add_user(name, real_name=real_name, id=id)
+
+    def add_app(
+        self,
+        name: str,
+        *,
+        app_id: str | None = None,
+        bot_id: str | None = None,
+        bot_user_id: str | None = None,
+        bot_token: str | None = None,
+        app_token: str | None = None,
+        events: list[str] | None = None,
+    ) -> App:
+        app = self.ws.add_app(
+            name,
+            app_id=app_id,
+            bot_id=bot_id,
+            bot_user_id=bot_user_id,
+            bot_token=bot_token,
+            app_token=app_token,
+            events=events,
+        )
+        self.hub.app(app.app_id)
+        return app
+
+    def create_conversation(
+        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
+    ) -> Conversation:
+        return self.ws.create_conversation(members, kind=kind, name=name, id=id)
+
+    def users(self) -> list[User]:
+        return list(self.ws.users.values())
+
+    def apps(self) -> list[App]:
+        return list(self.ws.apps.values())
+
+    def conversations(self) -> list[Conversation]:
+        return [c.conv for c in self.ws.channels.values()]
+
+    def app(self, ref: str) -> App:
+        """An app by app_id, name, bot_id or bot user id."""
+        w = self.ws
+        if ref in w.apps:
+            return w.apps[ref]
+        for table in (w.apps_by_bot_id, w.apps_by_bot_user):
+            if ref in table:
+                return table[ref]
+        for a in w.apps.values():
+            if a.name == ref:
+                return a
+        raise KeyError(ref)
+
+    def channel(self, channel: str) -> Channel:
+        ch = self.ws.channels.get(channel)
+        if ch is None:
+            raise EmulatorError("channel_not_found")
+        return ch
+
+    def _member_message(self, user_id: str, channel: str, ts: str) -> tuple[Channel, JSON]:
+        ch = self.channel(channel)
+        if user_id not in ch.member_set:
+            raise EmulatorError("not_in_channel")
+        msg = ch.by_ts.get(ts)
+        if msg is None:
+            raise EmulatorError("message_not_found")
+        return ch, msg
+
+    # ---- posting ---------------------------------------------------------------------------
+    async def post_message(
+        self,
+        author: User,
+        channel: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        blocks: list[JSON] | None = None,
+        metadata: JSON | None = None,
+        human: bool = False,
+    ) -> JSON:
+        """Store a message (a reply when ``thread_ts`` is given) and fan it out to member apps."""
+        ch = self.channel(channel)
+        if author.id not in ch.member_set:
+            raise EmulatorError("not_in_channel")
+        parent = self._thread_parent(ch, thread_ts) if thread_ts else None
+        app = self.ws.apps_by_bot_user[author.id] if author.is_bot else None
+        msg = ev_mod.stored_message(
+            self.ws,
+            author,
+            app,
+            self.ws.next_ts(),
+            text,
+            parent=parent,
+            blocks=blocks,
+            metadata=metadata,
+            human=human,
+        )
+        ch.by_ts[msg["ts"]] = msg
+        if parent is None:
+            ch.top.append(msg)
+        else:
+            _add_reply(ch, parent, msg)
+        await self.emit(ch, ev_mod.message_event(self.ws, ch, msg), app)
+        return msg
+
+    @staticmethod
+    def _thread_parent(ch: Channel, thread_ts: str) -> JSON:
+        """The thread's root; a reply's ts also names its thread, as in Slack."""
+        parent = ch.by_ts.get(thread_ts)
+        if parent is None:
+            raise EmulatorError("thread_not_found")
+        if parent.get("thread_ts") and parent["thread_ts"] != parent["ts"]:
+            parent = ch.by_ts[parent["thread_ts"]]
+        return parent
+
+    async def emit(
+        self, ch: Channel, event: JSON, poster_app: App | None, subscription: str | None = None
+    ) -> None:
+        """Deliver ``event`` to every member app subscribed to it (``subscription``: the one
+        event type that applies; None: the conversation's message type plus app_mention twins)."""
+        targets = ev_mod.fan_out(self.ws, ch, event, poster_app, self.deliver_own_posts, subscription)
+        if not targets:
+            return
+        event_time = int(time.time())
+        # one serialization per distinct event: the mention twin is shared by every app it names
+        cache: dict[int, str] = {}
+        for app, _etype, e in targets:
+            ej = cache.get(id(e))
+            if ej is None:
+                ej = cache[id(e)] = json.dumps(e, separators=(",", ":"))
+            payload = ev_mod.callback_json(self.ws, app, ej, self.ws.next_event_id(), event_time)
+            await self.hub.deliver(Delivery(app_id=app.app_id, kind="events_api", payload_json=payload))
+
+    async def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
+        user = self.ws.resolve_user(user_id)
+        msg = await self.post_message(user, channel, text, thread_ts=thread_ts, human=not user.is_bot)
+        return str(msg["ts"])
+
+    async def bulk_post(self, user_id: str, channel: str, texts: list[str]) -> list[str]:
+        out = []
+        for i, t in enumerate(texts):
+            out.append(await self.post_as_user(user_id, channel, t))
+            if i % 20 == 19:
+                await asyncio.sleep(0)  # let sockets drain between bursts
+        return out
+
+    async def update_message(
+        self,
+        app: App,
+        channel: str,
+        ts: str,
+        text: str | None,
+        blocks: list[JSON] | None,
+        metadata: JSON | None,
+    ) -> JSON:
+        """An app edits its own message; member apps get ``message_changed`` (no mention twins)."""
+        ch, msg = self._member_message(app.bot_user_id, channel, ts)
+        if msg.get("user") != app.bot_user_id:
+            raise EmulatorError("cant_update_message")
+        previous = dict(msg)
+        if text is not None:
+            msg["text"] = text
+        if blocks is not None:
+            msg["blocks"] = blocks
+        if metadata:
+            msg["metadata"] = metadata
+        msg["edited"] = {"user": app.bot_user_id, "ts": self.ws.next_ts()}
+        event = ev_mod.message_changed_event(ch, msg, previous, self.ws.next_ts())
+        await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
+        return msg
+
+    async def add_reaction(self, user: User, channel: str, ts: str, name: str) -> None:
+        """``user`` reacts to a message; apps subscribed to ``reaction_added`` hear of it."""
+        ch, msg = self._member_message(user.id, channel, ts)
+        reactions: list[JSON] = msg.setdefault("reactions", [])
+        for r in reactions:
+            if r["name"] == name:
+                if user.id in r["users"]:
+                    raise EmulatorError("already_reacted")
+                r["users"].append(user.id)
+                r["count"] += 1
+                break
+        else:
+            reactions.append({"name": name, "users": [user.id], "count": 1})
+        event = ev_mod.reaction_added_event(user, name, channel, msg, self.ws.next_ts())
+        await self.emit(ch, event, None, subscription="reaction_added")
+
+    async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
+        """A user (by id or name) reacts to a message; ``reaction`` with or without colons."""
+        await self.add_reaction(self.ws.resolve_user(user_id), channel, ts, reaction.strip(":"))
+
+    # ---- reading ---------------------------------------------------------------------------
+    def conversation_messages(self, channel: str) -> list[JSON]:
+        ch = self.channel(channel)
+        out = []
+        for m in ch.top:
+            d = dict(m)
+            d["replies"] = [dict(r) for r in ch.replies.get(m["ts"], [])]
+            out.append(d)
+        return out
+
+    def all_messages(self, channel: str) -> list[JSON]:
+        ch = self.channel(channel)
+        return sorted((dict(m) for m in ch.by_ts.values()), key=lambda m: float(m["ts"]))
+
+    # ---- Web API faults and call log -------------------------------------------------------
+    def fail_next(
+        self,
+        method: str,
+        n: int = 1,
+        error: str = "ratelimited",
+        retry_after: int = 1,
+        app_id: str | None = None,
+    ) -> None:
+        """The next ``n`` calls of ``method`` (by ``app_id`` only, when given) fail."""
+        key = (method, self.app(app_id).app_id if app_id else None)
+        self.faults[key] = [n, error, retry_after]
+
+    def take_fault(self, method: str, app_id: str | None = None) -> tuple[str, int] | None:
+        """Consume one planned failure of ``method`` for this app: (error, retry_after) or None."""
+        for key in ((method, app_id), (method, None)):
+            f = self.faults.get(key)
+            if not f or f[0] <= 0:
+                continue
+            f[0] -= 1
+            if f[0] <= 0:
+                del self.faults[key]
+            return str(f[1]), int(f[2])
+        return None
+
+    def record_call(self, call: ApiCall) -> None:
+        if self.log_api_calls:
+            self.api_calls.append(call)
+
+    # ---- socket faults and figures ---------------------------------------------------------
+    async def drop_sockets(self, app_id: str) -> int:
+        return await self.hub.drop(self.app(app_id).app_id)
+
+    async def send_disconnect(self, app_id: str, reason: str = "refresh_requested") -> int:
+        return await self.hub.disconnect(self.app(app_id).app_id, reason)
+
+    def withhold_acks(self, app_id: str, n: int | None) -> None:
+        self.hub.withhold_acks(self.app(app_id).app_id, n)
+
+    async def inject_envelope(
+        self, app_id: str, payload: Any, kind: str = "events_api", *, raw: bool = False
+    ) -> None:
+        """Deliver ``payload`` (any JSON value, shaped or not) as an envelope's payload,
+        once, without redelivery. ``raw=True``: ``payload`` is already JSON text and goes
+        into the envelope as is."""
+        data = payload if raw else json.dumps(payload)
+        await self.hub.deliver(
+            Delivery(app_id=self.app(app_id).app_id, kind=kind, payload_json=data, retryable=False)
+        )
+
+    def zombify_sockets(self, app_id: str) -> int:
+        """The app's open sockets silently stop receiving envelopes (pings still
+        answered) until the client opens a new connection."""
+        return self.hub.zombify(self.app(app_id).app_id)
+
+    async def inject_frame(self, app_id: str, text: str) -> int:
+        """Send a raw text frame (not an envelope) to every socket of the app."""
+        return await self.hub.send_raw(self.app(app_id).app_id, text)
+
+    def stats(self, app_id: str | None = None) -> Stats:
+        return self.hub.stats(self.app(app_id).app_id if app_id else None)
+
+    def connections(self, app_id: str) -> int:
+        return self.hub.connections(self.app(app_id).app_id)
+
+    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
+        """Per acked envelope, the seconds from sending it to receiving its ack
+        (one app, or all apps); ``clear=True`` starts a fresh measurement."""
+        return self.hub.ack_latencies(self.app(app_id).app_id if app_id else None, clear)
+
+    # ---- interactivity ---------------------------------------------------------------------
+    async def click_button(
+        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
+    ) -> JSON:
+        """A user clicks a button on an app's message: the posting app alone gets the
+        ``block_actions`` payload, once (Slack does not redeliver interactions)."""
+        user = self.ws.resolve_user(user_id)
+        ch = self.channel(channel)
+        msg = ch.by_ts.get(message_ts)
+        if msg is None:
+            raise EmulatorError("message_not_found")
+        app = self.ws.apps.get(msg.get("app_id") or "")
+        if app is None:
+            raise EmulatorError("not_an_app_message")
+        payload = ev_mod.block_actions_payload(
+            self.ws,
+            user,
+            app,
+            ch,
+            msg,
+            action_id,
+            value,
+            action_ts=self.ws.next_ts(),
+            response_url=f"{self.base_url}/_emulator/response_url/{secrets.token_hex(8)}",
+        )
+        await self.hub.deliver(
+            Delivery(app_id=app.app_id, kind="interactive", payload_json=json.dumps(payload), retryable=False)
+        )
+        return payload
+
+
+def _add_reply(ch: Channel, parent: JSON, msg: JSON) -> None:
+    """File a reply under its root and keep the root's thread summary current."""
+    reps = ch.replies.setdefault(parent["ts"], [])
+    reps.append(msg)
+    parent["thread_ts"] = parent["ts"]
+    parent["reply_count"] = len(reps)
+    users = parent.setdefault("reply_users", [])
+    if msg["user"] not in users:
+        users.append(msg["user"])
+    parent["reply_users_count"] = len(users)
+    parent["latest_reply"] = msg["ts"]

@@ -1,0 +1,78 @@
+"""The emulator's shape: the sync driver mirrors the async one; modules import one way."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+from typing import Any
+
+import nanoslack.emulator as pkg
+from nanoslack.emulator import Emulator, ThreadedEmulator
+
+# Lifecycle differs by nature (awaitable vs blocking, the thread's port is given up front);
+# in_thread is the async driver's way to the sync one.
+LIFECYCLE = {"start", "stop", "in_thread"}
+
+# Lowest first: a module may import only modules before it.
+IMPORT_ORDER = ["state", "workspace", "events", "socket", "engine", "webapi", "server", "driver", "cli"]
+
+
+def _surface(cls: type) -> dict[str, Any]:
+    """Public name -> signature (methods) or the getter's return annotation (properties)."""
+    out: dict[str, Any] = {}
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_") or name in LIFECYCLE:
+            continue
+        if isinstance(member, property):
+            assert member.fget is not None
+            out[name] = ("property", inspect.signature(member.fget).return_annotation)
+        elif callable(member):
+            out[name] = ("method", inspect.signature(member))
+    return out
+
+
+def test_threaded_driver_has_the_async_drivers_methods_and_parameters() -> None:
+    sync, async_ = _surface(ThreadedEmulator), _surface(Emulator)
+    only_sync, only_async = set(sync) - set(async_), set(async_) - set(sync)
+    assert not only_sync and not only_async, f"only sync: {only_sync}; only async: {only_async}"
+    for name, (kind, sig) in async_.items():
+        assert sync[name] == (kind, sig), f"{name}: sync {sync[name]} != async {(kind, sig)}"
+    # and they mean it: each async method is awaitable and its sync twin is not
+    for name, (kind, _sig) in async_.items():
+        if kind == "method":
+            assert not inspect.iscoroutinefunction(getattr(ThreadedEmulator, name)), name
+
+
+def test_the_surfaces_include_the_fault_injectors_the_readme_promises() -> None:
+    for name in ("inject_envelope", "inject_frame", "zombify_sockets", "click_button", "wait_for"):
+        assert name in _surface(ThreadedEmulator)
+
+
+def _imports(path: Path) -> tuple[set[str], list[str]]:
+    """The package modules ``path`` imports at module level, and the imports it makes elsewhere
+    (in a function, or under ``if TYPE_CHECKING:``: the ways around an import cycle)."""
+    tree = ast.parse(path.read_text())
+    top: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            top.update([node.module] if node.module else [a.name for a in node.names])
+    nested = [
+        f"line {n.lineno}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom) and n not in tree.body
+    ]
+    return top, nested
+
+
+def test_emulator_modules_import_in_one_direction() -> None:
+    root = Path(pkg.__file__).parent
+    for i, mod in enumerate(IMPORT_ORDER):
+        top, nested = _imports(root / f"{mod}.py")
+        assert not nested, f"{mod}.py imports inside a function or block: {nested}"
+        later = top - set(IMPORT_ORDER[:i])
+        assert not later, f"{mod}.py imports {sorted(later)}, which come after it in {IMPORT_ORDER}"
+    client_imports, _ = _imports(root / "client.py")
+    assert not client_imports, "the HTTP client speaks HTTP only, it imports nothing of the emulator"
+    listed = {p.stem for p in root.glob("*.py")} - {"__init__", "__main__", "client"}
+    assert listed == set(IMPORT_ORDER), "a new emulator module needs its place in IMPORT_ORDER"
