@@ -81,7 +81,7 @@ class AnthropicAgent(LLMAgent):
             "tools": [SEND_MESSAGE_TOOL],
         }
 
-    def parse(self, body: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
         posts: list[str] = []
         for block in body["content"]:
             if block.get("type") != "tool_use":
@@ -92,5 +92,8 @@ class AnthropicAgent(LLMAgent):
             text = post_text(block.get("input"), self.instance)
             if text is not None:
                 posts.append(text)
+        return tuple(posts)
+
+    def tokens(self, body: dict[str, Any]) -> int:
         usage = body.get("usage") or {}
-        return tuple(posts), as_int(usage.get("input_tokens")) + as_int(usage.get("output_tokens"))
+        return as_int(usage.get("input_tokens")) + as_int(usage.get("output_tokens"))

@@ -90,20 +90,20 @@ async def post_json_with_retries(
         try:
             response = await client.post(url, json=dict(json), headers=dict(headers))
         except httpx.TimeoutException as exc:
-            failure = f"request to {_host(url)} timed out ({type(exc).__name__})"
+            failure = f"request to {safe_url(url)} timed out ({type(exc).__name__})"
         except httpx.TransportError as exc:
-            failure = f"cannot reach {_host(url)}: {scrub(str(exc), secrets)[:REASON_CHARS]}"
+            failure = f"cannot reach {safe_url(url)}: {scrub(str(exc), secrets)[:REASON_CHARS]}"
         else:
             if response.is_success:
                 return _json_object(response, url)
-            failure = f"{_host(url)} answered {response.status_code}: {_reason(response, secrets)}"
+            failure = f"{safe_url(url)} answered {response.status_code}: {_reason(response, secrets)}"
             if not _retryable(response.status_code):
                 raise TurnFailed(failure)
             wait = retry_after_s(response)
         if attempt >= attempts:
             break
         delay = backoff_s(attempt) if wait is None else wait
-        log.info("llm request retry", url=_host(url), attempt=attempt, wait_s=delay, reason=failure)
+        log.info("llm request retry", url=safe_url(url), attempt=attempt, wait_s=delay, reason=failure)
         await sleep(delay)
     raise TurnFailed(f"{failure} (after {attempts} attempts)")
 
@@ -113,14 +113,14 @@ def _json_object(response: httpx.Response, url: str) -> dict[str, Any]:
         body = response.json()
     except ValueError as exc:
         raise TurnFailed(
-            f"{_host(url)} answered {response.status_code} with a body that is not JSON"
+            f"{safe_url(url)} answered {response.status_code} with a body that is not JSON"
         ) from exc
     if not isinstance(body, dict):
-        raise TurnFailed(f"{_host(url)} answered {response.status_code} with JSON that is not an object")
+        raise TurnFailed(f"{safe_url(url)} answered {response.status_code} with JSON that is not an object")
     return body
 
 
-def _host(url: str) -> str:
+def safe_url(url: str) -> str:
     """Scheme, host and path only: a query string could carry a key (some proxies do that)."""
     try:
         parsed = httpx.URL(url)

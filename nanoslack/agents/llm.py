@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import structlog
 
-from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, post_json_with_retries
+from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, post_json_with_retries, safe_url
 from nanoslack.agents.prompt import render_prompt
 from nanoslack.agents.types import Reply, Turn, TurnFailed
 from nanoslack.agents.usage import MemoryLedger, TokenLedger, check_budget, record_usage
@@ -83,7 +83,7 @@ class LLMAgent:
         self._key = Secret(api_key or "")
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} instance={self.instance} model={self.model} url={self.url}>"
+        return f"<{type(self).__name__} instance={self.instance} model={self.model} url={safe_url(self.url)}>"
 
     def headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -91,7 +91,10 @@ class LLMAgent:
     def request_body(self, turn: Turn) -> dict[str, Any]:
         raise NotImplementedError
 
-    def parse(self, body: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def tokens(self, body: dict[str, Any]) -> int:
         raise NotImplementedError
 
     async def run(self, turn: Turn) -> Reply:
@@ -106,10 +109,12 @@ class LLMAgent:
             secrets=(self._key.reveal(),),
         )
         try:
-            posts, tokens = self.parse(body)
+            # Count first: tokens spent on an answer we cannot read are still spent.
+            tokens = self.tokens(body)
+            record_usage(self.ledger, self.instance, tokens)
+            posts = self.posts(body)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise TurnFailed(f"{self.name} response has an unexpected shape ({type(exc).__name__})") from exc
-        record_usage(self.ledger, self.instance, tokens)
         log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts), tokens=tokens)
         return Reply(posts, tokens)
 

@@ -83,7 +83,7 @@ class OpenAIAgent(LLMAgent):
             "tool_choice": "auto",
         }
 
-    def parse(self, body: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
         message = body["choices"][0]["message"]
         posts: list[str] = []
         for call in message.get("tool_calls") or ():
@@ -94,8 +94,11 @@ class OpenAIAgent(LLMAgent):
             text = post_text(_arguments(function.get("arguments")), self.instance)
             if text is not None:
                 posts.append(text)
+        return tuple(posts)
+
+    def tokens(self, body: dict[str, Any]) -> int:
         usage = body.get("usage") or {}
-        return tuple(posts), as_int(usage.get("total_tokens"))
+        return as_int(usage.get("total_tokens"))
 
 
 def _arguments(raw: object) -> object:

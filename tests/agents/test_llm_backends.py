@@ -355,11 +355,16 @@ async def test_client_error_fails_at_once_and_never_shows_the_api_key(
 
 
 @respx.mock
-async def test_unexpected_response_shape_is_a_failed_turn(http: httpx.AsyncClient, sleeps: Sleeps) -> None:
-    respx.post(OPENAI_URL).respond(json={"choices": []})
+async def test_unexpected_response_shape_is_a_failed_turn_and_its_tokens_still_count(
+    http: httpx.AsyncClient, sleeps: Sleeps
+) -> None:
+    respx.post(OPENAI_URL).respond(json={"choices": [], "usage": {"total_tokens": 9}})
+    ledger = MemoryLedger()
 
     with pytest.raises(TurnFailed, match="unexpected shape"):
-        await openai_agent(http, sleeps).run(make_turn())
+        await openai_agent(http, sleeps, ledger=ledger).run(make_turn())
+
+    assert ledger.used_today("dana") == 9  # spent all the same
 
 
 # -- usage and the daily budget -----------------------------------------------------------------
