@@ -1,0 +1,41 @@
+"""Agents (DESIGN §5): teammates, the turn prompt and the four back ends.
+
+Self-contained: nothing here talks to Slack or the store. The turn dispatcher builds
+a ``Turn``, calls ``Agent.run`` and posts the ``Reply``.
+"""
+
+from nanoslack.agents.anthropic import AnthropicAgent
+from nanoslack.agents.command import CommandAgent
+from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent
+from nanoslack.agents.http import make_http_client, post_json_with_retries
+from nanoslack.agents.openai import OpenAIAgent
+from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt
+from nanoslack.agents.script import RulesError, ScriptAgent
+from nanoslack.agents.teammates import Teammate, load_teammate
+from nanoslack.agents.types import Agent, BudgetExhausted, Line, Reply, Turn, TurnFailed
+from nanoslack.agents.usage import MemoryLedger, TokenLedger
+
+__all__ = [
+    "BACKENDS",
+    "Agent",
+    "AnthropicAgent",
+    "BudgetExhausted",
+    "CommandAgent",
+    "Line",
+    "MemoryLedger",
+    "OpenAIAgent",
+    "Reply",
+    "RulesError",
+    "ScriptAgent",
+    "Teammate",
+    "TokenLedger",
+    "Turn",
+    "TurnFailed",
+    "WRAPPING_UP_CUE",
+    "backend_kind",
+    "build_agent",
+    "load_teammate",
+    "make_http_client",
+    "post_json_with_retries",
+    "render_prompt",
+]

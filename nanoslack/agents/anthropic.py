@@ -1,0 +1,99 @@
+"""``anthropic`` back end: the Messages API (``POST {base}/v1/messages``).
+
+One request per turn: ``system`` (persona + posting rules), one ``user`` message
+(the turn prompt) and a ``send_message`` tool. Each ``tool_use`` block named
+``send_message`` is one post (its ``input.text``), in order; ``text`` blocks are
+private scratch; no tool use is silence. Usage = ``input_tokens + output_tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep
+from nanoslack.agents.llm import (
+    SEND_MESSAGE,
+    SEND_MESSAGE_DESCRIPTION,
+    TEXT_SCHEMA,
+    LLMAgent,
+    as_int,
+    log,
+    post_text,
+    system_text,
+)
+from nanoslack.agents.types import Turn
+from nanoslack.agents.usage import TokenLedger
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 1024
+
+SEND_MESSAGE_TOOL: dict[str, Any] = {
+    "name": SEND_MESSAGE,
+    "description": SEND_MESSAGE_DESCRIPTION,
+    "input_schema": TEXT_SCHEMA,
+}
+
+
+class AnthropicAgent(LLMAgent):
+    name = "anthropic"
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str | None = None,
+        api_key: str | None,
+        model: str,
+        instance: str,
+        ledger: TokenLedger | None = None,
+        daily_tokens: int | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        attempts: int = DEFAULT_ATTEMPTS,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.max_tokens = max_tokens
+        super().__init__(
+            client,
+            url=f"{self.base_url}/v1/messages",
+            api_key=api_key,
+            model=model,
+            instance=instance,
+            ledger=ledger,
+            daily_tokens=daily_tokens,
+            attempts=attempts,
+            sleep=sleep,
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {"x-api-key": self._key.reveal(), "anthropic-version": API_VERSION}
+
+    def request_body(self, turn: Turn) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": system_text(turn),
+            "messages": [{"role": "user", "content": self.prompt(turn)}],
+            "tools": [SEND_MESSAGE_TOOL],
+        }
+
+    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
+        posts: list[str] = []
+        for block in body["content"]:
+            if block.get("type") != "tool_use":
+                continue
+            if block.get("name") != SEND_MESSAGE:
+                log.warning("unknown tool called", instance=self.instance, tool=block.get("name"))
+                continue
+            text = post_text(block.get("input"), self.instance)
+            if text is not None:
+                posts.append(text)
+        return tuple(posts)
+
+    def tokens(self, body: dict[str, Any]) -> int:
+        usage = body.get("usage") or {}
+        return as_int(usage.get("input_tokens")) + as_int(usage.get("output_tokens"))

@@ -1,0 +1,127 @@
+"""``command`` back end: any program, through the shell (DESIGN §5).
+
+Contract with the program:
+
+- **stdin**: the turn prompt (``render_prompt``), UTF-8, then EOF.
+- **environment**: the fleet's own environment (the child inherits it like any
+  shell command, API keys included: the command is the operator's own code), plus
+  ``NANOSLACK_INSTANCE``, ``NANOSLACK_CHANNEL``, ``NANOSLACK_THREAD_TS`` (empty in a
+  DM), ``NANOSLACK_SENDER`` (``slack:U…`` or ``slack:bot:B…``),
+  ``NANOSLACK_WRAPPING_UP`` (``1``/``0``), and two additions:
+  ``NANOSLACK_NAME`` (the display name the prompt addresses) and
+  ``NANOSLACK_SYSTEM_PROMPT_FILE`` (path of a file holding the teammate's system
+  prompt, persona first; removed after the turn). The system prompt is not on stdin
+  so that a program that only wants the conversation can read stdin as is, and it
+  is a file, not a variable, because a long persona can exceed the kernel's limit on
+  one environment string.
+- **stdout**: the reply. A line ``---`` separates posts; each post is stripped and
+  empty ones are dropped; no output is silence.
+- **exit status**: non-zero is a failed turn (nothing posted): the error carries the
+  exit code and the last 200 characters of stderr, tokens scrubbed.
+- **timeout** (default 120 s): the whole process group is killed (the shell *and*
+  whatever it started) and the turn fails. A cancelled turn kills it the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+from collections.abc import Mapping
+from contextlib import suppress
+from pathlib import Path
+
+import structlog
+
+from nanoslack.agents.prompt import render_prompt
+from nanoslack.agents.redact import tail
+from nanoslack.agents.types import Reply, Turn, TurnFailed
+
+log = structlog.get_logger("nanoslack.agents")
+
+DEFAULT_TIMEOUT_S = 120.0
+SEPARATOR = "---"
+STDERR_TAIL = 200
+
+
+def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env.update(
+        NANOSLACK_INSTANCE=turn.instance,
+        NANOSLACK_CHANNEL=turn.channel,
+        NANOSLACK_THREAD_TS=turn.thread_ts,
+        NANOSLACK_SENDER=turn.sender_id,
+        NANOSLACK_WRAPPING_UP="1" if turn.wrapping_up else "0",
+        NANOSLACK_NAME=turn.name,
+        NANOSLACK_SYSTEM_PROMPT_FILE=str(system_prompt_file),
+    )
+    return env
+
+
+def split_posts(stdout: str) -> tuple[str, ...]:
+    posts: list[list[str]] = [[]]
+    for line in stdout.splitlines():
+        if line.rstrip() == SEPARATOR:
+            posts.append([])
+        else:
+            posts[-1].append(line)
+    texts = ("\n".join(lines).strip() for lines in posts)
+    return tuple(text for text in texts if text)
+
+
+class CommandAgent:
+    name = "command"
+
+    def __init__(self, command: str, *, timeout: float = DEFAULT_TIMEOUT_S, instance: str) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.instance = instance
+
+    def __repr__(self) -> str:
+        return f"<CommandAgent instance={self.instance} timeout={self.timeout}>"
+
+    async def run(self, turn: Turn) -> Reply:
+        with tempfile.TemporaryDirectory(prefix="nanoslack-turn-") as tmp:
+            system_file = Path(tmp) / "system.md"
+            system_file.write_text(turn.system, encoding="utf-8")
+            stdout, stderr, code = await self._execute(render_prompt(turn), turn_env(turn, system_file))
+        if code != 0:
+            reason = tail(stderr, STDERR_TAIL)
+            log.warning("agent command failed", instance=self.instance, exit_code=code, stderr=reason)
+            raise TurnFailed(f"agent command exited with {code}" + (f": {reason}" if reason else ""))
+        posts = split_posts(stdout)
+        log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts))
+        return Reply(posts)
+
+    async def _execute(self, stdin: str, env: dict[str, str]) -> tuple[str, str, int]:
+        proc = await asyncio.create_subprocess_shell(
+            self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            # Own process group: on timeout we kill the shell's children too, which
+            # would otherwise keep running and hold the stdout pipe open.
+            start_new_session=True,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin.encode("utf-8")), self.timeout)
+        except TimeoutError:
+            await _kill_group(proc)
+            log.warning("agent command timed out", instance=self.instance, timeout_s=self.timeout)
+            raise TurnFailed(f"agent command timed out after {self.timeout:g} s") from None
+        except BaseException:
+            await _kill_group(proc)  # cancelled turn (halt, shutdown): leave nothing behind
+            raise
+        code = proc.returncode if proc.returncode is not None else -1
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with suppress(ProcessLookupError):
+        proc.kill()
+    with suppress(asyncio.CancelledError, Exception):
+        await asyncio.wait_for(proc.wait(), 5.0)

@@ -1,0 +1,123 @@
+"""What the two LLM back ends share: the posting contract, the budget, the request loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import structlog
+
+from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, post_json_with_retries, safe_url
+from nanoslack.agents.prompt import render_prompt
+from nanoslack.agents.types import Reply, Turn, TurnFailed
+from nanoslack.agents.usage import MemoryLedger, TokenLedger, check_budget, record_usage
+from nanoslack.config import Secret
+
+log = structlog.get_logger("nanoslack.agents")
+
+SEND_MESSAGE = "send_message"
+SEND_MESSAGE_DESCRIPTION = (
+    "Post one message to the Slack conversation you are in. Call it once per message you "
+    "want people to see (at most 3). Not calling it means you stay silent."
+)
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "description": "The message text (Slack mrkdwn)."}},
+    "required": ["text"],
+}
+# Appended to the teammate's system prompt by the LLM back ends only: command and
+# script agents answer on stdout / from rules and need no such rule.
+POSTING_RULES = (
+    "How to post: call the send_message tool to post to the conversation, once per message. "
+    "Your plain text is private scratch that nobody sees. Not calling send_message is "
+    "silence, and silence is fine when you have nothing useful to add. Mention a teammate "
+    "as @name to hand over to them."
+)
+
+
+def system_text(turn: Turn) -> str:
+    return f"{turn.system.rstrip()}\n\n{POSTING_RULES}" if turn.system.strip() else POSTING_RULES
+
+
+def as_int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def post_text(args: object, instance: str) -> str | None:
+    """The ``text`` argument of one send_message call, or None (logged) when unusable."""
+    if isinstance(args, dict) and isinstance(args.get("text"), str):
+        text = args["text"].strip()
+        return text or None
+    log.warning("send_message call malformed", instance=instance, arguments_type=type(args).__name__)
+    return None
+
+
+class LLMAgent:
+    """Base of ``OpenAIAgent``/``AnthropicAgent``: budget, one request, usage, posts."""
+
+    name = "llm"
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        url: str,
+        api_key: str | None,
+        model: str,
+        instance: str,
+        ledger: TokenLedger | None = None,
+        daily_tokens: int | None = None,
+        attempts: int = DEFAULT_ATTEMPTS,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.model = model
+        self.instance = instance
+        self.daily_tokens = daily_tokens
+        # A cap with no ledger would never bite: count in memory for this process then.
+        self.ledger = ledger if ledger is not None or daily_tokens is None else MemoryLedger()
+        self.attempts = attempts
+        self._sleep = sleep
+        self._key = Secret(api_key or "")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} instance={self.instance} model={self.model} url={safe_url(self.url)}>"
+
+    def headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def request_body(self, turn: Turn) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def tokens(self, body: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    async def run(self, turn: Turn) -> Reply:
+        check_budget(self.ledger, self.instance, self.daily_tokens)
+        body = await post_json_with_retries(
+            self.client,
+            self.url,
+            self.request_body(turn),
+            self.headers(),
+            attempts=self.attempts,
+            sleep=self._sleep,
+            secrets=(self._key.reveal(),),
+        )
+        try:
+            # Count first: tokens spent on an answer we cannot read are still spent.
+            tokens = self.tokens(body)
+            record_usage(self.ledger, self.instance, tokens)
+            posts = self.posts(body)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise TurnFailed(f"{self.name} response has an unexpected shape ({type(exc).__name__})") from exc
+        log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts), tokens=tokens)
+        return Reply(posts, tokens)
+
+    @staticmethod
+    def prompt(turn: Turn) -> str:
+        return render_prompt(turn)

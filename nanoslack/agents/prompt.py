@@ -1,0 +1,63 @@
+"""The user-side turn prompt (DESIGN §5 "Room turn"): what every back end is shown.
+
+::
+
+    [Group chat: "C0ROOM" - with alice, eli, fay]
+    alice: @dana can you plan the release?
+    eli: I can take the build.
+      (a second line of eli's message is indented)
+    It's your turn, dana.
+    The room is wrapping up: reply only if essential.
+
+The header lists the *other* members (the agent is told its own name on the last
+line); a DM reads ``[Direct message with alice]``. The last line appears only when
+``turn.wrapping_up``.
+"""
+
+from __future__ import annotations
+
+from nanoslack.agents.types import Line, Turn
+
+DM_ROOM = "DM"
+WRAPPING_UP_CUE = "The room is wrapping up: reply only if essential."
+CONTINUATION_INDENT = "  "
+
+
+def is_dm(turn: Turn) -> bool:
+    return turn.room.strip().upper() == DM_ROOM
+
+
+def _others(turn: Turn) -> list[str]:
+    return [m for m in turn.members if m not in (turn.name, turn.instance)]
+
+
+def header(turn: Turn) -> str:
+    others = _others(turn)
+    if is_dm(turn):
+        # A DM whose member list was not resolved still names the person talking.
+        who = ", ".join(others) or _last_human(turn) or "someone"
+        return f"[Direct message with {who}]"
+    if not others:
+        return f"[{turn.room}]"
+    return f"[{turn.room} - with {', '.join(others)}]"
+
+
+def _last_human(turn: Turn) -> str:
+    humans = [line.sender_name for line in turn.transcript if not line.from_bot]
+    return humans[-1] if humans else ""
+
+
+def render_line(line: Line) -> str:
+    first, *rest = line.text.splitlines() or [""]
+    # Indenting continuation lines keeps "name: text" unambiguous when a message
+    # itself contains something that looks like "bob: hi" on a new line.
+    return "\n".join([f"{line.sender_name}: {first}", *(CONTINUATION_INDENT + r for r in rest)])
+
+
+def render_prompt(turn: Turn) -> str:
+    lines = [header(turn)]
+    lines.extend(render_line(line) for line in turn.transcript)
+    lines.append(f"It's your turn, {turn.name}.")
+    if turn.wrapping_up:
+        lines.append(WRAPPING_UP_CUE)
+    return "\n".join(lines)

@@ -1,0 +1,203 @@
+"""``script`` back end: deterministic replies from a rules file (the demo, tests).
+
+The rules file is JSON::
+
+    {
+      "crew": ["dana", "eli", "fay"],
+      "rules": [
+        {"match": "@{name}\\\\b", "from": "human",
+         "reply": ["On it, {sender}.", "@{next}, can you draft it?"]},
+        {"match": "@{name}\\\\b", "from": "bot",
+         "reply": "Thanks {sender}.", "when_wrapping_up": null}
+      ],
+      "default": null
+    }
+
+- The rules look at the **last line** of the transcript (the newest message). The
+  first rule whose ``match`` (a regular expression, ``re.search``, case-insensitive;
+  default: matches anything) is found in its text and whose ``from`` (``human``,
+  ``bot`` or ``any``, default ``any``) fits its sender answers.
+- ``reply``: one post (a string) or several (a list); ``null`` or ``[]`` is silence.
+- ``when_wrapping_up`` (optional): the reply used instead when the turn carries the
+  wrapping-up cue (``null``/``[]`` = stay silent). Without it the rule answers as usual.
+- ``default``: the reply when no rule matches (``null`` = silence, the default).
+- Placeholders in ``reply``/``when_wrapping_up``/``default``: ``{sender}`` (the last
+  line's sender name), ``{name}`` (my display name), ``{next}`` (the teammate after
+  me, see below), ``{text}`` (the last line's text). In ``match``, ``{name}`` stands
+  for my name, regex-escaped. Other braces are left as they are.
+- ``{next}``: the next name after mine in ``crew`` (cycling, skipping me and, when
+  the room's members are known, names not in the room); without ``crew``, the next
+  name after mine in the room's member list. A crew hands off round-robin this way.
+
+The file is re-read when it changes, so a demo can be edited while the fleet runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from nanoslack.agents.types import Line, Reply, Turn, TurnFailed
+
+log = structlog.get_logger("nanoslack.agents")
+
+SENDER_KINDS = ("human", "bot", "any")
+_PLACEHOLDER_RE = re.compile(r"\{(sender|name|next|text)\}")
+
+Posts = tuple[str, ...]
+
+
+class RulesError(ValueError):
+    """The rules file cannot be used; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    match: str
+    sender: str
+    reply: Posts
+    wrapping_up: Posts | None  # None: no special wrap-up answer
+
+    def fits(self, line: Line, name: str) -> bool:
+        if self.sender == "human" and line.from_bot or self.sender == "bot" and not line.from_bot:
+            return False
+        pattern = self.match.replace("{name}", re.escape(name))
+        return re.search(pattern, line.text, re.IGNORECASE) is not None
+
+
+@dataclass(frozen=True)
+class Rules:
+    rules: tuple[Rule, ...]
+    default: Posts
+    crew: tuple[str, ...]
+
+
+def _posts(value: Any, where: str) -> Posts:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise RulesError(f"{where}: expected a string, a list of strings or null")
+
+
+def _rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, dict):
+        raise RulesError(f"{where}: expected an object")
+    match = raw.get("match", "")
+    sender = raw.get("from", "any")
+    if not isinstance(match, str):
+        raise RulesError(f"{where}.match: expected a regular expression string")
+    try:
+        re.compile(match.replace("{name}", "x"))
+    except re.error as exc:
+        raise RulesError(f"{where}.match: not a valid regular expression ({exc})") from exc
+    if sender not in SENDER_KINDS:
+        raise RulesError(f"{where}.from: expected one of {', '.join(SENDER_KINDS)}")
+    wrapping = (
+        _posts(raw["when_wrapping_up"], f"{where}.when_wrapping_up") if "when_wrapping_up" in raw else None
+    )
+    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping)
+
+
+def parse_rules(data: Any, source: str = "rules") -> Rules:
+    if not isinstance(data, dict):
+        raise RulesError(f"{source}: expected a JSON object with a 'rules' list")
+    raw_rules = data.get("rules", [])
+    if not isinstance(raw_rules, list):
+        raise RulesError(f"{source}: 'rules' must be a list")
+    crew = data.get("crew", [])
+    if not isinstance(crew, list) or not all(isinstance(c, str) for c in crew):
+        raise RulesError(f"{source}: 'crew' must be a list of names")
+    rules = tuple(_rule(r, f"{source}: rules[{i}]") for i, r in enumerate(raw_rules))
+    return Rules(rules, _posts(data.get("default"), f"{source}: default"), tuple(crew))
+
+
+def load_rules(path: Path) -> Rules:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RulesError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise RulesError(f"{path}: not valid JSON ({exc})") from exc
+    return parse_rules(data, str(path))
+
+
+def next_teammate(turn: Turn, crew: tuple[str, ...]) -> str:
+    me = {turn.name, turn.instance}
+    ring = list(crew or turn.members)
+    if crew and turn.members:
+        ring = [n for n in ring if n in turn.members or n in me]
+    mine = next((i for i, n in enumerate(ring) if n in me), -1)
+    for step in range(1, len(ring) + 1):
+        candidate = ring[(mine + step) % len(ring)]
+        if candidate not in me:
+            return candidate
+    return ""
+
+
+def choose(rules: Rules, turn: Turn) -> Posts:
+    """The raw (unfilled) posts the rules give for this turn."""
+    if not turn.transcript:
+        return rules.default
+    last = turn.transcript[-1]
+    for rule in rules.rules:
+        if rule.fits(last, turn.name):
+            if turn.wrapping_up and rule.wrapping_up is not None:
+                return rule.wrapping_up
+            return rule.reply
+    return rules.default
+
+
+def fill(template: str, turn: Turn, crew: tuple[str, ...]) -> str:
+    last = turn.transcript[-1] if turn.transcript else None
+    values = {
+        "sender": last.sender_name if last else "",
+        "name": turn.name,
+        "next": next_teammate(turn, crew),
+        "text": last.text if last else "",
+    }
+    return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], template)
+
+
+class ScriptAgent:
+    name = "script"
+
+    def __init__(self, rules_path: Path | str, *, instance: str) -> None:
+        self.rules_path = Path(rules_path)
+        self.instance = instance
+        self._stamp: tuple[int, int] | None = None
+        self._rules = self._load()  # raises RulesError: the caller reports it at start
+
+    def __repr__(self) -> str:
+        return f"<ScriptAgent instance={self.instance} rules={self.rules_path}>"
+
+    def _load(self) -> Rules:
+        stat = self.rules_path.stat() if self.rules_path.exists() else None
+        rules = load_rules(self.rules_path)
+        self._stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
+        return rules
+
+    def _current(self) -> Rules:
+        try:
+            stat = self.rules_path.stat()
+        except OSError:
+            return self._rules  # the file went away mid-run: keep answering as before
+        if (stat.st_mtime_ns, stat.st_size) != self._stamp:
+            try:
+                self._rules = self._load()
+            except RulesError as exc:
+                raise TurnFailed(str(exc)) from exc
+            log.info("script rules reloaded", instance=self.instance, path=str(self.rules_path))
+        return self._rules
+
+    async def run(self, turn: Turn) -> Reply:
+        rules = self._current()
+        posts = (fill(t, turn, rules.crew).strip() for t in choose(rules, turn))
+        return Reply(tuple(p for p in posts if p))

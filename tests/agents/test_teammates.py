@@ -1,0 +1,113 @@
+"""Teammates: SOUL.md + AGENTS.md + shared skills → the system prompt (DESIGN §5)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from nanoslack.agents import load_teammate
+from nanoslack.agents.teammates import split_front_matter
+
+REPO_TEAMMATES = Path(__file__).resolve().parents[2] / "teammates"
+
+
+@pytest.fixture
+def crew(tmp_path: Path) -> Path:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text(
+        '---\nrole: planner\nemoji: "🧭"\n---\nYou are Dana, the planner.\n', encoding="utf-8"
+    )
+    (tmp_path / "dana" / "AGENTS.md").write_text("Hand work over with @name.\n", encoding="utf-8")
+    skills = tmp_path / "_skills"
+    skills.mkdir()
+    (skills / "review.md").write_text("\n# Review: look for failure paths\n\nDetails.\n", encoding="utf-8")
+    (skills / "handoff.md").write_text("Handoff: one @name, one ask\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_front_matter_gives_role_and_emoji_and_stays_out_of_the_persona(crew: Path) -> None:
+    mate = load_teammate(crew, "dana")
+
+    assert (mate.role, mate.emoji) == ("planner", "🧭")
+    assert mate.soul == "You are Dana, the planner."
+    assert not mate.is_default
+    assert mate.folder == crew / "dana"
+
+
+def test_system_prompt_is_persona_first_then_agents_md_then_skills(crew: Path) -> None:
+    prompt = load_teammate(crew, "dana").system_prompt(crew / "_skills")
+
+    assert prompt.startswith("You are Dana, the planner.")
+    assert prompt.index("Dana, the planner") < prompt.index("Hand work over") < prompt.index("Skills")
+    assert "role:" not in prompt
+
+
+def test_skills_are_listed_by_name_and_first_non_empty_line(crew: Path) -> None:
+    prompt = load_teammate(crew, "dana").system_prompt(crew / "_skills")
+
+    assert prompt.endswith(
+        "Skills you can use:\n"
+        "- handoff: Handoff: one @name, one ask\n"
+        "- review: Review: look for failure paths"
+    )
+    assert "Details." not in prompt
+
+
+def test_skills_are_read_fresh_on_every_prompt(crew: Path) -> None:
+    mate = load_teammate(crew, "dana")
+    skills = crew / "_skills"
+    mate.system_prompt(skills)
+
+    (skills / "review.md").write_text("Review: now check naming too\n", encoding="utf-8")
+    (skills / "deploy.md").write_text("Deploy: ship on Tuesdays\n", encoding="utf-8")
+    os.utime(skills / "review.md")
+    prompt = mate.system_prompt(skills)
+
+    assert "- review: Review: now check naming too" in prompt
+    assert "- deploy: Deploy: ship on Tuesdays" in prompt
+    assert "failure paths" not in prompt
+
+
+def test_instance_without_folder_gets_a_default_persona(crew: Path) -> None:
+    mate = load_teammate(crew, "gus")
+
+    assert mate.is_default
+    assert mate.folder is None
+    assert mate.system_prompt(crew / "_skills").startswith("You are gus, a helpful teammate")
+
+
+def test_no_skills_folder_means_no_skills_section(crew: Path) -> None:
+    prompt = load_teammate(crew, "dana").system_prompt(crew / "missing")
+
+    assert "Skills" not in prompt
+
+
+def test_soul_without_front_matter_is_all_persona(tmp_path: Path) -> None:
+    (tmp_path / "eli").mkdir()
+    (tmp_path / "eli" / "SOUL.md").write_text("You are Eli.\nrole: not front matter\n", encoding="utf-8")
+
+    mate = load_teammate(tmp_path, "eli")
+
+    assert mate.role == ""
+    assert mate.soul == "You are Eli.\nrole: not front matter"
+    assert mate.agents_md == ""
+
+
+def test_unclosed_front_matter_is_kept_as_body() -> None:
+    assert split_front_matter("---\nrole: x\nbody") == ({}, "---\nrole: x\nbody")
+
+
+@pytest.mark.parametrize(
+    ("instance", "role"), [("dana", "planner"), ("eli", "engineer"), ("fay", "reviewer")]
+)
+def test_sample_crew_has_distinct_roles_and_shared_skills(instance: str, role: str) -> None:
+    mate = load_teammate(REPO_TEAMMATES, instance)
+    prompt = mate.system_prompt(REPO_TEAMMATES / "_skills")
+
+    assert (mate.role, mate.is_default) == (role, False)
+    assert mate.emoji
+    assert mate.agents_md
+    assert "- handoff: Handoff:" in prompt
+    assert "- review-checklist: Review checklist:" in prompt
