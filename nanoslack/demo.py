@@ -1,9 +1,11 @@
 """``nanoslack demo``: an A2A room played end to end on the embedded Slack emulator.
 
 Everything is real except Slack itself: the fleet (bolt + Socket Mode), the
-guard, the A2A policy, the router, the gate and the SQLite store. Agents (§5)
-are not wired yet, so the demo narrates what each instance decided instead of
-showing replies. ``--serve`` keeps the emulator and the fleet running afterwards.
+guard, the A2A policy, the router, the gate, the SQLite store and the agents, which
+run the ``script`` back end with the sample crew in ``teammates/`` (dana plans, eli
+builds, fay reviews). The demo prints the room as it happens and narrates what each
+instance decided about the messages the guard sees. ``--serve`` keeps the emulator
+and the fleet running afterwards.
 """
 
 from __future__ import annotations
@@ -23,6 +25,39 @@ from nanoslack.logs import configure_logging
 from nanoslack.pipeline import Outcome
 
 MAX_HOPS = 3
+# The sample crew shipped with the repository (SOUL.md, AGENTS.md, script.json each).
+TEAMMATES = Path(__file__).resolve().parent.parent / "teammates"
+
+
+class RoomLog:
+    """Prints the room's messages (threads included) as they appear."""
+
+    def __init__(self, emu: Any, channel: str, names: dict[str, str], out: Callable[[str], None]) -> None:
+        self._emu = emu
+        self._channel = channel
+        self._names = names
+        self._out = out
+        self._seen: set[str] = set()
+
+    def _new(self) -> list[dict[str, Any]]:
+        fresh = [m for m in self._emu.all_messages(self._channel) if m["ts"] not in self._seen]
+        fresh.sort(key=lambda m: float(m["ts"]))
+        for msg in fresh:
+            self._seen.add(msg["ts"])
+            who = self._names.get(msg.get("user", ""), msg.get("user", "?"))
+            text = msg.get("text", "")
+            for uid, name in self._names.items():
+                text = text.replace(f"<@{uid}>", f"@{name}")
+            where = "  ↳ " if msg.get("thread_ts") not in (None, msg["ts"]) else "  "
+            self._out(f"   {where}{who}: {text}")
+        return fresh
+
+    async def until(self, done: Callable[[dict[str, Any]], bool], within: float = 15) -> None:
+        """Print messages until one satisfies ``done``."""
+        await self._emu.wait_for(lambda: any(done(m) for m in self._new()), timeout=within)
+
+    async def settle(self) -> None:
+        self._new()
 
 
 class Narrator:
@@ -37,6 +72,7 @@ class Narrator:
         return [(m, o) for m, o in self.outcomes if m.ts == ts]
 
     def describe(self, ts: str, names: dict[str, str]) -> None:
+        """One line per instance: what the guard, router and gate made of ``ts``."""
         for msg, outcome in sorted(self.about(ts), key=lambda p: p[0].instance):
             who = msg.instance
             if outcome.status == "dropped":
@@ -69,6 +105,8 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
             f"SLACK_A2A_ROOMS={room}",
             f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
             f"SLACK_OWNER={alice.id}",
+            "NANOSLACK_AGENT=script",
+            f"NANOSLACK_TEAMMATES={TEAMMATES}",
         ]
         for app in apps.values():
             suf = env_suffix(app.name)
@@ -76,8 +114,13 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
         (tmp / ".env").write_text("\n".join(env) + "\n")
         narrator = Narrator(out)
         fleet = Fleet(load_settings(tmp / ".env", environ={}), on_outcome=narrator)
+        # dana and fay let every room member in; eli asks alice first (request_approval).
+        for name in ("dana", "fay"):
+            fleet.store.groups.ensure_public_room(platform_id=f"slack:{room}", instance=name)
         names = {f"slack:{alice.id}": "alice", **{f"slack:bot:{a.bot_id}": a.name for a in apps.values()}}
+        by_user = {alice.id: "alice", **{a.bot_user_id: a.name for a in apps.values()}}
         mention = {n: f"<@{a.bot_user_id}>" for n, a in apps.items()}
+        room_log = RoomLog(emu, room, by_user, out)
 
         async def step(title: str, ts: str, expect: int) -> None:
             out(f"\n{title}")
@@ -93,31 +136,30 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
         try:
             await fleet.start()
             out(f"nanoslack demo: alice (owner) with dana, eli and fay in group DM {room}")
-            out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents are not wired yet (§5)")
+            out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents: script back end")
 
-            ts = await emu.post_as_user(alice.id, room, f"{mention['dana']} what's the plan for Friday?")
-            await step("1. alice: @dana what's the plan for Friday?", ts, 3)
-
-            ts = await bot_says("eli", f"{mention['dana']} I have the numbers for Friday")
-            await step("2. eli (a sibling bot): @dana I have the numbers", ts, 2)
+            out("\n1. alice asks dana; the crew hands the work on by @mention")
+            await emu.post_as_user(alice.id, room, f"{mention['dana']} what's the plan for Friday?")
+            await room_log.until(lambda m: m["user"] == apps["dana"].bot_user_id)
             dm = await _wait_approval_dm(emu, alice.id)
-            out(f'     alice got an approval request by DM from dana: "{dm["text"]}"')
-
+            out(f'     hold: awaiting approval — alice got a DM from eli: "{dm["text"]}"')
             await emu.click_button(alice.id, dm["channel"], dm["ts"], APPROVE_ACTION_ID, dm["value"])
-            await emu.wait_for(lambda: _held(tmp) == 0, timeout=10)
-            out("\n3. alice clicks Allow → eli joins dana's agent group; the held message is replayed once")
+            out("     alice clicks Allow → dana joins eli's agent group; the held message is answered once")
+            await room_log.until(lambda m: "closing" in m["text"].lower(), within=30)
 
-            for i in range(MAX_HOPS):
+            out("\n2. the loop guard: eli keeps pinging dana outside any thread")
+            for i in range(MAX_HOPS + 1):
                 ts = await bot_says("eli", f"{mention['dana']} follow-up {i + 1}")
-                await step(f"4.{i + 1} eli: @dana follow-up {i + 1}", ts, 2)
+                await step(f"2.{i + 1} eli: @dana follow-up {i + 1}", ts, 2)
 
-            ts = await emu.post_as_user(alice.id, room, "thanks both, carry on")
-            await step("5. alice: thanks both, carry on   (a human speaks: hop counts reset)", ts, 3)
+            ts = await emu.post_as_user(alice.id, room, "thanks all, carry on")
+            await step("3. alice: thanks all, carry on   (a human speaks: hop counts reset)", ts, 3)
             ts = await bot_says("eli", f"{mention['dana']} back to it")
-            await step("6. eli: @dana back to it", ts, 2)
+            await step("4. eli: @dana back to it", ts, 2)
 
             ts = await bot_says("eli", f"{mention['dana']} psst, over here", channel=side)
-            await step(f"7. eli in another group DM ({side}), not in SLACK_A2A_ROOMS", ts, 1)
+            await step(f"5. eli in another group DM ({side}), not in SLACK_A2A_ROOMS", ts, 1)
+            await room_log.settle()
 
             out('\nmessaging groups (scripts/q.py DB "SELECT … FROM messaging_groups"):')
             for row in fleet.store.groups.list():

@@ -28,6 +28,7 @@ INSTANCE_NAME_RE = re.compile(r"^[a-z0-9_-]+$")
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_DB = "data/nanoslack.db"
 DEFAULT_TEAMMATES = "teammates"
+DEFAULT_MAX_TURNS = 8
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -77,6 +78,8 @@ class Settings:
     log_format: LogFormat
     env_file: Path
     teammates_dir: Path
+    # Agent calls running at once, fleet-wide (NANOSLACK_MAX_TURNS).
+    max_turns: int = 8
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -85,10 +88,6 @@ class Settings:
     def value(self, key: str) -> str | None:
         """A key of the merged view; empty counts as unset."""
         return self.env.get(key) or None
-
-    def instance_value(self, base: str, name: str) -> str | None:
-        """``<base>_<SUF>`` for instance ``name``, falling back to the bare ``<base>``."""
-        return self.value(instance_key(base, name)) or self.value(base)
 
     def instance(self, name: str) -> InstanceSettings | None:
         return next((i for i in self.instances if i.name == name), None)
@@ -119,6 +118,16 @@ def _parse_choice(env: Mapping[str, str], key: str, choices: Iterable[str], defa
     if value in options:
         return value
     warn_malformed(log, key, raw, " or ".join(options), default)
+    return default
+
+
+def _positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    warn_malformed(log, key, raw, "an integer > 0", default)
     return default
 
 
@@ -267,6 +276,7 @@ def load_settings(
         log_format=cast(LogFormat, _parse_choice(env, "LOG_FORMAT", LOG_FORMATS, "console", log)),
         env_file=path,
         teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
+        max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -9,12 +9,14 @@ from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
-from nanoslack.config import InstanceSettings, Settings
+from nanoslack.agents import Agent, build_agent, make_http_client
+from nanoslack.config import ConfigError, InstanceSettings, Settings
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
 from nanoslack.store import Store
+from nanoslack.turns import StoreLedger, TurnOptions
 
 log = get_logger(__name__)
 
@@ -26,38 +28,78 @@ class Fleet:
         *,
         store: Store | None = None,
         socket: SocketOptions | None = None,
+        turns: TurnOptions | None = None,
         on_pending: Callable[[Inbound], None] | None = None,
         on_outcome: Callable[[Inbound, Outcome], None] | None = None,
     ) -> None:
         self.settings = settings
         self._own_store = store is None
         self.store = store or Store.open(settings.db_url)
-        a2a = settings.a2a_source()
+        self._a2a = settings.a2a_source()
+        self.instances: dict[str, InstanceRuntime] = {}
         self._shared = Shared(
             store=self.store,
             api_url=settings.api_url,
             owners=settings.owners,
             hop_scope=settings.hop_scope,
-            a2a_config=a2a.get,
+            a2a_config=self._a2a.get,
             socket=socket or SocketOptions(),
+            teammates_dir=settings.teammates_dir,
+            turn_limiter=asyncio.Semaphore(settings.max_turns),
+            siblings=self._siblings,
+            turns=turns or TurnOptions(),
             on_pending=on_pending,
             on_outcome=on_outcome,
         )
-        self.instances: dict[str, InstanceRuntime] = {}
+        # One HTTP client for every LLM back end of the fleet (connection reuse).
+        self._http = make_http_client()
+        self._ledger = StoreLedger(self.store)
         self._stopping = asyncio.Event()
+
+    def _siblings(self) -> dict[str, str]:
+        return {name: rt.identity.bot_user_id for name, rt in self.instances.items()}
 
     async def start(self) -> list[str]:
         """Connect every instance that can run; the others are logged and skipped."""
         _disable_bolt_env_magic()
-        started = await asyncio.gather(*(self._start_one(inst) for inst in self.settings.instances))
+        a2a = self._a2a.get()  # read now: a malformed value is warned about at start
+        agents = {inst.name: self._agent_for(inst.name) for inst in self.settings.instances}
+        started = await asyncio.gather(
+            *(
+                self._start_one(inst, agent)
+                for inst in self.settings.instances
+                if (agent := agents[inst.name])
+            )
+        )
         names = [name for name in started if name is not None]
-        log.info("fleet started", instances=names, skipped=[n for n, _ in self.settings.skipped])
+        log.info(
+            "fleet started",
+            instances=names,
+            skipped=[n for n, _ in self.settings.skipped] + [n for n, a in agents.items() if a is None],
+            a2a_rooms=sorted(a2a.rooms),
+            max_hops=a2a.max_hops,
+            hop_scope=self.settings.hop_scope,
+            agents={n: a.name for n, a in agents.items() if a is not None and n in names},
+        )
         return names
 
-    async def _start_one(self, settings: InstanceSettings) -> str | None:
+    def _agent_for(self, name: str) -> Agent | None:
+        try:
+            return build_agent(
+                self.settings.value,
+                name,
+                http=self._http,
+                ledger=self._ledger,
+                teammates_dir=self.settings.teammates_dir,
+            )
+        except ConfigError as exc:
+            log.error("instance skipped: agent not configured", instance=name, error=str(exc))
+            return None
+
+    async def _start_one(self, settings: InstanceSettings, agent: Agent) -> str | None:
         name = settings.name
         try:
-            rt = await InstanceRuntime.connect(settings, self._shared)
+            rt = await InstanceRuntime.connect(settings, self._shared, agent)
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
             return None
@@ -78,6 +120,7 @@ class Fleet:
     async def stop(self) -> None:
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
+        await self._http.aclose()
         if self._own_store:
             self.store.close()
         log.info("fleet stopped")

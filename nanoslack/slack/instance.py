@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
@@ -14,6 +15,8 @@ from slack_bolt.middleware.authorization.async_single_team_authorization import 
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from nanoslack.agents import Agent, Teammate, load_teammate
+from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.config import A2AConfig, InstanceSettings
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
@@ -25,6 +28,7 @@ from nanoslack.slack.names import SlackNames
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.socket import install_envelope_handler
 from nanoslack.store import Store
+from nanoslack.turns import TurnDispatcher, TurnOptions
 
 log = get_logger(__name__)
 
@@ -53,6 +57,12 @@ class Shared:
     hop_scope: str
     a2a_config: Callable[[], A2AConfig]
     socket: SocketOptions
+    teammates_dir: Path
+    # Fleet-wide cap on agent calls running at once (NANOSLACK_MAX_TURNS).
+    turn_limiter: asyncio.Semaphore
+    # Every running instance: name → bot user id (``@name`` → ``<@U…>`` in replies).
+    siblings: Callable[[], Mapping[str, str]]
+    turns: TurnOptions = TurnOptions()
     on_pending: Callable[[Inbound], None] | None = None
     on_outcome: Callable[[Inbound, Outcome], None] | None = None
 
@@ -67,21 +77,35 @@ class InstanceRuntime:
         shared: Shared,
         client: AsyncWebClient,
         auth_test: AsyncSlackResponse,
+        agent: Agent,
     ) -> None:
         self.name = settings.name
         self._shared = shared
         self.client = client
         self.identity = _identity(settings.name, auth_test)
         self._poster = Poster(self.name, client, shared.store)
+        names = SlackNames(client, shared.store, shared.siblings)
         self.pipeline = build_pipeline(
             self.identity,
             shared.store,
             owners=shared.owners,
             a2a_config=shared.a2a_config,
             hop_scope=shared.hop_scope,
-            names=SlackNames(client, shared.store),
+            names=names,
             on_outbox=self._poster.wake,
-            on_pending=shared.on_pending,
+            on_pending=self._pending,
+        )
+        self.turns = TurnDispatcher(
+            identity=self.identity,
+            store=shared.store,
+            agent=agent,
+            teammate=_teammate(shared.teammates_dir, self.name),
+            skills_dir=shared.teammates_dir / SKILLS_DIRNAME,
+            directory=names,
+            siblings=shared.siblings,
+            limiter=shared.turn_limiter,
+            on_posts=self._poster.wake,
+            options=shared.turns,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self.group_commit = GroupCommit(self.pipeline.accept_many)
@@ -94,12 +118,18 @@ class InstanceRuntime:
         self._log = log.bind(instance=self.name)
 
     @classmethod
-    async def connect(cls, settings: InstanceSettings, shared: Shared) -> InstanceRuntime:
+    async def connect(cls, settings: InstanceSettings, shared: Shared, agent: Agent) -> InstanceRuntime:
         """Ask Slack who this instance is (``auth.test``; raises when it refuses),
         then build it. Connecting the socket is ``start``."""
         client = make_web_client(settings.bot_token.reveal(), shared.api_url)
         auth_test = await client.auth_test()
-        return cls(settings, shared, client, auth_test)
+        return cls(settings, shared, client, auth_test, agent)
+
+    def _pending(self, msg: Inbound) -> None:
+        """An allowed message is waiting for a turn."""
+        self.turns.wake()
+        if self._shared.on_pending is not None:
+            self._shared.on_pending(msg)
 
     def _socket_handler(
         self, settings: InstanceSettings, auth_test: AsyncSlackResponse
@@ -135,8 +165,10 @@ class InstanceRuntime:
             self._queue.put_nowait(msg)
         if resumed:
             log.info("inbox resumed", instance=self.name, count=len(resumed))
+        self.turns.recover()
         self._tasks = [
             asyncio.create_task(self._work(), name=f"{self.name}-worker"),
+            asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
             asyncio.create_task(self._poster.run(), name=f"{self.name}-poster"),
             asyncio.create_task(self._watchdog(), name=f"{self.name}-watchdog"),
         ]
@@ -151,9 +183,13 @@ class InstanceRuntime:
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
             await self.handler.close_async()  # type: ignore[no-untyped-call]
-        # Let the worker finish what is queued: it is already acked.
+        # Let the worker finish what is queued (it is already acked) and the turns
+        # under way record their replies; what does not finish runs again at start.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout=5.0)
+        await self.turns.drain(within=5.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._poster.drain(), timeout=5.0)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -205,6 +241,8 @@ class InstanceRuntime:
             log.info("approval click refused", instance=self.name, user=user, reason=str(exc))
             return
         self._poster.wake()
+        if decision.released:
+            self.turns.wake()
         log.info(
             "approval decided",
             instance=self.name,
@@ -252,6 +290,17 @@ def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse) -> No
             middleware.auth_test_result = auth_test
             return
     log.warning("bolt authorization cache not seeded", reason="middleware not found")
+
+
+def _teammate(teammates_dir: Path, instance: str) -> Teammate:
+    teammate = load_teammate(teammates_dir, instance)
+    if teammate.is_default:
+        log.warning(
+            "teammate missing: using the default persona",
+            instance=instance,
+            folder=str(teammates_dir / instance),
+        )
+    return teammate
 
 
 def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -15,14 +16,27 @@ from nanoslack.store import Store
 log = get_logger(__name__)
 
 
-class SlackNames:
-    """Implements ``pipeline.NameResolver`` with ``bots.info`` and ``users.info``."""
+# A room's member list is asked of Slack again after this long (people join and leave).
+MEMBERS_TTL_S = 300.0
 
-    def __init__(self, client: AsyncWebClient, store: Store) -> None:
+
+class SlackNames:
+    """Implements ``pipeline.NameResolver`` (sender names, with ``bots.info`` and
+    ``users.info``) and ``turns.RoomDirectory`` (who is in a room, by name)."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        store: Store,
+        siblings: Callable[[], Mapping[str, str]] = dict,
+    ) -> None:
         self._client = client
         self._store = store
+        # The fleet's instances (name → bot user id): named without asking Slack.
+        self._siblings = siblings
         # Ids we already looked up this run (found or not): one Slack call per sender.
         self._asked: set[str] = set()
+        self._members: dict[str, tuple[float, tuple[str, ...]]] = {}
 
     async def ensure_many(self, msgs: Sequence[Inbound]) -> None:
         for msg in msgs:
@@ -47,6 +61,36 @@ class SlackNames:
             sender, kind="bot" if msg.is_bot else "human", display_name=name, slack_user_id=msg.user
         )
 
+    def name_of_user(self, slack_user_id: str) -> str | None:
+        for name, user_id in self._siblings().items():
+            if user_id == slack_user_id:
+                return name
+        return self._store.users.name_by_slack_user(slack_user_id)
+
+    async def member_names(self, channel: str) -> tuple[str, ...]:
+        cached = self._members.get(channel)
+        if cached is not None and time.monotonic() - cached[0] < MEMBERS_TTL_S:
+            return cached[1]
+        try:
+            resp = await self._client.conversations_members(channel=channel, limit=200)
+            ids = [str(m) for m in resp.get("members") or []]
+        except Exception as exc:  # the prompt can do without the member list
+            log.info("room members lookup failed", channel=channel, error=type(exc).__name__)
+            return ()
+        names = tuple([await self._user_name(uid) for uid in ids])
+        self._members[channel] = (time.monotonic(), names)
+        return names
+
+    async def _user_name(self, slack_user_id: str) -> str:
+        known = self.name_of_user(slack_user_id)
+        if known:
+            return known
+        try:
+            resp = await self._client.users_info(user=slack_user_id)
+        except Exception:
+            return slack_user_id
+        return _display_name(resp.get("user") or {}) or slack_user_id
+
     async def _lookup(self, msg: Inbound) -> str | None:
         try:
             if msg.is_bot and msg.bot_id:
@@ -55,16 +99,17 @@ class SlackNames:
                 return _str(bot.get("name"))
             if msg.user:
                 resp = await self._client.users_info(user=msg.user)
-                user: dict[str, Any] = resp.get("user") or {}
-                profile: dict[str, Any] = user.get("profile") or {}
-                return (
-                    _str(profile.get("display_name")) or _str(user.get("real_name")) or _str(user.get("name"))
-                )
+                return _display_name(resp.get("user") or {})
         except SlackApiError as exc:
             log.info("sender name lookup failed", sender=msg.sender, error=exc.response.get("error"))
         except Exception as exc:  # a name is a nicety: never fail a message over it
             log.info("sender name lookup failed", sender=msg.sender, error=type(exc).__name__)
         return None
+
+
+def _display_name(user: dict[str, Any]) -> str | None:
+    profile: dict[str, Any] = user.get("profile") or {}
+    return _str(profile.get("display_name")) or _str(user.get("real_name")) or _str(user.get("name"))
 
 
 def _str(value: object) -> str | None:

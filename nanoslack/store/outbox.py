@@ -36,6 +36,12 @@ _IN_DOUBT = text(
     f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
 )
 _REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
+# What an instance already said in a thread: its next turn's transcript shows it.
+_SENT_POSTS = text(
+    "SELECT posted_ts, text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
+    " AND posted_channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND posted_ts > :since"
+    " ORDER BY posted_ts DESC LIMIT :limit"
+)
 _BY_KEY = text(f"SELECT {_COLUMNS} FROM outbox WHERE dedupe_key = :key")
 _SENT = text(
     "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
@@ -178,6 +184,21 @@ class Outbox:
     def mark_failed(self, outbox_id: int, error: str, final: bool) -> None:
         with self._db.transaction() as conn:
             conn.execute(_FAILED, {"id": outbox_id, "error": error[:500], "final": final})
+
+    def sent_posts(
+        self, instance: str, channel: str, thread_ts: str, since_ts: str | None, *, limit: int = 50
+    ) -> list[tuple[str, str]]:
+        """``(ts, text)`` of this instance's posts in a thread after ``since_ts``, oldest first."""
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "since": since_ts or "",
+            "limit": limit,
+        }
+        with self._db.transaction() as conn:
+            rows = conn.execute(_SENT_POSTS, params).all()
+        return [(str(r[0]), str(r[1])) for r in reversed(rows)]
 
     def cancel(self, dedupe_key: str) -> bool:
         """Withdraw a post that has not gone out yet (e.g. a request already answered)."""

@@ -14,6 +14,10 @@ UserKind = Literal["human", "bot"]
 
 _COLUMNS = "id, kind, display_name, slack_user_id, created_at, updated_at"
 _GET = text(f"SELECT {_COLUMNS} FROM users WHERE id = :id")
+_BY_SLACK_USER = text(
+    "SELECT display_name FROM users WHERE slack_user_id = :uid AND display_name IS NOT NULL"
+    " ORDER BY updated_at DESC LIMIT 1"
+)
 # A later sighting may learn a name (bots.info) but must never erase one: the edge
 # resolves names, the router only makes sure the row exists.
 _ENSURE = text(
@@ -55,6 +59,12 @@ class Users:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": user_id}).first()
         return _row(r) if r else None
+
+    def name_by_slack_user(self, slack_user_id: str) -> str | None:
+        """The display name of whoever posts as this Slack user id (a bot's user id too)."""
+        with self._db.transaction() as conn:
+            value = conn.execute(_BY_SLACK_USER, {"uid": slack_user_id}).scalar()
+        return None if value is None else str(value)
 
     def ensure(
         self,

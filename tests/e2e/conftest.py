@@ -41,7 +41,13 @@ class Recorder:
         return [(m, o.reason) for i, m, o in self.outcomes if o.status == "dropped" and instance in (None, i)]
 
 
+# The agent every test fleet runs unless a test names another: a command that says
+# nothing, so turns run (and are recorded) but post nothing.
+SILENT_AGENT = {"NANOSLACK_AGENT": "command", "NANOSLACK_AGENT_COMMAND": "true"}
+
+
 def env_lines(emu: Emulator, apps: list[App], db: Path, **extra: str) -> str:
+    extra = {**SILENT_AGENT, **extra}
     lines = [f"SLACK_API_URL={emu.api_url}", f"NANOSLACK_DB={db}"]
     names = [a.name for a in apps]
     lines.append("SLACK_INSTANCES=" + ",".join(names))

@@ -66,6 +66,22 @@ def test_demo_plays_the_room_end_to_end_and_exits_cleanly(tmp_path: Path) -> Non
     out = done.stdout
     assert "hold: awaiting approval" in out
     assert "alice clicks Allow" in out
+    # The script agents answer in the thread, each handing on to the next by @mention.
+    assert "dana: On it, alice." in out and "@eli" in out
+    assert "eli: First cut" in out and "fay: Reviewed" in out
     assert "dropped — hop limit reached" in out
     assert "dropped — room not in SLACK_A2A_ROOMS" in out
     assert "xoxb-" not in out and "xapp-" not in out
+
+
+def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "SLACK_INSTANCES=gh-bot\nSLACK_BOT_TOKEN_GH_BOT=xoxb-emu-gh-1\nSLACK_APP_TOKEN_GH_BOT=xapp-emu-gh-1\n"
+        "SLACK_API_URL=http://127.0.0.1:9/api/\n"
+    )
+    done = nanoslack("run", cwd=tmp_path)
+    assert done.returncode == 1
+    out = done.stderr + done.stdout
+    assert "instance skipped: agent not configured" in out
+    assert "NANOSLACK_AGENT_GH_BOT" in out
+    assert "xoxb-emu-gh-1" not in out and "xapp-emu-gh-1" not in out

@@ -148,13 +148,12 @@ def test_env_file_defaults_to_the_working_directory(tmp_path: Path, monkeypatch:
     assert settings.a2a.rooms == {"G0A"}
 
 
-def test_instance_value_prefers_the_suffixed_key_and_falls_back_to_the_bare_one(tmp_path: Path) -> None:
-    environ = {"NANOSLACK_AGENT": "openai", "NANOSLACK_AGENT_GH_BOT": "command", "NANOSLACK_AGENT_ELI": ""}
-    settings = load_settings(tmp_path / ".env", environ)
-    assert settings.instance_value("NANOSLACK_AGENT", "gh-bot") == "command"
-    assert settings.instance_value("NANOSLACK_AGENT", "eli") == "openai"
-    assert settings.instance_value("NANOSLACK_AGENT", "default") == "openai"
-    assert settings.instance_value("NANOSLACK_MODEL", "eli") is None
+def test_max_turns_takes_a_positive_integer_and_warns_on_anything_else(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / ".env", {}).max_turns == 8
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_MAX_TURNS": "3"}).max_turns == 3
+    with capture_logs() as logs:
+        assert load_settings(tmp_path / ".env", {"NANOSLACK_MAX_TURNS": "lots"}).max_turns == 8
+    assert any(e.get("key") == "NANOSLACK_MAX_TURNS" for e in logs)
 
 
 # -- values and defaults -------------------------------------------------------------------------

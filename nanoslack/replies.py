@@ -1,0 +1,103 @@
+"""An agent's reply made ready for Slack (DESIGN §5): pure text work, no I/O.
+
+- ``@<instance>`` naming a sibling bot becomes a real ``<@U…>`` mention, so a
+  handoff always wakes the addressee (a plain ``@eli`` is just text to Slack);
+- at most ``MAX_POSTS`` posts a turn;
+- a post longer than Slack takes is split on paragraph, then line boundaries,
+  never inside a ``<…>`` token, and a code fence cut in two is closed and reopened.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+MAX_POSTS = 3
+# Slack recommends text of at most 4,000 characters; leave room for a reopened fence.
+MAX_CHARS = 3_900
+FENCE = "```"
+
+_HANDLE = re.compile(r"(?<![<\w@])@([a-z0-9_-]+)\b")
+
+
+def link_mentions(text: str, siblings: Mapping[str, str]) -> str:
+    """``@eli`` → ``<@U0ELI>`` for each sibling (instance name → bot user id)."""
+    if not siblings:
+        return text
+
+    def replace(m: re.Match[str]) -> str:
+        user_id = siblings.get(m.group(1).lower())
+        return f"<@{user_id}>" if user_id else m.group(0)
+
+    return _HANDLE.sub(replace, text)
+
+
+def prepare_posts(
+    posts: Sequence[str],
+    siblings: Mapping[str, str],
+    *,
+    max_posts: int = MAX_POSTS,
+    max_chars: int = MAX_CHARS,
+) -> list[str]:
+    """The messages to send for one turn, in order: linked, capped, split."""
+    kept = [p.strip() for p in posts if p.strip()][:max_posts]
+    out: list[str] = []
+    for post in kept:
+        out.extend(split_text(link_mentions(post, siblings), max_chars))
+    return out
+
+
+def split_text(text: str, limit: int = MAX_CHARS) -> list[str]:
+    if len(text) <= limit:
+        return [text]
+    chunks: list[str] = []
+    current = ""
+    for piece in _pieces(text, limit):
+        if current and len(current) + len(piece) > limit:
+            chunks.append(current)
+            current = ""
+        current += piece
+    if current:
+        chunks.append(current)
+    return _balance_fences([c.strip("\n") for c in chunks if c.strip()])
+
+
+def _pieces(text: str, limit: int) -> list[str]:
+    """Paragraphs (with their separator); a paragraph too long becomes lines, a line
+    too long becomes hard cuts that avoid the inside of a ``<…>`` token."""
+    out: list[str] = []
+    for para in re.split(r"(?<=\n\n)", text):
+        if len(para) <= limit:
+            out.append(para)
+            continue
+        for line in para.splitlines(keepends=True):
+            out.extend([line] if len(line) <= limit else _hard_cuts(line, limit))
+    return out
+
+
+def _hard_cuts(line: str, limit: int) -> list[str]:
+    cuts: list[str] = []
+    while len(line) > limit:
+        at = limit
+        opened, closed = line.rfind("<", 0, at), line.rfind(">", 0, at)
+        if opened > closed and opened > 0:
+            at = opened  # do not cut a mention or link token in half
+        else:
+            space = line.rfind(" ", limit // 2, at)
+            at = space + 1 if space > 0 else at
+        cuts.append(line[:at])
+        line = line[at:]
+    cuts.append(line)
+    return cuts
+
+
+def _balance_fences(chunks: list[str]) -> list[str]:
+    """A chunk that ends inside a code block closes it; the next one reopens it."""
+    out: list[str] = []
+    carry = False
+    for chunk in chunks:
+        text = (FENCE + "\n" + chunk) if carry else chunk
+        open_block = text.count(FENCE) % 2 == 1
+        out.append(text + "\n" + FENCE if open_block else text)
+        carry = open_block
+    return out

@@ -1,0 +1,309 @@
+"""The turn stage (DESIGN §5, step 9 of §3): wake the instance's agent and record its reply.
+
+The pipeline leaves allowed messages ``pending`` in the store; this dispatcher, one
+per instance, turns them into turns:
+
+- woken by the pipeline (``on_pending``), by an approval click, and by a short poll
+  (an approval made by ``nanoslack senders approve`` in another process only shows
+  up in the store);
+- one turn at a time per (instance, thread): messages that arrive during a turn, or
+  that piled up while the fleet was down, are answered together by the next one;
+  turns of different threads and instances run concurrently, under a fleet-wide cap;
+- the agent sees the thread since this instance's last turn there (room context
+  included, never held or refused messages), its own earlier posts among them;
+- the agent's output is recorded in ONE transaction: the turn row, its messages
+  marked ``done`` and one outbox row per post. The poster sends those rows; each post
+  carries its outbox key in Slack metadata, so a crash after Slack took a post but
+  before it was marked sent is reconciled from history, never posted twice. A crash
+  before the output is recorded leaves the messages pending and the turn
+  ``running``; the next start marks it ``abandoned`` and the turn runs again.
+
+No bolt here: names of room members come through ``RoomDirectory``, which the Slack
+edge implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
+from nanoslack.inbound import Identity
+from nanoslack.logs import get_logger
+from nanoslack.replies import prepare_posts
+from nanoslack.store import MessageRow, Store
+from nanoslack.store.turns import utc_day
+
+log = get_logger(__name__)
+
+TURN_EVENT = "nanoslack_turn"
+BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+class RoomDirectory(Protocol):
+    """What the edge knows about a conversation's people."""
+
+    async def member_names(self, channel: str) -> tuple[str, ...]: ...
+
+    def name_of_user(self, slack_user_id: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    poll_interval: float = 1.0
+    max_posts: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadKey:
+    channel: str
+    thread_key: str  # "" in DMs
+
+
+class TurnDispatcher:
+    def __init__(
+        self,
+        *,
+        identity: Identity,
+        store: Store,
+        agent: Agent,
+        teammate: Teammate,
+        skills_dir: Path,
+        directory: RoomDirectory,
+        siblings: Callable[[], Mapping[str, str]],
+        limiter: asyncio.Semaphore,
+        on_posts: Callable[[], None] | None = None,
+        options: TurnOptions | None = None,
+    ) -> None:
+        self.identity = identity
+        self.instance = identity.instance
+        self._store = store
+        self._agent = agent
+        self._teammate = teammate
+        self._skills_dir = skills_dir
+        self._directory = directory
+        self._siblings = siblings
+        self._limiter = limiter
+        self._on_posts = on_posts
+        self._options = options or TurnOptions()
+        self._wake = asyncio.Event()
+        self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def recover(self) -> int:
+        """At start: turns a previous run left ``running`` run again."""
+        abandoned = self._store.turns.abandon_running(self.instance)
+        if abandoned:
+            log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
+        return abandoned
+
+    async def run(self) -> None:
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._options.poll_interval)
+                self._wake.clear()
+                self._schedule()
+        finally:
+            for task in list(self._busy.values()):
+                task.cancel()
+
+    async def drain(self, within: float) -> None:
+        """Wait (at most ``within`` seconds) for the turns under way: a clean stop lets
+        them finish; what does not finish runs again at the next start."""
+        tasks = list(self._busy.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=within)
+
+    def _schedule(self) -> None:
+        for key, msgs in _by_thread(self._store.messages.pending(self.instance)).items():
+            if key in self._busy:
+                continue  # answered by the next turn, once this one is recorded
+            task = asyncio.create_task(self._turn(key, msgs), name=f"{self.instance}-turn")
+            self._busy[key] = task
+            task.add_done_callback(functools.partial(self._turn_ended, key))
+
+    def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
+        self._busy.pop(key, None)
+        self._wake.set()  # messages that came in during the turn
+
+    async def _turn(self, key: ThreadKey, msgs: list[MessageRow]) -> None:
+        async with self._limiter:
+            turn = await self._build(key, msgs)
+            turn_id = self._store.turns.start(
+                instance=self.instance,
+                channel=key.channel,
+                thread_key=key.thread_key,
+                reply_thread_ts=turn.thread_ts,
+                sender_id=turn.sender_id,
+                through_ts=msgs[-1].ts,
+                messages=len(msgs),
+                wrapping_up=turn.wrapping_up,
+            )
+            log.info(
+                "turn started",
+                instance=self.instance,
+                turn=turn_id,
+                channel=key.channel,
+                thread=turn.thread_ts,
+                messages=len(msgs),
+                wrapping_up=turn.wrapping_up,
+            )
+            try:
+                reply = await self._agent.run(turn)
+            except BudgetExhausted as exc:
+                self._record_budget(turn_id, turn, msgs, str(exc))
+            except TurnFailed as exc:
+                self._record_failure(turn_id, msgs, str(exc))
+            except Exception as exc:  # a back-end bug must not stop the instance
+                self._record_failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
+            else:
+                self._record_reply(turn_id, turn, msgs, reply.posts, reply.tokens)
+
+    async def _build(self, key: ThreadKey, msgs: list[MessageRow]) -> Turn:
+        since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
+        rows = self._store.messages.thread(self.instance, key.channel, key.thread_key, since)
+        waking = msgs[-1]
+        reply_thread = key.thread_key  # the waking message's thread; "" in a DM
+        transcript = [self._line(row) for row in rows]
+        transcript += self._own_posts(key, reply_thread, since)
+        transcript.sort(key=lambda line: float(line.ts or 0))
+        members = await self._directory.member_names(key.channel)
+        return Turn(
+            instance=self.instance,
+            name=self.identity.name or self.instance,
+            channel=key.channel,
+            thread_ts=reply_thread,
+            sender_id=waking.sender_id,
+            wrapping_up=any(m.hop_limit > 0 and m.hop >= m.hop_limit for m in msgs),
+            room=_room_label(key),
+            members=members,
+            transcript=tuple(transcript),
+            system=self._teammate.system_prompt(self._skills_dir),
+        )
+
+    def _line(self, row: MessageRow) -> Line:
+        return Line(
+            ts=row.ts,
+            sender_id=row.sender_id,
+            sender_name=self._name(row.sender_id),
+            text=self._readable(row.text),
+        )
+
+    def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:
+        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
+        name = self.identity.name or self.instance
+        return [
+            Line(ts=ts, sender_id=me, sender_name=name, text=self._readable(text))
+            for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
+        ]
+
+    def _name(self, sender_id: str) -> str:
+        user = self._store.users.get(sender_id)
+        if user is not None and user.display_name:
+            return user.display_name
+        return sender_id.removeprefix("slack:bot:").removeprefix("slack:")
+
+    def _readable(self, text: str) -> str:
+        """``<@U0ELI>`` → ``@eli``: the agent addresses people by name."""
+
+        def name(m: re.Match[str]) -> str:
+            found = self._directory.name_of_user(m.group(1))
+            return f"@{found}" if found else m.group(0)
+
+        return _MENTION.sub(name, text)
+
+    # -- recording the outcome ------------------------------------------------------------
+
+    def _record_reply(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], tokens: int
+    ) -> None:
+        texts = prepare_posts(posts, self._siblings(), max_posts=self._options.max_posts)
+        if len(posts) > self._options.max_posts:
+            log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
+        with self._store.transaction():
+            if not self._store.turns.finish(
+                turn_id, "done" if texts else "silent", posts=len(texts), tokens=tokens
+            ):
+                return
+            self._close(msgs)
+            for i, text in enumerate(texts):
+                self._store.outbox.enqueue(
+                    instance=self.instance,
+                    dedupe_key=f"turn:{self.instance}:{turn_id}:{i}",
+                    channel=turn.channel,
+                    thread_ts=turn.thread_ts or None,
+                    text=text,
+                    metadata={"event_type": TURN_EVENT, "event_payload": {"turn": turn_id, "part": i}},
+                )
+        log.info(
+            "turn finished" if texts else "turn silent",
+            instance=self.instance,
+            turn=turn_id,
+            posts=len(texts),
+            tokens=tokens,
+        )
+        if texts and self._on_posts is not None:
+            self._on_posts()
+
+    def _record_failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
+        # The messages are consumed: a back end that fails on them would fail again
+        # on every poll. The turn row keeps the error for `nanoslack turns`.
+        with self._store.transaction():
+            self._store.turns.finish(turn_id, "failed", error=error)
+            self._close(msgs)
+        log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
+
+    def _record_budget(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], error: str) -> None:
+        thread = turn.thread_ts or turn.channel
+        with self._store.transaction():
+            self._store.turns.finish(turn_id, "budget", error=error)
+            self._close(msgs)
+            # Told once per thread and day, not once per message.
+            told = self._store.outbox.enqueue(
+                instance=self.instance,
+                dedupe_key=f"budget:{self.instance}:{turn.channel}:{thread}:{utc_day()}",
+                channel=turn.channel,
+                thread_ts=turn.thread_ts or None,
+                text=BUDGET_TEXT,
+            )
+        log.warning("turn refused: daily token budget spent", instance=self.instance, turn=turn_id)
+        if told is not None and self._on_posts is not None:
+            self._on_posts()
+
+    def _close(self, msgs: Sequence[MessageRow]) -> None:
+        self._store.messages.set_statuses([m.key for m in msgs], "done", from_status="pending")
+
+
+def _by_thread(rows: Sequence[MessageRow]) -> dict[ThreadKey, list[MessageRow]]:
+    threads: dict[ThreadKey, list[MessageRow]] = {}
+    for row in rows:  # ordered by ts
+        threads.setdefault(ThreadKey(row.channel, row.thread_key), []).append(row)
+    return threads
+
+
+def _room_label(key: ThreadKey) -> str:
+    return "DM" if not key.thread_key else f'Group chat: "{key.channel}"'
+
+
+class StoreLedger:
+    """The LLM back ends' token ledger (``agents.TokenLedger``), kept in the store so
+    a restart does not refill a spent daily budget."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def used_today(self, instance: str) -> int:
+        return self._store.turns.used_today(instance)
+
+    def add(self, instance: str, tokens: int) -> None:
+        self._store.turns.add_usage(instance, tokens)
