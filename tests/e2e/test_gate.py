@@ -12,6 +12,9 @@ from tests.e2e.conftest import Recorder, Room
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Allowed by the gate: waiting for a turn, or already answered by one (agents run here).
+ALLOWED = ("pending", "done")
+
 
 def _approval_dms(room: Room, owner: str) -> list[dict[str, Any]]:
     found = []
@@ -89,7 +92,7 @@ async def test_owner_dm_is_allowed(room: Room, fleet_factory) -> None:
     im = room.emu.create_conversation([room.human.id, room.apps["dana"].bot_user_id], kind="im")
     ts = await room.emu.post_as_user(room.human.id, im.id, "anything")
     await room.emu.wait_for(lambda: _processed(rec, "dana", ts))
-    assert _status(room, "dana", ts) == "pending"
+    assert _status(room, "dana", ts) in ALLOWED
 
 
 async def test_mention_sticky_keeps_answering_that_thread_but_not_others(room: Room, fleet_factory) -> None:
@@ -99,7 +102,8 @@ async def test_mention_sticky_keeps_answering_that_thread_but_not_others(room: R
     in_thread = await emu.post_as_user(alice, room.channel, "no mention, same thread", thread_ts=parent)
     other = await emu.post_as_user(alice, room.channel, "no mention, top level")
     await emu.wait_for(lambda: _processed(rec, "dana", other))
-    assert [_status(room, "dana", t) for t in (parent, in_thread, other)] == ["pending", "pending", "context"]
+    statuses = [_status(room, "dana", t) for t in (parent, in_thread, other)]
+    assert statuses[0] in ALLOWED and statuses[1] in ALLOWED and statuses[2] == "context"
     assert _status(room, "eli", in_thread) == "context"
 
 
@@ -125,7 +129,7 @@ async def test_seed_operator_sql_makes_a_sibling_bots_next_message_engage(room: 
 
     nxt = await room.bot_post("eli", f"{room.mention('dana')} and now?")
     await room.emu.wait_for(lambda: _processed(rec, "dana", nxt))
-    assert _status(room, "dana", nxt) == "pending"
+    assert _status(room, "dana", nxt) in ALLOWED
 
 
 async def test_one_approval_click_replays_the_held_message_exactly_once(room: Room, fleet_factory) -> None:
@@ -139,7 +143,7 @@ async def test_one_approval_click_replays_the_held_message_exactly_once(room: Ro
     await room.emu.click_button(
         alice, request["channel"], request["ts"], "nanoslack_approve", request["value"]
     )
-    await room.emu.wait_for(lambda: _status(room, "dana", held) == "pending")
+    await room.emu.wait_for(lambda: _status(room, "dana", held) in ALLOWED)
     await room.emu.click_button(
         alice, request["channel"], request["ts"], "nanoslack_approve", request["value"]
     )
@@ -149,7 +153,7 @@ async def test_one_approval_click_replays_the_held_message_exactly_once(room: Ro
     assert room.sql("SELECT status FROM pending_sender_approvals") == [("approved",)]
     nxt = await room.bot_post("eli", f"{room.mention('dana')} thanks")
     await room.emu.wait_for(lambda: _processed(rec, "dana", nxt))
-    assert _status(room, "dana", nxt) == "pending"
+    assert _status(room, "dana", nxt) in ALLOWED
     assert len(_owner_dm_posts(room, alice)) == 1
 
 
@@ -179,7 +183,9 @@ async def test_twenty_unknown_bot_messages_make_one_request_and_deny_is_remember
     assert [_status(room, "dana", t) for t in later] == ["refused"] * 3
     assert len(_owner_dm_posts(room, alice)) == 1
     assert "Denied" in _message_text(room, deny)
-    assert room.sql("SELECT count(*) FROM messages WHERE instance='dana' AND status='pending'") == [(0,)]
+    assert room.sql(
+        "SELECT count(*) FROM messages WHERE instance='dana' AND status IN ('pending', 'done')"
+    ) == [(0,)]
     refusals = room.sql(
         "SELECT count FROM sender_refusals WHERE sender_id = ?", f"slack:bot:{room.apps['eli'].bot_id}"
     )

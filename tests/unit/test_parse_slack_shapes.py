@@ -12,11 +12,10 @@ import pytest
 
 from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.config import A2AConfig
-from nanoslack.guard import BotInboundGuard, Delivered
+from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.slack.parse import parse_event
 from nanoslack.store import Store
-from tests.unit.helpers import Sink
 
 OURS = "T0OURS"
 HOST = "T0HOST"  # the partner team hosting a Slack Connect channel
@@ -208,29 +207,30 @@ def test_slackbot_mention_event_is_dropped_too() -> None:
     assert parse(payload) == Drop("slackbot notice")
 
 
-async def test_slackbot_notice_in_a2a_room_does_not_reset_the_hop_count(store: Store) -> None:
+def test_slackbot_notice_in_a2a_room_does_not_reset_the_hop_count(store: Store) -> None:
     guard = BotInboundGuard("dana")
     policy = A2APolicy(
         instance="dana", config=lambda: A2AConfig(frozenset({"C0ROOM"}), 1), ledger=store.hops, scope="room"
     )
     install_a2a_policy(guard, policy)
-    sink = Sink()
 
-    async def deliver(payload: dict[str, Any]) -> Delivered | Drop:
+    def deliver(payload: dict[str, Any]) -> Admitted | Drop:
         # The intake's path: a parse drop never reaches the guard, whose human
         # observer is what resets a room's counts.
         parsed = parse(payload)
-        return parsed if isinstance(parsed, Drop) else await guard.handle(parsed, sink)
+        if isinstance(parsed, Drop):
+            return parsed
+        with store.transaction():
+            return guard.decide(parsed)
 
     def bot_post(ts: str) -> dict[str, Any]:
         event = message(channel="C0ROOM", channel_type="mpim", user="U0ELIBOT", bot_id="B0ELI", ts=ts)
         return envelope(event, authorizations=[authorization()])
 
-    assert isinstance(await deliver(bot_post("1700000001.000100")), Delivered)
-    assert await deliver(bot_post("1700000002.000100")) == Drop("hop limit reached")
-    await deliver(slackbot_notice(channel="C0ROOM", channel_type="mpim"))
-    assert await deliver(bot_post("1700000003.000100")) == Drop("hop limit reached")
-    assert [m.bot_id for m in sink.received] == ["B0ELI"]
+    assert isinstance(deliver(bot_post("1700000001.000100")), Admitted)
+    assert deliver(bot_post("1700000002.000100")) == Drop("hop limit reached")
+    assert deliver(slackbot_notice(channel="C0ROOM", channel_type="mpim")) == Drop("slackbot notice")
+    assert deliver(bot_post("1700000003.000100")) == Drop("hop limit reached")
 
 
 # -- attachments and files -----------------------------------------------------------------------
