@@ -56,6 +56,10 @@ class A2APolicy:
         if not msg.bot_id:
             # The guard only asks about bot-authored messages; never admit without Slack's id.
             return Drop("bot message without bot_id")
+        if msg.intro:
+            # The room's intro (open-a2a-room) is not a turn in a conversation: it
+            # takes no hop, and the router keeps it as context only.
+            return Admit(sender_id=bot_sender_id(msg.bot_id))
         return self._reserve(msg, msg.bot_id, config.max_hops)
 
     def _reserve(self, msg: Inbound, bot_id: str, max_hops: int) -> Admit | Drop:

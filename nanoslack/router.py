@@ -60,8 +60,14 @@ class Router:
         with self._store.transaction():
             self._refresh()
             self._ensure_user(msg)
-            group = self._group_for(msg)
-            route = self._engage(msg, group)
+            if msg.intro:
+                # open-a2a-room's intro mentions everyone: it explains the room, it
+                # asks nobody anything. Room context only, and no messaging group.
+                group = self._known_group(msg.platform_id)
+                route = Route(group, False, "room intro")
+            else:
+                group = self._group_for(msg)
+                route = self._engage(msg, group)
             if not route.engaged:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
@@ -83,12 +89,14 @@ class Router:
         )
         self._known_users.add(sender)
 
+    def _known_group(self, platform_id: str) -> GroupRow | None:
+        if platform_id in self._groups:
+            return self._groups[platform_id]
+        return self._store.groups.get(platform_id, self.instance)
+
     def _group_for(self, msg: Inbound) -> GroupRow | None:
         platform_id = msg.platform_id
-        if platform_id in self._groups:
-            group = self._groups[platform_id]
-        else:
-            group = self._store.groups.get(platform_id, self.instance)
+        group = self._known_group(platform_id)
         if group is None and (msg.is_dm or msg.mentions_user(self.bot_user_id)):
             group = self._store.groups.create(platform_id, self.instance, kind="dm" if msg.is_dm else "group")
             log.info(

@@ -182,3 +182,42 @@ async def test_restart_with_queued_events_calls_auth_test_once(room: Room, fleet
     await room.emu.wait_for(lambda: {m.ts for m in rec.delivered("dana")} >= set(sent), timeout=15)
     calls = [c for c in room.emu.api_calls[before:] if c.method == "auth.test" and c.app_name == "dana"]
     assert len(calls) == 1
+
+
+async def test_the_room_intro_is_context_not_a_conversation(room: Room, fleet_factory) -> None:
+    """Following the README: open the room, then run the fleet. The intro mentions every
+    bot, yet takes no hop, engages nobody, asks the owner nothing and wakes no agent."""
+    from nanoslack.ops.open_room import load_env, open_room, parse_request
+    from tests.e2e.conftest import env_lines
+
+    names = ["dana", "eli", "fay"]
+    opener_env = room.tmp / "open.env"
+    opener_env.write_text(env_lines(room.emu, [room.apps[n] for n in names], room.db))
+    request = parse_request(
+        ["--instances", ",".join(names), "--user", room.human.id, "--env-file", str(opener_env)]
+    )
+    channel = await asyncio.to_thread(open_room, request, load_env(opener_env, {}))
+    [intro] = room.emu.conversation_messages(channel)
+
+    _, rec = await fleet_factory(names, SLACK_A2A_ROOMS=channel, SLACK_OWNER=room.human.id)
+    heard = lambda: [(m.instance, o.reason) for i, m, o in rec.outcomes if m.ts == intro["ts"]]  # noqa: E731
+    await room.emu.wait_for(lambda: len(heard()) == 2, timeout=15)  # eli and fay; dana wrote it
+
+    assert sorted(heard()) == [("eli", "room intro"), ("fay", "room intro")]
+    assert room.sql("SELECT count(*) FROM a2a_hops") == [(0,)]
+    assert room.sql("SELECT count(*) FROM pending_sender_approvals") == [(0,)]
+    assert room.sql("SELECT count(*) FROM turns") == [(0,)]
+    assert room.sql("SELECT DISTINCT status FROM messages WHERE ts = ?", intro["ts"]) == [("context",)]
+
+
+async def test_start_warns_about_a_malformed_max_hops_and_says_how_it_runs(room: Room, fleet_factory) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        await fleet_factory(["dana", "eli"], SLACK_A2A_MAX_HOPS="lots", SLACK_A2A_HOP_SCOPE="room")
+    warned = [e for e in logs if e.get("key") == "SLACK_A2A_MAX_HOPS"]
+    assert warned and warned[0]["log_level"] == "warning"  # before any bot message arrived
+    [started] = [e for e in logs if e["event"] == "fleet started"]
+    assert started["a2a_rooms"] == [room.channel]
+    assert (started["max_hops"], started["hop_scope"]) == (6, "room")
+    assert started["agents"] == {"dana": "command", "eli": "command"}
