@@ -43,6 +43,7 @@ from nanoslack.store.turns import utc_day
 log = get_logger(__name__)
 
 TURN_EVENT = "nanoslack_turn"
+CRASH_BACKOFF_S = 5.0
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 
@@ -137,6 +138,19 @@ class TurnDispatcher:
         self._wake.set()  # messages that came in during the turn
 
     async def _turn(self, key: ThreadKey, msgs: list[MessageRow]) -> None:
+        try:
+            await self._run_turn(key, msgs)
+        except Exception as exc:  # the store or the edge failed: the messages stay pending
+            log.error(
+                "turn crashed",
+                instance=self.instance,
+                channel=key.channel,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            # Keep the thread busy a while: the next poll would only fail the same way.
+            await asyncio.sleep(CRASH_BACKOFF_S)
+
+    async def _run_turn(self, key: ThreadKey, msgs: list[MessageRow]) -> None:
         async with self._limiter:
             turn = await self._build(key, msgs)
             turn_id = self._store.turns.start(
@@ -180,7 +194,9 @@ class TurnDispatcher:
         members = await self._directory.member_names(key.channel)
         return Turn(
             instance=self.instance,
-            name=self.identity.name or self.instance,
+            # The instance name, not Slack's display name: it is what siblings write
+            # as @name and what replies.link_mentions turns into a real mention.
+            name=self.instance,
             channel=key.channel,
             thread_ts=reply_thread,
             sender_id=waking.sender_id,
@@ -201,9 +217,8 @@ class TurnDispatcher:
 
     def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:
         me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
-        name = self.identity.name or self.instance
         return [
-            Line(ts=ts, sender_id=me, sender_name=name, text=self._readable(text))
+            Line(ts=ts, sender_id=me, sender_name=self.instance, text=self._readable(text))
             for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
         ]
 
