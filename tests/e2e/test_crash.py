@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.store import Store, sqlite_url
 from tests.e2e.conftest import env_lines
 
 MESSAGES = 600
@@ -50,6 +51,38 @@ def _events(log_file: Path, name: str) -> list[dict[str, str]]:
         if event and event.get("event") == name:
             events.append(event)
     return events
+
+
+def _count_deliveries(db: Path) -> None:
+    """A row per attempt to hand a message downstream (the gate's pending insert),
+    written by a trigger inside the pipeline's own transaction.
+
+    The tables themselves ignore a duplicate insert, and a batch committed just
+    before the SIGKILL logs nothing: a redelivery of it would show nowhere else.
+    BEFORE INSERT fires even for an insert that ``ON CONFLICT DO NOTHING`` skips.
+    """
+    Store.open(sqlite_url(str(db))).close()  # the fleet's schema, created before the fleet runs
+    conn = sqlite3.connect(db, timeout=5)
+    try:
+        conn.executescript(
+            """
+            CREATE TABLE test_deliveries (instance TEXT, ts TEXT);
+            CREATE TRIGGER test_count_deliveries BEFORE INSERT ON messages
+            WHEN NEW.status = 'pending'
+            BEGIN INSERT INTO test_deliveries VALUES (NEW.instance, NEW.ts); END;
+            """
+        )
+    finally:
+        conn.close()
+
+
+def _deliveries(db: Path) -> Counter[str]:
+    conn = sqlite3.connect(db, timeout=5)
+    try:
+        rows = conn.execute("SELECT ts FROM test_deliveries WHERE instance = 'dana'")
+        return Counter(str(r[0]) for r in rows)
+    finally:
+        conn.close()
 
 
 def _scalar(db: Path, sql: str) -> int:
@@ -86,6 +119,7 @@ async def test_fleet_killed_with_sigkill_delivers_each_recorded_event_once_after
             )
         )
         first_log, second_log = tmp_path / "run1.log", tmp_path / "run2.log"
+        _count_deliveries(db)
         fleet = _start_fleet(env_file, first_log, failpoint)
         await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
         texts = [f"<@{dana.bot_user_id}> n{i}" for i in range(MESSAGES)]
@@ -107,6 +141,10 @@ async def test_fleet_killed_with_sigkill_delivers_each_recorded_event_once_after
     deliveries = Counter(e["ts"] for run in runs for e in run if e["status"] == "delivered")
     assert set(deliveries) <= set(posted)
     assert not [ts for ts, n in deliveries.items() if n > 1], "a message went downstream twice"
+    downstream = _deliveries(db)
+    twice = sorted(ts for ts, n in downstream.items() if n > 1)
+    assert not twice, f"{len(twice)} messages went downstream twice, e.g. {twice[:3]}"
+    assert set(downstream) == set(posted)
     pending = "SELECT count(*) FROM messages WHERE instance='dana' AND status='pending'"
     assert _scalar(db, pending) == len(posted)
     assert _scalar(db, "SELECT count(*) FROM inbox WHERE instance='dana'") == len(posted)
