@@ -86,12 +86,6 @@ class Room:
 
 
 @pytest.fixture
-async def emu() -> AsyncIterator[Emulator]:
-    async with Emulator(ack_timeout=1.0) as emulator:
-        yield emulator
-
-
-@pytest.fixture
 def room(emu: Emulator, tmp_path: Path) -> Room:
     """alice + dana + eli in an allowlisted MPIM; fay is in the workspace but not the room."""
     human = emu.add_user("alice", real_name="Alice")
