@@ -96,6 +96,7 @@ class TurnDispatcher:
         self._options = options or TurnOptions()
         self._wake = asyncio.Event()
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
+        self._closing = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -118,14 +119,22 @@ class TurnDispatcher:
             for task in list(self._busy.values()):
                 task.cancel()
 
-    async def drain(self, within: float) -> None:
-        """Wait (at most ``within`` seconds) for the turns under way: a clean stop lets
-        them finish; what does not finish runs again at the next start."""
+    async def close(self, within: float) -> None:
+        """Start no new turn; give the turns under way ``within`` seconds to record
+        their output, then cancel the rest (they run again at the next start)."""
+        self._closing = True
         tasks = list(self._busy.values())
-        if tasks:
-            await asyncio.wait(tasks, timeout=within)
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=within)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=within)
 
     def _schedule(self) -> None:
+        if self._closing:
+            return
         for key, msgs in _by_thread(self._store.messages.pending(self.instance)).items():
             if key in self._busy:
                 continue  # answered by the next turn, once this one is recorded

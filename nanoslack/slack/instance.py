@@ -187,7 +187,7 @@ class InstanceRuntime:
         # under way record their replies; what does not finish runs again at start.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout=5.0)
-        await self.turns.drain(within=2.0)
+        await self.turns.close(within=2.0)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._poster.drain(), timeout=5.0)
         for task in self._tasks:

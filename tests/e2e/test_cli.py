@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from nanoslack.emulator import Emulator
+from nanoslack.logs import TOKEN_RE
+from tests.e2e.conftest import env_lines
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
 
 
 def nanoslack(
     *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
+    base = _base_env()
     return subprocess.run(
         [sys.executable, "-m", "nanoslack", *args],
         cwd=cwd,
@@ -85,3 +95,46 @@ def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp
     assert "instance skipped: agent not configured" in out
     assert "NANOSLACK_AGENT_GH_BOT" in out
     assert "xoxb-emu-gh-1" not in out and "xapp-emu-gh-1" not in out
+
+
+def _start_run(env_file: Path, log_file: Path) -> subprocess.Popen[bytes]:
+    with log_file.open("wb") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env_file)],
+            cwd=env_file.parent,
+            env=_base_env(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def test_run_at_debug_level_never_prints_a_token(emu: Emulator, tmp_path: Path) -> None:
+    """The real command at LOG_LEVEL=debug: one instance refused by ``auth.test``, the
+    other receiving a message with tokens pasted in (bolt logs every frame at debug)."""
+    alice = emu.add_user("alice")
+    dana, eli = emu.add_app("dana"), emu.add_app("eli")
+    room = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
+    emu.fail_next("auth.test", 1, error="invalid_auth", app_id=eli.app_id)
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        env_lines(
+            emu, [dana, eli], tmp_path / "data" / "nanoslack.db", SLACK_A2A_ROOMS=room.id, LOG_LEVEL="debug"
+        )
+    )
+    log_file = tmp_path / "run.log"
+    fleet = _start_run(env_file, log_file)
+    try:
+        await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
+        text = f"<@{dana.bot_user_id}> whose are these? {dana.bot_token} {dana.app_token} {eli.bot_token}"
+        ts = await emu.post_as_user(alice.id, room.id, text)
+        await emu.wait_for(lambda: f"ts={ts}" in log_file.read_text(errors="replace"), timeout=30)
+    finally:
+        fleet.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(fleet.wait, 15)
+    assert code == 0
+    out = log_file.read_text(errors="replace")
+    assert "instance skipped: auth.test failed" in out
+    for token in (dana.bot_token, dana.app_token, eli.bot_token, eli.app_token):
+        assert token not in out
+    assert "xoxb-***" in out and "xapp-***" in out  # the pasted tokens were logged, masked
+    assert not TOKEN_RE.findall(out.replace("xoxb-***", "").replace("xapp-***", ""))

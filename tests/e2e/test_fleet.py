@@ -220,4 +220,4 @@ async def test_start_warns_about_a_malformed_max_hops_and_says_how_it_runs(room:
     [started] = [e for e in logs if e["event"] == "fleet started"]
     assert started["a2a_rooms"] == [room.channel]
     assert (started["max_hops"], started["hop_scope"]) == (6, "room")
-    assert started["agents"] == {"dana": "command", "eli": "command"}
+    assert started["agents"] == {"dana": "script", "eli": "script"}

@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
 
 from tests.e2e.conftest import Recorder, Room
 
@@ -48,6 +52,29 @@ def _status(room: Room, instance: str, ts: str) -> str | None:
 
 def _processed(rec: Recorder, instance: str, ts: str) -> bool:
     return any(m.ts == ts and i == instance for i, m, _ in rec.outcomes)
+
+
+CLICK_HANDLED = ("approval decided", "approval click refused")
+
+
+@pytest.fixture
+def events() -> Iterator[list[dict[str, Any]]]:
+    """The fleet's log events, as dicts: a click leaves no other trace once it was
+    judged a repeat or refused, so the tests wait for its log line."""
+    with capture_logs() as captured:
+        yield captured
+
+
+def _clicks_handled(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] in CLICK_HANDLED]
+
+
+def _updates(room: Room, request: dict[str, Any]) -> list[Any]:
+    return [
+        c
+        for c in room.emu.api_calls
+        if c.method == "chat.update" and c.params.get("ts") == request["ts"] and c.error is None
+    ]
 
 
 async def test_human_mention_in_a_new_mpim_creates_the_group_with_group_defaults(
@@ -132,7 +159,9 @@ async def test_seed_operator_sql_makes_a_sibling_bots_next_message_engage(room: 
     assert _status(room, "dana", nxt) in ALLOWED
 
 
-async def test_one_approval_click_replays_the_held_message_exactly_once(room: Room, fleet_factory) -> None:
+async def test_one_approval_click_replays_the_held_message_exactly_once(
+    room: Room, fleet_factory, events: list[dict[str, Any]]
+) -> None:
     _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
     alice = room.human.id
     held = await room.bot_post("eli", f"{room.mention('dana')} numbers attached")
@@ -144,17 +173,47 @@ async def test_one_approval_click_replays_the_held_message_exactly_once(room: Ro
         alice, request["channel"], request["ts"], "nanoslack_approve", request["value"]
     )
     await room.emu.wait_for(lambda: _status(room, "dana", held) in ALLOWED)
+    await room.emu.wait_for(lambda: "Allowed" in _message_text(room, request))
     await room.emu.click_button(
         alice, request["channel"], request["ts"], "nanoslack_approve", request["value"]
     )
+    await room.emu.wait_for(lambda: len(_clicks_handled(events)) == 2)
     eli = f"slack:bot:{room.apps['eli'].bot_id}"
-    await room.emu.wait_for(lambda: "Allowed" in _message_text(room, request))
+    assert [e["event"] for e in events if e["event"] in ("sender approved", "sender denied")] == [
+        "sender approved"
+    ], "the second click decided again"
+    assert _clicks_handled(events)[1].get("released") == 0
     assert room.sql("SELECT count(*) FROM agent_group_members WHERE user_id = ?", eli) == [(1,)]
     assert room.sql("SELECT status FROM pending_sender_approvals") == [("approved",)]
     nxt = await room.bot_post("eli", f"{room.mention('dana')} thanks")
     await room.emu.wait_for(lambda: _processed(rec, "dana", nxt))
     assert _status(room, "dana", nxt) in ALLOWED
     assert len(_owner_dm_posts(room, alice)) == 1
+    assert len(_updates(room, request)) == 1
+
+
+async def test_deny_after_allow_on_the_same_request_changes_nothing(
+    room: Room, fleet_factory, events: list[dict[str, Any]]
+) -> None:
+    """Only the operator CLI may reverse an answer; a late Deny click is a no-op."""
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
+    alice = room.human.id
+    held = await room.bot_post("eli", f"{room.mention('dana')} hello")
+    await room.emu.wait_for(lambda: _approval_dms(room, alice))
+    [request] = _approval_dms(room, alice)
+    await room.emu.click_button(
+        alice, request["channel"], request["ts"], "nanoslack_approve", request["value"]
+    )
+    await room.emu.wait_for(lambda: _status(room, "dana", held) in ALLOWED)
+    await room.emu.click_button(alice, request["channel"], request["ts"], "nanoslack_deny", request["value"])
+    await room.emu.wait_for(lambda: len(_clicks_handled(events)) == 2)
+    eli = f"slack:bot:{room.apps['eli'].bot_id}"
+    assert room.sql("SELECT count(*) FROM agent_group_members WHERE user_id = ?", eli) == [(1,)]
+    assert room.sql("SELECT status FROM pending_sender_approvals") == [("approved",)]
+    nxt = await room.bot_post("eli", f"{room.mention('dana')} still in?")
+    await room.emu.wait_for(lambda: _processed(rec, "dana", nxt))
+    assert _status(room, "dana", nxt) in ALLOWED
+    assert "Allowed" in _message_text(room, request)
 
 
 def _message_text(room: Room, request: dict[str, Any]) -> str:
@@ -192,7 +251,9 @@ async def test_twenty_unknown_bot_messages_make_one_request_and_deny_is_remember
     assert sum(r[0] for r in refusals) >= 3
 
 
-async def test_a_click_by_someone_who_is_not_an_owner_changes_nothing(room: Room, fleet_factory) -> None:
+async def test_a_click_by_someone_who_is_not_an_owner_changes_nothing(
+    room: Room, fleet_factory, events: list[dict[str, Any]]
+) -> None:
     mallory = room.emu.add_user("mallory")
     _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id)
     held = await room.bot_post("eli", f"{room.mention('dana')} let me in")
@@ -201,8 +262,11 @@ async def test_a_click_by_someone_who_is_not_an_owner_changes_nothing(room: Room
     await room.emu.click_button(
         mallory.id, request["channel"], request["ts"], "nanoslack_approve", request["value"]
     )
-    await room.emu.wait_for(lambda: room.emu.stats(room.apps["dana"].app_id).acked >= 3)
+    await room.emu.wait_for(lambda: _clicks_handled(events))
+    [handled] = _clicks_handled(events)
+    assert handled["event"] == "approval click refused" and handled["user"] == mallory.id
     assert _status(room, "dana", held) == "held"
+    assert not _updates(room, request)
     assert room.sql("SELECT status FROM pending_sender_approvals") == [("pending",)]
 
 

@@ -8,7 +8,7 @@ import json
 import random
 from typing import Any
 
-from nanoslack.logs import configure_logging
+from nanoslack.logs import TOKEN_RE, configure_logging
 from tests.e2e.conftest import Room
 
 JUNK: list[Any] = [
@@ -103,18 +103,43 @@ async def test_thousand_malformed_payloads_are_dropped_and_the_instance_keeps_se
 
 
 async def test_no_token_appears_in_any_log_line(room: Room, fleet_factory) -> None:
+    """Every path that would carry a token is taken: a refused ``auth.test``, a post
+    Slack refuses, tokens pasted into messages (bolt logs each frame at debug, and
+    slack-sdk each request body: the approval DM quotes the held message), a
+    dropped socket. The masked form must show up, so the paths did run."""
     out = io.StringIO()
     configure_logging("debug", "console", stream=out)
-    fleet, rec = await fleet_factory(["dana", "eli"])
-    room.emu.fail_next("chat.postMessage", 1, error="invalid_auth")
-    ts = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hi")
+    dana, eli, fay = (room.apps[n] for n in ("dana", "eli", "fay"))
+    room.emu.fail_next("auth.test", 1, error="invalid_auth", app_id=fay.app_id)
+    fleet, rec = await fleet_factory(
+        ["dana", "eli", "fay"], expect=["dana", "eli"], SLACK_OWNER=room.human.id
+    )
+    room.emu.fail_next("chat.postMessage", 1, error="internal_error", app_id=dana.app_id)
+
+    await room.bot_post("eli", f"{room.mention('dana')} my keys: {eli.bot_token} {eli.app_token}")
+    await room.emu.wait_for(lambda: _approval_dm_posted(room, dana.bot_id), timeout=15)
+    ts = await room.emu.post_as_user(
+        room.human.id, room.channel, f"{room.mention('dana')} yours? {dana.bot_token}"
+    )
     await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")))
-    await room.emu.drop_sockets(room.apps["dana"].app_id)
-    await room.emu.wait_for(lambda: room.emu.connections(room.apps["dana"].app_id) >= 1, timeout=10)
+    await room.emu.drop_sockets(dana.app_id)
+    await room.emu.wait_for(lambda: room.emu.connections(dana.app_id) >= 1, timeout=10)
     await fleet.stop()
+
     text = out.getvalue()
-    assert "instance ready" in text  # the capture did see the fleet's logs
+    assert "instance skipped: auth.test failed" in text
+    assert "post failed" in text
     for app in room.apps.values():
         assert app.bot_token not in text
         assert app.app_token not in text
-    assert "xoxb-emu" not in text and "xapp-emu" not in text
+    assert "xoxb-***" in text and "xapp-***" in text  # the tokens reached the logs, masked
+    assert not TOKEN_RE.findall(text.replace("xoxb-***", "").replace("xapp-***", ""))
+
+
+def _approval_dm_posted(room: Room, bot_id: str) -> bool:
+    return any(
+        m.get("bot_id") == bot_id
+        for conv in room.emu.conversations()
+        if conv.kind == "im" and room.human.id in conv.members
+        for m in room.emu.conversation_messages(conv.id)
+    )

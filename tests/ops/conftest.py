@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import PROXY_KEYS
+
 REPO = Path(__file__).resolve().parents[2]
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    # slack-sdk would send loopback traffic to a configured proxy.
-    for v in PROXY_VARS:
-        monkeypatch.delenv(v, raising=False)
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -26,7 +20,7 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in PROXY_VARS and not k.startswith(("SLACK_", "NANOSLACK_"))
+        if k not in PROXY_KEYS and not k.startswith(("SLACK_", "NANOSLACK_"))
     }
     env.update(extra or {})
     return env

@@ -3,24 +3,27 @@ plus the pure parts (argument rules, intro text) in process."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from dotenv import dotenv_values
 
+from nanoslack.emulator import ThreadedEmulator
 from nanoslack.inbound import Inbound
 from nanoslack.ops.open_room import Identity, OpenRoomError, intro_text, parse_request
 from nanoslack.slack.parse import parse_event
 
 Runner = Callable[..., Any]
 
-emulator = pytest.importorskip("nanoslack.emulator", reason="the Slack emulator has not landed yet")
-
 HUMAN_NAME = "alice"
+# A group DM's id as Slack prints it: never a DM (D…) and never a user (U…).
+CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{8,}")
 
 
 # --- pure parts -----------------------------------------------------------------------
@@ -100,19 +103,28 @@ class Room:
     def calls(self, method: str) -> list[Any]:
         return [c for c in self.emu.api_calls if c.method == method]
 
+    def assert_opened(self, channel: str, *instances: str, human: bool = True) -> None:
+        """The room exists in Slack with exactly these members, and ``.env`` lists it."""
+        [conv] = [c for c in self.emu.conversations() if c.id == channel]
+        assert conv.kind == "mpim"
+        expected = {self.apps[n].bot_user_id for n in instances} | ({self.human.id} if human else set())
+        assert set(conv.members) == expected
+        rooms = str(dotenv_values(self.env_file).get("SLACK_A2A_ROOMS") or "")
+        assert channel in rooms.split(","), f".env lists {rooms!r}, not {channel}"
+
 
 @pytest.fixture
-def room(tmp_path: Path, run: Runner) -> Iterator[Room]:
-    with emulator.Emulator.in_thread() as emu:
-        human = emu.add_user(HUMAN_NAME)
-        apps = {name: emu.add_app(name) for name in ("dana", "eli", "fay")}
-        yield Room(emu=emu, human=human, apps=apps, tmp=tmp_path, run=run)
+def room(tmp_path: Path, run: Runner, temu: ThreadedEmulator) -> Room:
+    human = temu.add_user(HUMAN_NAME)
+    apps = {name: temu.add_app(name) for name in ("dana", "eli", "fay")}
+    return Room(emu=temu, human=human, apps=apps, tmp=tmp_path, run=run)
 
 
 def channel_of(r: Any) -> str:
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 1, "stdout must hold only the channel id"
+    assert CHANNEL_ID.fullmatch(lines[0]), f"not a channel id: {lines[0]!r}"
     return str(lines[0])
 
 
@@ -132,6 +144,7 @@ def test_first_instance_opens_the_room_with_the_human_and_the_other_bots(room: R
     [conv] = [c for c in room.emu.conversations() if c.id == channel]
     assert conv.kind == "mpim"
     assert set(conv.members) == {room.human.id, *(a.bot_user_id for a in room.apps.values())}
+    room.assert_opened(channel, "dana", "eli", "fay")
 
 
 def test_intro_is_posted_in_the_new_room_by_the_opener_mentioning_everyone(room: Room) -> None:
@@ -210,25 +223,31 @@ def test_bots_only_room_with_the_default_instance(room: Room) -> None:
         room.apps["eli"].bot_user_id,
         room.apps["fay"].bot_user_id,
     }
-    assert channel in room.env_file.read_text()
+    room.assert_opened(channel, "dana", "eli", "fay", human=False)
 
 
 def test_real_environment_wins_over_env_file(room: Room) -> None:
     room.env_file.write_text("SLACK_BOT_TOKEN_DANA=xoxb-stale-token\n" + room.token_lines("eli"))
     env = {"SLACK_BOT_TOKEN_DANA": room.apps["dana"].bot_token}
-    channel_of(room.open("--instances", "dana,eli", "--user", room.human.id, env=env))
+    channel = channel_of(room.open("--instances", "dana,eli", "--user", room.human.id, env=env))
+    # The stale token would have been refused: every call went out with the real one.
+    assert [c.error for c in room.emu.api_calls] == [None] * len(room.emu.api_calls)
+    assert "dana" in [c.app_name for c in room.calls("auth.test")]
+    [opened] = room.calls("conversations.open")
+    assert opened.app_name == "dana"
+    room.assert_opened(channel, "dana", "eli")
 
 
 def test_api_url_comes_from_env_file_when_not_in_the_environment(room: Room, run: Runner) -> None:
     room.env_file.write_text(room.token_lines("dana", "eli") + f"SLACK_API_URL={room.emu.api_url}\n")
     r = run("open-a2a-room.py", "--instances", "dana,eli", "--user", room.human.id, cwd=room.tmp)
-    channel_of(r)
+    room.assert_opened(channel_of(r), "dana", "eli")
 
 
 def test_api_url_flag_accepts_a_base_without_trailing_slash(room: Room) -> None:
     room.env_file.write_text(room.token_lines("dana", "eli"))
     base = room.emu.api_url.rstrip("/")
-    channel_of(
+    channel = channel_of(
         room.open(
             "--instances",
             "dana,eli",
@@ -239,6 +258,7 @@ def test_api_url_flag_accepts_a_base_without_trailing_slash(room: Room) -> None:
             env={"SLACK_API_URL": "http://127.0.0.1:9/wrong/"},
         )
     )
+    room.assert_opened(channel, "dana", "eli")
 
 
 def test_a_rate_limited_post_is_retried(room: Room) -> None:
@@ -246,6 +266,7 @@ def test_a_rate_limited_post_is_retried(room: Room) -> None:
     room.emu.fail_next("chat.postMessage", error="ratelimited", retry_after=1)
     channel = channel_of(room.open("--instances", "dana,eli", "--user", room.human.id))
     assert len(room.emu.conversation_messages(channel)) == 1
+    room.assert_opened(channel, "dana", "eli")
 
 
 # --- errors: exit 1, one prefixed line, .env untouched -----------------------------------

@@ -1,14 +1,12 @@
-"""Fixtures shared by the unit tests: messages, a real store, a log isolation guard."""
+"""Fixtures shared by the unit tests: messages and a real store."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from nanoslack.inbound import Inbound, human_sender_id
 from nanoslack.store import Store
@@ -61,19 +59,3 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store.open("sqlite:///" + str(tmp_path / "t.db"))
     yield s
     s.close()
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """Tests that call configure_logging must not leak handlers/config into others."""
-    config = structlog.get_config()
-    saved = {k: (list(v) if isinstance(v, list) else v) for k, v in config.items()}
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    library_levels = {n: logging.getLogger(n).level for n in ("slack_sdk", "slack_bolt", "aiohttp")}
-    yield
-    structlog.configure(**saved)  # type: ignore[arg-type]
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for name, lvl in library_levels.items():
-        logging.getLogger(name).setLevel(lvl)
