@@ -1,9 +1,17 @@
 """Suite-wide: keep proxies away from loopback traffic (slack-sdk's socket client
-ignores NO_PROXY, even for 127.0.0.1)."""
+ignores NO_PROXY, even for 127.0.0.1), and the one ``store`` fixture, run on
+SQLite and on a throwaway PostgreSQL server (DESIGN §10)."""
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import pytest
+
+from nanoslack.store import Store
+from tests import pg
 
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
@@ -12,3 +20,73 @@ PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PRO
 def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in PROXY_KEYS:
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.PgServer]:
+    """One PostgreSQL server for the session; skipped with the reason where none can run."""
+    reason = pg.skip_reason()
+    if reason is not None:
+        pytest.skip(f"PostgreSQL: {reason}")
+    bin_dir = pg.find_bin_dir()
+    assert bin_dir is not None
+    server = pg.PgServer(bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    url = pg_server.fresh_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database a test's store lives in: every store-backed test runs on both."""
+    if request.param == "sqlite":
+        return "sqlite:///" + str(tmp_path / "nanoslack.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = Store.open(store_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def db_arg(store_url: str) -> str:
+    """What an operator passes to ``--db``: a file path for SQLite, the URL otherwise."""
+    return store_url.removeprefix("sqlite:///")
+
+
+@pytest.fixture
+def sql(store_url: str, request: pytest.FixtureRequest) -> Callable[[str], int]:
+    """An operator's SQL from outside the fleet: ``q.py``'s sqlite3 connection, or
+    ``psql`` on PostgreSQL. Returns the affected row count."""
+    if store_url.startswith("sqlite:///"):
+        path = store_url.removeprefix("sqlite:///")
+
+        def run_sqlite(statement: str) -> int:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=5)
+            try:
+                return conn.execute(statement).rowcount
+            finally:
+                conn.close()
+
+        return run_sqlite
+    server: pg.PgServer = request.getfixturevalue("pg_server")
+
+    def run_psql(statement: str) -> int:
+        tag = server.psql(store_url, statement).stdout.strip().splitlines()[-1]
+        return int(tag.rsplit(" ", 1)[1])  # "UPDATE 3", "INSERT 0 1", "DELETE 0"
+
+    return run_psql

@@ -9,7 +9,6 @@ thread (tests, CLI helpers) safe.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +21,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class StoreError(RuntimeError):
@@ -70,10 +69,56 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+# Advisory-lock namespace (the first key of PostgreSQL's two-key form) and its uses.
+PG_LOCK_SPACE = 0x6E73  # "ns"
+PG_LOCK_MIGRATE = 1
+
+# Tables whose rows the router and the gate cache; writes to them bump cache_version
+# on PostgreSQL. engaged_threads only matters when a row disappears.
+_CACHED_TABLES = {
+    "messaging_groups": "INSERT OR UPDATE OR DELETE",
+    "users": "INSERT OR UPDATE OR DELETE",
+    "agent_groups": "INSERT OR UPDATE OR DELETE",
+    "agent_group_members": "INSERT OR UPDATE OR DELETE",
+    "engaged_threads": "DELETE",
+}
+_BUMP_FUNCTION = """
+CREATE OR REPLACE FUNCTION nanoslack_bump_cache_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE cache_version SET version = version + 1 WHERE id = 1;
+  RETURN NULL;
+END $$
+"""
+
+
+def _create_tables(conn: Connection) -> None:
+    # create_all only adds missing tables, so every version can call it.
+    SQLModel.metadata.create_all(conn)
+
+
+def _v2_cache_version(conn: Connection) -> None:
+    """Version 2: cache_version (kept by triggers on PostgreSQL) and instance_leases."""
+    _create_tables(conn)
+    conn.execute(text("INSERT INTO cache_version (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING"))
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql(_BUMP_FUNCTION)
+    for table, events in _CACHED_TABLES.items():
+        name = f"{table}_bumps_cache_version"
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        # Row-level: an upsert that changes nothing (the router's users.ensure on
+        # every new sender) fires nothing and so invalidates no cache.
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {name} AFTER {events} ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION nanoslack_bump_cache_version()"
+        )
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
-    lambda conn: SQLModel.metadata.create_all(conn),
+    _create_tables,
+    _v2_cache_version,
 ]
 
 
@@ -81,7 +126,10 @@ def _current_version(conn: Connection) -> int:
     has_meta = conn.execute(
         text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_meta'")
         if conn.dialect.name == "sqlite"
-        else text("SELECT 1 FROM information_schema.tables WHERE table_name='schema_meta'")
+        else text(
+            "SELECT 1 FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_name = 'schema_meta'"
+        )
     ).first()
     if not has_meta:
         return 0
@@ -91,6 +139,13 @@ def _current_version(conn: Connection) -> int:
 
 def migrate(conn: Connection) -> int:
     """Bring the schema to ``SCHEMA_VERSION``; refuse a database from the future."""
+    if conn.dialect.name == "postgresql":
+        # Two processes starting at once must not both create the tables. (SQLite's
+        # BEGIN IMMEDIATE already serialises them.)
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:space, :key)"),
+            {"space": PG_LOCK_SPACE, "key": PG_LOCK_MIGRATE},
+        )
     version = _current_version(conn)
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -128,6 +183,9 @@ def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tup
 
 def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
     return hot_first(conn, stmt, params) is not None
+
+
+_CACHE_VERSION = text("SELECT version FROM cache_version WHERE id = 1")
 
 
 class Transaction:
@@ -208,17 +266,23 @@ class Database:
 
         Read once per transaction: while we hold SQLite's write lock (BEGIN
         IMMEDIATE) nobody else can commit, so the value cannot move under us, and
-        the router and the gate ask for it on every message. Non-SQLite
-        databases have no such pragma: the value moves every second instead.
+        the router and the gate ask for it on every message. Elsewhere it is the
+        ``cache_version`` row that triggers bump on every write to a cached table
+        (ours included, which costs one extra cache refresh): read at the start of
+        the transaction, it is never newer than the rows read after it.
         """
         if not self._depth:
             raise StoreError("external_version() needs an open transaction")
-        if not self.is_sqlite:
-            return int(time.monotonic())
         if self._version_serial != self._txn_serial:
-            self._version = int(_driver(self._conn).execute("PRAGMA data_version").fetchone()[0])
+            self._version = self._read_version()
             self._version_serial = self._txn_serial
         return self._version
+
+    def _read_version(self) -> int:
+        if self.is_sqlite:
+            return int(_driver(self._conn).execute("PRAGMA data_version").fetchone()[0])
+        row = self._conn.execute(_CACHE_VERSION).first()
+        return int(row[0]) if row else 0
 
     @contextmanager
     def savepoint(self) -> Iterator[Connection]:

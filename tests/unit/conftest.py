@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
 from nanoslack.inbound import Inbound, human_sender_id
-from nanoslack.store import Store
 
 MessageFactory = Callable[..., Inbound]
 
@@ -54,13 +52,6 @@ def bot() -> MessageFactory:
         return _message(bot_id=bot_id, user=user, **kw)
 
     return make
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open("sqlite:///" + str(tmp_path / "t.db"))
-    yield s
-    s.close()
 
 
 @pytest.fixture
