@@ -1,0 +1,140 @@
+"""What several fleet processes sharing one store rely on (DESIGN §10), on SQLite and
+on a real PostgreSQL server: each ``Store`` below is one process's connection."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from nanoslack.gate import Gate, Verdict
+from nanoslack.inbound import Inbound
+from nanoslack.router import Router
+from nanoslack.store import SCHEMA_VERSION, Store
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
+
+ELI = "slack:bot:B0ELI"
+
+
+@pytest.fixture
+def other(store_url: str, store: Store) -> Iterator[Store]:
+    """A second process's store on the same database."""
+    s = Store.open(store_url)
+    yield s
+    s.close()
+
+
+def deliver(store: Store, router: Router, gate: Gate, msg: Inbound) -> Verdict | None:
+    with store.transaction():
+        route = router.route(msg)
+        return gate.admit(msg, route) if route.engaged else None
+
+
+def fleet(store: Store) -> tuple[Router, Gate]:
+    return Router(store, instance=INSTANCE, bot_user_id=BOT_USER), Gate(
+        store, instance=INSTANCE, owners=[OWNER]
+    )
+
+
+def test_a_bot_message_stores_its_sender_and_a_later_name_is_kept_never_erased(store: Store) -> None:
+    # The first bot message on PostgreSQL used to fail here (SQLite-only ``IS NOT``).
+    store.users.ensure(ELI, kind="bot")
+    assert store.users.ensure(ELI, kind="bot", display_name="eli").display_name == "eli"
+    assert store.users.ensure(ELI, kind="bot", display_name="eli").display_name == "eli"
+    assert store.users.ensure(ELI, kind="bot").display_name == "eli"
+    assert store.users.ensure(ELI, kind="bot", display_name="eli2").display_name == "eli2"
+
+
+def test_reopening_a_store_keeps_the_schema_at_the_current_version(store_url: str, store: Store) -> None:
+    with Store.open(store_url) as again, again.transaction() as conn:
+        version = conn.execute(text("SELECT value FROM schema_meta WHERE key='version'")).scalar_one()
+    assert int(version) == SCHEMA_VERSION == 2
+
+
+def test_a_policy_change_made_with_psql_applies_to_the_next_message_in_every_process(
+    store: Store, other: Store, sql: Callable[[str], int]
+) -> None:
+    routers = [fleet(store), fleet(other)]
+    for s, (router, gate) in zip((store, other), routers, strict=True):
+        deliver(s, router, gate, message(mention=True, user=OWNER))  # creates the room, warms caches
+        assert deliver(s, router, gate, bot_message(mention=True)) == Verdict("hold", "awaiting approval", 1)
+    changed = sql(
+        f"UPDATE messaging_groups SET unknown_sender_policy='public' WHERE platform_id='slack:{ROOM}'"
+    )
+    assert changed == 1
+    for s, (router, gate) in zip((store, other), routers, strict=True):
+        assert deliver(s, router, gate, bot_message(mention=True)) == Verdict("allow", "public")
+
+
+def test_a_member_removed_with_psql_is_refused_on_the_next_message(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    router, gate = fleet(store)
+    deliver(store, router, gate, message(mention=True, user=OWNER))
+    sql("UPDATE messaging_groups SET unknown_sender_policy='strict'")
+    store.agents.add_member(store.agents.ensure(INSTANCE).id, ELI)
+    assert deliver(store, router, gate, bot_message(mention=True)) == Verdict("allow", "member")
+    assert sql(f"DELETE FROM agent_group_members WHERE user_id='{ELI}'") == 1
+    assert deliver(store, router, gate, bot_message(mention=True)) == Verdict("drop", "strict")
+
+
+def test_an_approval_decided_in_another_process_replays_the_held_message_once(
+    store: Store, other: Store
+) -> None:
+    """Process B holds eli's message; the click lands in process A (another store):
+    the message moves to pending exactly once, and B's outbox gets the request update."""
+    router_b, gate_b = fleet(store)
+    deliver(store, router_b, gate_b, message(mention=True, user=OWNER))
+    held = bot_message(mention=True)
+    verdict = deliver(store, router_b, gate_b, held)
+    assert verdict is not None and verdict.action == "hold" and verdict.approval_id is not None
+    _, gate_a = fleet(other)
+    first = gate_a.decide(verdict.approval_id, allow=True, by_user=OWNER)
+    second = gate_b.decide(verdict.approval_id, allow=True, by_user=OWNER)
+    assert first.applied and not second.applied
+    assert first.released == [held.key] and not second.released
+    row = store.messages.get(held.key)
+    assert row is not None and row.status == "pending"
+    assert [m.key for m in store.messages.pending(INSTANCE)].count(held.key) == 1
+    assert deliver(store, router_b, gate_b, bot_message(mention=True)) == Verdict("allow", "member")
+
+
+def test_fifty_concurrent_reservations_over_two_processes_admit_exactly_the_limit(
+    store_url: str, store: Store, tmp_path: Path
+) -> None:
+    limit = 7
+    go = tmp_path / "go"
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.core.reserve_worker",
+                store_url,
+                ROOM,
+                inst,
+                str(first),
+                "25",
+                str(limit),
+                str(go),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for inst, first in (("dana", 1), ("eli", 101))
+    ]
+    try:
+        for w in workers:
+            assert w.stdout is not None and w.stdout.readline().strip() == "ready"
+        go.touch()
+        admitted = [int(w.communicate(timeout=120)[0].strip()) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert sum(admitted) == limit
+    assert sum(c.count for c in store.hops.counts() if c.room == ROOM) == limit
