@@ -14,6 +14,7 @@ from nanoslack.config import Settings
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
+from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
 from nanoslack.store import Store
 
 log = structlog.get_logger("nanoslack.fleet")
@@ -45,6 +46,7 @@ class Fleet:
         )
         self.instances: dict[str, InstanceRuntime] = {}
         self._stopping = asyncio.Event()
+        self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
 
     async def start(self) -> list[str]:
         """Connect every instance that can run; the others are logged and skipped."""
@@ -52,10 +54,32 @@ class Fleet:
         runtimes = [InstanceRuntime(inst, self._shared) for inst in self.settings.instances]
         started = await asyncio.gather(*(self._start_one(rt) for rt in runtimes))
         names = [rt.name for rt, ok in zip(runtimes, started, strict=True) if ok]
-        log.info("fleet started", instances=names, skipped=[n for n, _ in self.settings.skipped])
+        log.info(
+            "fleet started",
+            instances=[n for n in names if n in self.instances],
+            standby=self.leases.waiting,
+            skipped=[n for n, _ in self.settings.skipped],
+        )
         return names
 
     async def _start_one(self, rt: InstanceRuntime) -> bool:
+        # DESIGN §10: one process per instance; a standby runs _start_one again on takeover.
+        if not self.leases.take(rt.name, then=lambda: self._start_one(rt)):
+            return True
+        if await self._connect(rt):
+            return True
+        self.leases.release(rt.name)
+        return False
+
+    async def _lease_lost(self, name: str) -> None:
+        """Another process took the instance over: stop it here and stand by."""
+        rt = self.instances.pop(name, None)
+        if rt is not None:
+            await rt.stop()
+        inst = next(i for i in self.settings.instances if i.name == name)
+        await self._start_one(InstanceRuntime(inst, self._shared))
+
+    async def _connect(self, rt: InstanceRuntime) -> bool:
         try:
             ident = await rt.resolve_identity()
         except SlackApiError as exc:
@@ -78,6 +102,7 @@ class Fleet:
     async def stop(self) -> None:
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
+        await self.leases.stop()
         if self._own_store:
             self.store.close()
         log.info("fleet stopped")

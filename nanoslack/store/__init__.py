@@ -19,6 +19,7 @@ from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
 from nanoslack.store.groups import MessagingGroups
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
+from nanoslack.store.leases import Leases
 from nanoslack.store.messages import Messages
 from nanoslack.store.outbox import Outbox
 from nanoslack.store.refusals import Refusals
@@ -43,6 +44,7 @@ class Store:
         self.refusals = Refusals(db)
         self.messages = Messages(db)
         self.outbox = Outbox(db)
+        self.leases = Leases(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -138,3 +139,25 @@ def test_fifty_concurrent_reservations_over_two_processes_admit_exactly_the_limi
                 w.kill()
     assert sum(admitted) == limit
     assert sum(c.count for c in store.hops.counts() if c.room == ROOM) == limit
+
+
+def test_an_instance_lease_is_held_by_one_process_until_it_lapses_or_is_released(
+    store: Store, other: Store
+) -> None:
+    assert store.leases.take("dana", "host:1:a", ttl=30).holder == "host:1:a"
+    assert other.leases.take("dana", "host:2:b", ttl=30).holder == "host:1:a"
+    assert store.leases.renew("dana", "host:1:a", ttl=30)
+    assert store.leases.release("dana", "host:1:a")
+    assert other.leases.take("dana", "host:2:b", ttl=0.05).holder == "host:2:b"
+    assert not store.leases.renew("dana", "host:1:a", ttl=30)
+    deadline = time.monotonic() + 5
+    while store.leases.take("dana", "host:1:a", ttl=30).holder != "host:1:a":
+        assert time.monotonic() < deadline, "a lapsed lease was never taken over"
+        time.sleep(0.02)
+    assert not other.leases.renew("dana", "host:2:b", ttl=30)
+
+
+def test_a_lease_of_a_holder_known_dead_is_taken_at_once(store: Store, other: Store) -> None:
+    store.leases.take("dana", "host:1:a", ttl=60)
+    assert other.leases.take("dana", "host:2:b", ttl=60, stale="host:9:z").holder == "host:1:a"
+    assert other.leases.take("dana", "host:2:b", ttl=60, stale="host:1:a").holder == "host:2:b"
