@@ -8,6 +8,8 @@ thread (tests, CLI helpers) safe.
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,8 +45,9 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _driver(conn: Connection) -> Any:
-    """The sqlite3 connection under ``conn``: per-message statements go straight
-    to it, because SQLAlchemy's execute path costs more than the statement."""
+    """The DB-API connection under ``conn`` (sqlite3 or psycopg): per-message
+    statements go straight to it, because SQLAlchemy's execute path costs more
+    than the statement."""
     raw = conn.connection.driver_connection
     assert raw is not None
     return raw
@@ -159,23 +162,39 @@ def migrate(conn: Connection) -> int:
     return version
 
 
+_PG_PARAM = re.compile(r"(?<![:\w]):(\w+)")
+
+
+@functools.lru_cache(maxsize=256)
+def _pg_text(sql: str) -> str:
+    """``:name`` parameters in psycopg's ``%(name)s`` style (hot statements hold no
+    ``:`` inside string literals)."""
+    return _PG_PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
 def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> int:
     """Run a per-message write; its rowcount.
 
     On SQLite the statement goes straight to the driver (sqlite3 takes the same
     ``:name`` parameters) on the transaction's own connection: SQLAlchemy's execute
     path costs ~35 µs a statement, more than a whole stage may spend on a message
-    (DESIGN §9). Other databases take the ordinary path.
+    (DESIGN §9). PostgreSQL's psycopg connection takes it the same way, once the
+    parameters are respelled; other databases take the ordinary path.
     """
-    if conn.dialect.name == "sqlite":
+    name = conn.dialect.name
+    if name == "sqlite":
         return int(_driver(conn).execute(stmt.text, params).rowcount)
+    if name == "postgresql":
+        return int(_driver(conn).execute(_pg_text(stmt.text), params).rowcount)
     return int(conn.execute(stmt, params).rowcount)
 
 
 def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """``hot_execute`` for a per-message read: the first row, or None."""
-    if conn.dialect.name == "sqlite":
-        row = _driver(conn).execute(stmt.text, params).fetchone()
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        sql = stmt.text if name == "sqlite" else _pg_text(stmt.text)
+        row = _driver(conn).execute(sql, params).fetchone()
         return tuple(row) if row is not None else None
     result = conn.execute(stmt, params).first()
     return tuple(result) if result is not None else None
