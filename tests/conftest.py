@@ -4,6 +4,7 @@ SQLite and on a throwaway PostgreSQL server (DESIGN §10)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ def pg_server() -> Iterator[pg.PgServer]:
     """One PostgreSQL server for the session; skipped with the reason where none can run."""
     reason = pg.skip_reason()
     if reason is not None:
+        if os.environ.get("NANOSLACK_REQUIRE_PG"):  # .ci/run: these cases must run
+            pytest.fail(f"PostgreSQL required (NANOSLACK_REQUIRE_PG) but unavailable: {reason}")
         pytest.skip(f"PostgreSQL: {reason}")
     bin_dir = pg.find_bin_dir()
     assert bin_dir is not None
