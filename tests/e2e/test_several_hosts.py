@@ -280,3 +280,47 @@ async def test_a_policy_change_made_with_psql_applies_to_the_next_message_of_a_r
     second = await site.bot_post("gus", f"{site.mention('dana')} hello again")
     await _finished(site, "dana", second)
     assert site.rows(status, second) == [("pending",)]
+
+
+async def test_a_frozen_holder_loses_its_instance_to_the_standby_when_the_lease_lapses_and_stands_by(
+    site: Site,
+) -> None:
+    """No crash this time: the holder is stopped (SIGSTOP), so its pid lives on and only the
+    lease's lapse lets the standby in; once thawed, the old holder finds its lease gone,
+    stops the instance and waits in turn. Every message is processed once."""
+    lease = {"NANOSLACK_LEASE_SECONDS": "3", "NANOSLACK_LEASE_HEARTBEAT": "1"}
+    first = site.host("a", ["dana"], **lease).start()
+    await site.connected("dana")
+    await site.emu.wait_for(lambda: first.events("fleet started"), timeout=30)
+    second = site.host("b", ["dana"], **lease).start()
+    await site.emu.wait_for(lambda: second.events("instance standby: lease held"), timeout=30)
+    assert first.proc is not None
+    before = await site.emu.bulk_post(
+        site.alice.id, site.room, [f"{site.mention('dana')} a{i}" for i in range(50)]
+    )
+    done = "SELECT count(*) FROM inbox WHERE instance = 'dana' AND status = 'done'"
+    await site.emu.wait_for(lambda: site.rows(done) == [(len(before),)], timeout=30)
+
+    first.proc.send_signal(signal.SIGSTOP)
+    frozen = time.monotonic()
+    try:
+        await site.emu.wait_for(lambda: second.events("instance lease taken over"), timeout=15)
+        took = time.monotonic() - frozen
+        during = await site.emu.bulk_post(
+            site.alice.id, site.room, [f"{site.mention('dana')} b{i}" for i in range(50)]
+        )
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    assert 3.0 - 1.5 <= took <= 3.0 + 2.0, took  # the lease had to lapse: no shortcut for a live pid
+    await site.emu.wait_for(lambda: first.events("instance lease lost"), timeout=15)
+    await site.emu.wait_for(lambda: len(first.events("instance standby: lease held")) >= 1, timeout=15)
+    after = await site.emu.bulk_post(
+        site.alice.id, site.room, [f"{site.mention('dana')} c{i}" for i in range(50)]
+    )
+    posted = before + during + after
+    await site.emu.wait_for(lambda: site.rows(done) == [(len(posted),)], timeout=60)
+    runs = [first.events("message processed"), second.events("message processed")]
+    deliveries = Counter(e["ts"] for run in runs for e in run if e["status"] == "delivered")
+    assert sorted(deliveries) == sorted(posted)
+    assert not [ts for ts, n in deliveries.items() if n > 1], "a message went downstream twice"
+    assert {e["ts"] for e in runs[1]} >= set(after), "the new holder runs the instance"
