@@ -100,6 +100,7 @@ class Fleet:
         return True
 
     async def stop(self) -> None:
+        await self.leases.stand_down()
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
         await self.leases.stop()

@@ -121,16 +121,26 @@ class LeaseKeeper:
         except Exception as exc:  # the lease then lapses by itself
             log.warning("lease release failed", instance=name, error=type(exc).__name__)
 
-    async def stop(self) -> None:
-        """Clean stop: no more standby or heartbeat; our leases go back at once."""
-        tasks = [*self._waiting.values(), *([self._heartbeat_task] if self._heartbeat_task else [])]
+    async def stand_down(self) -> None:
+        """First step of a clean stop: no standby may start an instance any more.
+        Leases stay held (and renewed) while the instances drain."""
+        tasks = list(self._waiting.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._waiting.clear()
-        self._heartbeat_task = None
+
+    async def stop(self) -> None:
+        """Last step of a clean stop, once the instances stopped: leases go back at
+        once, so a standby elsewhere takes over without waiting for them to lapse."""
+        await self.stand_down()
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+            self._heartbeat_task = None
         for name in sorted(self._held):
             self.release(name)
 
@@ -140,6 +150,8 @@ class LeaseKeeper:
         row = self._store.leases.take(name, self.holder, self.timings.ttl, stale=stale)
         if row.holder != self.holder:
             return False
+        if name not in self._held:
+            self._store.hops.forget(name)
         self._held.add(name)
         if self._heartbeat_task is None:
             self._heartbeat_task = asyncio.create_task(self._heartbeat(), name="lease-heartbeat")

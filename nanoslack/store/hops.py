@@ -52,11 +52,17 @@ class Hops:
     def __init__(self, db: Database) -> None:
         self._db = db
         # (room, instance) pairs known to hold no hop rows. Only the process running
-        # an instance writes that instance's rows (one process per app token), so
+        # an instance writes that instance's rows (one process per app token, its
+        # lease holder; ``forget`` runs when a lease is taken), so
         # after a reset this process knows the pair is clean until it reserves
         # again: a human message then costs no DELETE. Forgotten on any rollback.
         self._clean: set[tuple[str, str]] = set()
         db.on_rollback(self._clean.clear)
+
+    def forget(self, instance: str) -> None:
+        """Another process may have written ``instance``'s rows (it held the
+        instance's lease meanwhile): stop trusting what we knew about them."""
+        self._clean = {pair for pair in self._clean if pair[1] != instance}
 
     def reserve(
         self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str

@@ -161,3 +161,18 @@ def test_a_lease_of_a_holder_known_dead_is_taken_at_once(store: Store, other: St
     store.leases.take("dana", "host:1:a", ttl=60)
     assert other.leases.take("dana", "host:2:b", ttl=60, stale="host:9:z").holder == "host:1:a"
     assert other.leases.take("dana", "host:2:b", ttl=60, stale="host:1:a").holder == "host:2:b"
+
+
+def test_hops_written_by_the_instances_previous_holder_are_reset_after_a_takeover(
+    store: Store, other: Store
+) -> None:
+    def reserve(s: Store, ts: str) -> int | None:
+        return s.hops.reserve(
+            room=ROOM, instance=INSTANCE, ts=ts, bot_id="B0ELI", max_hops=2, scope="identity"
+        )
+
+    store.hops.reset(room=ROOM, instance=INSTANCE)  # this process now knows the pair is clean
+    assert reserve(other, "1.1") == 1 and reserve(other, "1.2") == 2  # the other process held dana
+    store.hops.forget(INSTANCE)  # the lease came back here
+    assert store.hops.reset(room=ROOM, instance=INSTANCE) == 2
+    assert reserve(store, "1.3") == 1
