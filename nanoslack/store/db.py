@@ -4,6 +4,10 @@ One ``Store`` per process holds one SQLAlchemy connection: the fleet runs on one
 asyncio loop, and SQLite serialises writers anyway, so a pool would only add
 checkout cost on the hot path. A re-entrant lock keeps the odd call from another
 thread (tests, CLI helpers) safe.
+
+PostgreSQL (DESIGN §10) runs the same SQL at READ COMMITTED: what SQLite's single
+writer gives for free is spelled out there as an advisory lock per room (hops), a
+lock around migrations, and the ``cache_version`` row kept by triggers.
 """
 
 from __future__ import annotations
@@ -61,8 +65,11 @@ def _sqlite_begin(conn: Connection) -> None:
 
 def make_engine(url: str) -> Engine:
     parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        # A bare postgresql:// would mean psycopg2, which nanoslack does not ship.
+        parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(parsed, pool_pre_ping=True)
     database = parsed.database
     if database and database != ":memory:":
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)

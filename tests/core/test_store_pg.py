@@ -176,3 +176,9 @@ def test_hops_written_by_the_instances_previous_holder_are_reset_after_a_takeove
     store.hops.forget(INSTANCE)  # the lease came back here
     assert store.hops.reset(room=ROOM, instance=INSTANCE) == 2
     assert reserve(store, "1.3") == 1
+
+
+def test_a_plain_postgresql_url_opens_the_store_with_psycopg(pg_url: str) -> None:
+    with Store.open(pg_url.replace("postgresql+psycopg://", "postgresql://", 1)) as s:
+        assert s.db.engine.dialect.driver == "psycopg"
+        assert s.groups.list() == []
