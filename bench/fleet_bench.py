@@ -18,6 +18,10 @@ Prints one JSON object (all figures and the targets) and a short summary.
 
     .venv/bin/python bench/fleet_bench.py [--messages 5000] [--rate 100] [--rate-seconds 10]
         [--skip-memory] [--skip-latency] [--skip-bare-latency] [--profile-fleet FILE]
+        [--database-url postgresql+psycopg://…]
+
+``--database-url`` runs the fleet phases on that database instead of a temp SQLite file
+(DESIGN §10); give it an empty database: its nanoslack tables are emptied first.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import json
 import os
 import platform
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -52,6 +55,8 @@ from _common import (
     stop_process,
     wait_until,
 )
+from sqlalchemy import text
+from sqlmodel import SQLModel
 
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.inbound import Inbound
@@ -59,6 +64,7 @@ from nanoslack.logs import configure_logging
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
+from nanoslack.store import Store
 
 TARGET_RATIO = 0.8
 TARGET_P99_MS = 50.0
@@ -225,7 +231,10 @@ class Outcomes:
 
 
 async def phase_fleet(
-    n_messages: int, latency: tuple[float, float] | None, profile: cProfile.Profile | None
+    n_messages: int,
+    latency: tuple[float, float] | None,
+    profile: cProfile.Profile | None,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
     proc, info = start_emulator(N_APPS)
     drv = Driver(info["base_url"])
@@ -235,8 +244,11 @@ async def phase_fleet(
             alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
             db = Path(tmp) / "nanoslack.db"
             env = Path(tmp) / ".env"
-            write_env(env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning")
+            on_url = {"DATABASE_URL": database_url} if database_url else {}
+            write_env(env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning", **on_url)
             settings = load_settings(env, environ={})
+            if database_url:
+                empty_tables(database_url)
             outcomes = Outcomes()
             fleet = Fleet(settings, socket=SocketOptions(), on_outcome=outcomes)
             started = await fleet.start()
@@ -263,7 +275,7 @@ async def phase_fleet(
             await post
             s = await drv.stats()
             envelopes = envelopes_for(n_messages, N_APPS)
-            rows = _inbox_rows(db)
+            rows = _inbox_rows(settings.db_url)
             result: dict[str, Any] = {
                 "ack_seconds": round(ack_wall, 3),
                 "envelopes_acked_per_s": round(envelopes / ack_wall),
@@ -289,12 +301,18 @@ async def phase_fleet(
             stop_process(proc)
 
 
-def _inbox_rows(db: Path) -> dict[str, int]:
-    conn = sqlite3.connect(db, timeout=10)
-    try:
-        return dict(conn.execute("SELECT status, count(*) FROM inbox GROUP BY status").fetchall())
-    finally:
-        conn.close()
+def _inbox_rows(url: str) -> dict[str, int]:
+    with Store.open(url) as store, store.transaction() as conn:
+        rows = conn.execute(text("SELECT status, count(*) FROM inbox GROUP BY status")).all()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def empty_tables(url: str) -> None:
+    """A run must not find a previous run's rows (inbox keys, groups, leases)."""
+    with Store.open(url) as store, store.transaction() as conn:
+        for table in reversed(SQLModel.metadata.sorted_tables):
+            if table.name not in ("schema_meta", "cache_version"):
+                conn.execute(table.delete())
 
 
 async def steady_latency(
@@ -492,11 +510,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "apps": N_APPS,
         "messages": args.messages,
         "envelopes": envelopes_for(args.messages, N_APPS),
+        "database": "sqlite" if not args.database_url else args.database_url.split(":", 1)[0],
     }
     met: dict[str, bool] = {}
     if not args.skip_throughput:
         bare = await phase_bare(args.messages, bare_latency)
-        fleet = await phase_fleet(args.messages, latency, profile)
+        fleet = await phase_fleet(args.messages, latency, profile, args.database_url)
         if profile is not None:
             profile.dump_stats(args.profile_fleet)
         result["bare_bolt"] = bare
@@ -582,6 +601,11 @@ def main() -> None:
     p.add_argument("--skip-latency", action="store_true")
     p.add_argument("--skip-bare-latency", action="store_true", help="no reference latency for bare bolt")
     p.add_argument("--profile-fleet", metavar="FILE", help="cProfile the fleet phase's measured stretch")
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="run the fleet phase on this (empty) database, e.g. postgresql+psycopg://…; default: SQLite",
+    )
     args = p.parse_args()
     r = asyncio.run(run(args))
     print(json.dumps(r))

@@ -1,5 +1,7 @@
-"""Suite-wide fixtures: no proxy on loopback, global logging state restored after
-every test, and the Slack emulator for the tests that need one.
+"""Suite-wide fixtures: no proxy on loopback (slack-sdk's socket client ignores
+NO_PROXY, even for 127.0.0.1), global logging state restored after every test, the
+Slack emulator for the tests that need one, and the one ``store`` fixture, run on
+SQLite and on a throwaway PostgreSQL server (DESIGN §10).
 
 tests/emulator keeps its own ``emu``/``temu`` (shorter ack timeout, its own env cleanup).
 """
@@ -7,15 +9,19 @@ tests/emulator keeps its own ``emu``/``temu`` (shorter ack timeout, its own env 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 import structlog
 
 from nanoslack.emulator import Emulator, ThreadedEmulator
 from nanoslack.logs import NOISY_LOGGERS
+from nanoslack.store import Store
+from tests import pg
 
-# slack-sdk's socket client ignores NO_PROXY, even for 127.0.0.1.
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
@@ -57,3 +63,75 @@ def temu() -> Iterator[ThreadedEmulator]:
     """The same emulator on its own thread, for synchronous tests."""
     with Emulator.in_thread(ack_timeout=1.0) as emulator:
         yield emulator
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.PgServer]:
+    """One PostgreSQL server for the session; skipped with the reason where none can run."""
+    reason = pg.skip_reason()
+    if reason is not None:
+        if os.environ.get("NANOSLACK_REQUIRE_PG"):  # .ci/run: these cases must run
+            pytest.fail(f"PostgreSQL required (NANOSLACK_REQUIRE_PG) but unavailable: {reason}")
+        pytest.skip(f"PostgreSQL: {reason}")
+    bin_dir = pg.find_bin_dir()
+    assert bin_dir is not None
+    server = pg.PgServer(bin_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test."""
+    url = pg_server.fresh_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database a test's store lives in: every store-backed test runs on both."""
+    if request.param == "sqlite":
+        return "sqlite:///" + str(tmp_path / "nanoslack.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = Store.open(store_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def db_arg(store_url: str) -> str:
+    """What an operator passes to ``--db``: a file path for SQLite, the URL otherwise."""
+    return store_url.removeprefix("sqlite:///")
+
+
+@pytest.fixture
+def sql(store_url: str, request: pytest.FixtureRequest) -> Callable[[str], int]:
+    """An operator's SQL from outside the fleet: ``q.py``'s sqlite3 connection, or
+    ``psql`` on PostgreSQL. Returns the affected row count."""
+    if store_url.startswith("sqlite:///"):
+        path = store_url.removeprefix("sqlite:///")
+
+        def run_sqlite(statement: str) -> int:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=5)
+            try:
+                return conn.execute(statement).rowcount
+            finally:
+                conn.close()
+
+        return run_sqlite
+    server: pg.PgServer = request.getfixturevalue("pg_server")
+
+    def run_psql(statement: str) -> int:
+        tag = server.psql(store_url, statement).stdout.strip().splitlines()[-1]
+        return int(tag.rsplit(" ", 1)[1])  # "UPDATE 3", "INSERT 0 1", "DELETE 0"
+
+    return run_psql

@@ -15,6 +15,7 @@ from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
+from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
 from nanoslack.store import Store
 from nanoslack.turns import StoreLedger, TurnOptions
 
@@ -55,6 +56,7 @@ class Fleet:
         self._http = make_http_client()
         self._ledger = StoreLedger(self.store)
         self._stopping = asyncio.Event()
+        self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
 
     def _siblings(self) -> dict[str, str]:
         return {name: rt.identity.bot_user_id for name, rt in self.instances.items()}
@@ -64,17 +66,13 @@ class Fleet:
         _disable_bolt_env_magic()
         a2a = self._a2a.get()  # read now: a malformed value is warned about at start
         agents = {inst.name: self._agent_for(inst.name) for inst in self.settings.instances}
-        started = await asyncio.gather(
-            *(
-                self._start_one(inst, agent)
-                for inst in self.settings.instances
-                if (agent := agents[inst.name])
-            )
-        )
-        names = [name for name in started if name is not None]
+        runnable = [(inst, agent) for inst in self.settings.instances if (agent := agents[inst.name])]
+        started = await asyncio.gather(*(self._start_one(inst, agent) for inst, agent in runnable))
+        names = [inst.name for (inst, _), ok in zip(runnable, started, strict=True) if ok]
         log.info(
             "fleet started",
-            instances=names,
+            instances=[n for n in names if n in self.instances],
+            standby=self.leases.waiting,
             skipped=[n for n, _ in self.settings.skipped] + [n for n, a in agents.items() if a is None],
             a2a_rooms=sorted(a2a.rooms),
             max_hops=a2a.max_hops,
@@ -96,30 +94,51 @@ class Fleet:
             log.error("instance skipped: agent not configured", instance=name, error=str(exc))
             return None
 
-    async def _start_one(self, settings: InstanceSettings, agent: Agent) -> str | None:
+    async def _start_one(self, settings: InstanceSettings, agent: Agent) -> bool:
+        """True once the instance runs here, or waits as a standby for its lease."""
+        # DESIGN §10: one process per instance; a standby runs _start_one again on takeover.
+        if not self.leases.take(settings.name, then=lambda: self._start_one(settings, agent)):
+            return True
+        if await self._connect(settings, agent):
+            return True
+        self.leases.release(settings.name)
+        return False
+
+    async def _lease_lost(self, name: str) -> None:
+        """Another process took the instance over: stop it here and stand by."""
+        rt = self.instances.pop(name, None)
+        if rt is not None:
+            await rt.stop()
+        agent = rt.agent if rt is not None else self._agent_for(name)
+        if agent is not None:
+            await self._start_one(next(i for i in self.settings.instances if i.name == name), agent)
+
+    async def _connect(self, settings: InstanceSettings, agent: Agent) -> bool:
         name = settings.name
         try:
             rt = await InstanceRuntime.connect(settings, self._shared, agent)
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
-            return None
+            return False
         except Exception as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=type(exc).__name__)
-            return None
+            return False
         try:
             await rt.start()
         except Exception as exc:
             log.error("instance skipped: socket connect failed", instance=name, error=type(exc).__name__)
             await rt.stop()
-            return None
+            return False
         self.instances[name] = rt
         ident = rt.identity
         log.info("instance ready", instance=name, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id)
-        return name
+        return True
 
     async def stop(self) -> None:
+        await self.leases.stand_down()
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
+        await self.leases.stop()
         await self._http.aclose()
         if self._own_store:
             self.store.close()

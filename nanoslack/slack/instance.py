@@ -80,6 +80,7 @@ class InstanceRuntime:
         agent: Agent,
     ) -> None:
         self.name = settings.name
+        self.agent = agent
         self._shared = shared
         self.client = client
         self.identity = _identity(settings.name, auth_test)

@@ -19,6 +19,7 @@ from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
+from nanoslack.store.leases import Leases
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
@@ -57,6 +58,7 @@ class Store:
         self.messages = Messages(db)
         self.outbox = Outbox(db)
         self.turns = Turns(db)
+        self.leases = Leases(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -4,12 +4,17 @@ One ``Store`` per process holds one SQLAlchemy connection: the fleet runs on one
 asyncio loop, and SQLite serialises writers anyway, so a pool would only add
 checkout cost on the hot path. A re-entrant lock keeps the odd call from another
 thread (tests, CLI helpers) safe.
+
+PostgreSQL (DESIGN §10) runs the same SQL at READ COMMITTED: what SQLite's single
+writer gives for free is spelled out there as an advisory lock per room (hops), a
+lock around migrations, and the ``cache_version`` row kept by triggers.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,8 +49,9 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 
 
 def _driver(conn: Connection) -> Any:
-    """The sqlite3 connection under ``conn``: per-message statements go straight
-    to it, because SQLAlchemy's execute path costs more than the statement."""
+    """The DB-API connection under ``conn`` (sqlite3 or psycopg): per-message
+    statements go straight to it, because SQLAlchemy's execute path costs more
+    than the statement."""
     raw = conn.connection.driver_connection
     assert raw is not None
     return raw
@@ -59,8 +65,11 @@ def _sqlite_begin(conn: Connection) -> None:
 
 def make_engine(url: str) -> Engine:
     parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        # A bare postgresql:// would mean psycopg2, which nanoslack does not ship.
+        parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(parsed, pool_pre_ping=True)
     database = parsed.database
     if database and database != ":memory:":
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -70,12 +79,58 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+# Advisory-lock namespace (the first key of PostgreSQL's two-key form) and its uses.
+PG_LOCK_SPACE = 0x6E73  # "ns"
+PG_LOCK_MIGRATE = 1
+
+# Tables whose rows the router and the gate cache; writes to them bump cache_version
+# on PostgreSQL. engaged_threads only matters when a row disappears.
+_CACHED_TABLES = {
+    "messaging_groups": "INSERT OR UPDATE OR DELETE",
+    "users": "INSERT OR UPDATE OR DELETE",
+    "agent_groups": "INSERT OR UPDATE OR DELETE",
+    "agent_group_members": "INSERT OR UPDATE OR DELETE",
+    "engaged_threads": "DELETE",
+}
+_BUMP_FUNCTION = """
+CREATE OR REPLACE FUNCTION nanoslack_bump_cache_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE cache_version SET version = version + 1 WHERE id = 1;
+  RETURN NULL;
+END $$
+"""
+
+
+def _create_tables(conn: Connection) -> None:
+    # create_all only adds missing tables, so every version can call it.
+    SQLModel.metadata.create_all(conn)
+
+
+def _v2_cache_version(conn: Connection) -> None:
+    """Version 2: cache_version (kept by triggers on PostgreSQL) and instance_leases."""
+    _create_tables(conn)
+    conn.execute(text("INSERT INTO cache_version (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING"))
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql(_BUMP_FUNCTION)
+    for table, events in _CACHED_TABLES.items():
+        name = f"{table}_bumps_cache_version"
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        # Row-level: an upsert that changes nothing (the router's users.ensure on
+        # every new sender) fires nothing and so invalidates no cache.
+        conn.exec_driver_sql(
+            f"CREATE TRIGGER {name} AFTER {events} ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION nanoslack_bump_cache_version()"
+        )
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
-# release: the tables as declared in ``tables``. Version 2 only adds tables
-# (``turns``, ``agent_usage``): ``create_all`` creates the missing ones.
+# release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
+# ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
+# missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
-    lambda conn: SQLModel.metadata.create_all(conn),
-    lambda conn: SQLModel.metadata.create_all(conn),
+    _create_tables,
+    _v2_cache_version,
 ]
 
 
@@ -83,7 +138,10 @@ def _current_version(conn: Connection) -> int:
     has_meta = conn.execute(
         text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_meta'")
         if conn.dialect.name == "sqlite"
-        else text("SELECT 1 FROM information_schema.tables WHERE table_name='schema_meta'")
+        else text(
+            "SELECT 1 FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_name = 'schema_meta'"
+        )
     ).first()
     if not has_meta:
         return 0
@@ -93,6 +151,13 @@ def _current_version(conn: Connection) -> int:
 
 def migrate(conn: Connection) -> int:
     """Bring the schema to ``SCHEMA_VERSION``; refuse a database from the future."""
+    if conn.dialect.name == "postgresql":
+        # Two processes starting at once must not both create the tables. (SQLite's
+        # BEGIN IMMEDIATE already serialises them.)
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:space, :key)"),
+            {"space": PG_LOCK_SPACE, "key": PG_LOCK_MIGRATE},
+        )
     version = _current_version(conn)
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -106,23 +171,39 @@ def migrate(conn: Connection) -> int:
     return version
 
 
+_PG_PARAM = re.compile(r"(?<![:\w]):(\w+)")
+
+
+@functools.lru_cache(maxsize=256)
+def _pg_text(sql: str) -> str:
+    """``:name`` parameters in psycopg's ``%(name)s`` style (hot statements hold no
+    ``:`` inside string literals)."""
+    return _PG_PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
 def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> int:
     """Run a per-message write; its rowcount.
 
     On SQLite the statement goes straight to the driver (sqlite3 takes the same
     ``:name`` parameters) on the transaction's own connection: SQLAlchemy's execute
     path costs ~35 µs a statement, more than a whole stage may spend on a message
-    (DESIGN §9). Other databases take the ordinary path.
+    (DESIGN §9). PostgreSQL's psycopg connection takes it the same way, once the
+    parameters are respelled; other databases take the ordinary path.
     """
-    if conn.dialect.name == "sqlite":
+    name = conn.dialect.name
+    if name == "sqlite":
         return int(_driver(conn).execute(stmt.text, params).rowcount)
+    if name == "postgresql":
+        return int(_driver(conn).execute(_pg_text(stmt.text), params).rowcount)
     return int(conn.execute(stmt, params).rowcount)
 
 
 def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tuple[Any, ...] | None:
     """``hot_execute`` for a per-message read: the first row, or None."""
-    if conn.dialect.name == "sqlite":
-        row = _driver(conn).execute(stmt.text, params).fetchone()
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        sql = stmt.text if name == "sqlite" else _pg_text(stmt.text)
+        row = _driver(conn).execute(sql, params).fetchone()
         return tuple(row) if row is not None else None
     result = conn.execute(stmt, params).first()
     return tuple(result) if result is not None else None
@@ -130,6 +211,9 @@ def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tup
 
 def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
     return hot_first(conn, stmt, params) is not None
+
+
+_CACHE_VERSION = text("SELECT version FROM cache_version WHERE id = 1")
 
 
 class Transaction:
@@ -210,17 +294,23 @@ class Database:
 
         Read once per transaction: while we hold SQLite's write lock (BEGIN
         IMMEDIATE) nobody else can commit, so the value cannot move under us, and
-        the router and the gate ask for it on every message. Non-SQLite
-        databases have no such pragma: the value moves every second instead.
+        the router and the gate ask for it on every message. Elsewhere it is the
+        ``cache_version`` row that triggers bump on every write to a cached table
+        (ours included, which costs one extra cache refresh): read at the start of
+        the transaction, it is never newer than the rows read after it.
         """
         if not self._depth:
             raise StoreError("external_version() needs an open transaction")
-        if not self.is_sqlite:
-            return int(time.monotonic())
         if self._version_serial != self._txn_serial:
-            self._version = int(_driver(self._conn).execute("PRAGMA data_version").fetchone()[0])
+            self._version = self._read_version()
             self._version_serial = self._txn_serial
         return self._version
+
+    def _read_version(self) -> int:
+        if self.is_sqlite:
+            return int(_driver(self._conn).execute("PRAGMA data_version").fetchone()[0])
+        row = self._conn.execute(_CACHE_VERSION).first()
+        return int(row[0]) if row else 0
 
     @contextmanager
     def savepoint(self) -> Iterator[Connection]:

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_exists, hot_first
+from nanoslack.store.db import PG_LOCK_SPACE, Database, hot_execute, hot_exists, hot_first
 
+# Held until the reserving transaction ends, so the count and the insert are one step
+# for every process; READ COMMITTED then sees the previous holder's committed row.
+_LOCK_ROOM = text("SELECT pg_advisory_xact_lock(:space, hashtext(:room))")
 _HELD = text("SELECT 1 FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
 _COUNT_IDENTITY = text("SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance")
 _COUNT_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room")
@@ -49,23 +52,32 @@ class Hops:
     def __init__(self, db: Database) -> None:
         self._db = db
         # (room, instance) pairs known to hold no hop rows. Only the process running
-        # an instance writes that instance's rows (one process per app token), so
+        # an instance writes that instance's rows (one process per app token, its
+        # lease holder; ``forget`` runs when a lease is taken), so
         # after a reset this process knows the pair is clean until it reserves
         # again: a human message then costs no DELETE. Forgotten on any rollback.
         self._clean: set[tuple[str, str]] = set()
         db.on_rollback(self._clean.clear)
+
+    def forget(self, instance: str) -> None:
+        """Another process may have written ``instance``'s rows (it held the
+        instance's lease meanwhile): stop trusting what we knew about them."""
+        self._clean = {pair for pair in self._clean if pair[1] != instance}
 
     def reserve(
         self, *, room: str, instance: str, ts: str, bot_id: str, max_hops: int, scope: str
     ) -> int | None:
         """Take a hop for this message; its 1-based number, or None at the limit.
 
-        Check and insert share one IMMEDIATE transaction, so concurrent
-        deliveries (even from other processes) cannot over-admit.
+        Check and insert share one transaction that holds the room's lock (SQLite:
+        the IMMEDIATE write lock; PostgreSQL: an advisory lock on the room until
+        commit), so concurrent deliveries, even from other processes, cannot over-admit.
         """
         key = {"room": room, "instance": instance, "ts": ts}
         by_room = scope == "room"
         with self._db.transaction() as conn:
+            if not self._db.is_sqlite:
+                conn.execute(_LOCK_ROOM, {"space": PG_LOCK_SPACE, "room": room})
             if not hot_exists(conn, _HELD, key):
                 already_counted = by_room and hot_exists(conn, _ROOM_HAS_TS, key)
                 if not already_counted:

@@ -228,3 +228,31 @@ class AgentUsage(SQLModel, table=True):
     instance: str = Field(primary_key=True)
     day: str = Field(primary_key=True)  # YYYY-MM-DD, UTC
     tokens: int = 0
+
+
+# -- schema version 2 ------------------------------------------------------------------
+
+
+class CacheVersion(SQLModel, table=True):
+    """One row whose ``version`` moves whenever state the router and the gate cache
+    changes, whoever changed it (DESIGN §4, §10).
+
+    On PostgreSQL, triggers on the cached tables bump it, so an operator's ``psql``
+    UPDATE applies to the next message in every process. SQLite has
+    ``PRAGMA data_version`` for that and leaves the row alone.
+    """
+
+    __tablename__ = "cache_version"
+    id: int = Field(default=1, primary_key=True)
+    version: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+
+
+class InstanceLease(SQLModel, table=True):
+    """Which process runs an instance (DESIGN §10): one row per instance, renewed by a
+    heartbeat; a lapsed lease may be taken by a standby."""
+
+    __tablename__ = "instance_leases"
+    instance: str = Field(primary_key=True)
+    holder: str  # "<host>:<pid>:<random>", unique per process
+    expires_at: float
+    heartbeat_at: float

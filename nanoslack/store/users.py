@@ -27,7 +27,9 @@ _ENSURE = text(
     " display_name = coalesce(excluded.display_name, users.display_name),"
     " slack_user_id = coalesce(excluded.slack_user_id, users.slack_user_id),"
     " updated_at = excluded.updated_at"
-    " WHERE (excluded.display_name IS NOT NULL AND excluded.display_name IS NOT users.display_name)"
+    # Spelled without SQLite's ``IS NOT`` between values, which PostgreSQL rejects.
+    " WHERE (excluded.display_name IS NOT NULL"
+    " AND (users.display_name IS NULL OR excluded.display_name <> users.display_name))"
     " OR (users.slack_user_id IS NULL AND excluded.slack_user_id IS NOT NULL)"
 )
 

@@ -26,19 +26,30 @@ def make_pipeline(store: Store, pending: list[Inbound] | None = None) -> Pipelin
     )
 
 
-def break_writes_of(sql: Callable[[str], int], ts: str) -> None:
+def break_writes_of(sql: Callable[[str], int], store: Store, ts: str) -> None:
     """A real database failure for one message: its ``messages`` row cannot be written."""
-    sql(
-        "CREATE TRIGGER refuse_one BEFORE INSERT ON messages"
-        f" WHEN NEW.ts = '{ts}' BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
-    )
+    if store.db.is_sqlite:
+        sql(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON messages"
+            f" WHEN NEW.ts = '{ts}' BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+        return
+    with store.transaction() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN RAISE EXCEPTION 'disk says no'; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse_one BEFORE INSERT ON messages FOR EACH ROW"
+            f" WHEN (NEW.ts = '{ts}') EXECUTE FUNCTION refuse_one()"
+        )
 
 
 async def test_a_failing_message_rolls_back_alone_and_consumes_no_hop(
     store: Store, sql: Callable[[str], int]
 ) -> None:
     msgs = [dataclasses.replace(bot_message(mention=True), sender_id="") for _ in range(3)]
-    break_writes_of(sql, msgs[1].ts)
+    break_writes_of(sql, store, msgs[1].ts)
     pipeline = make_pipeline(store)
     assert pipeline.accept_many(msgs) == [True, True, True]
 
@@ -93,7 +104,7 @@ async def test_the_policy_callback_runs_after_the_commit_and_never_for_a_failed_
 ) -> None:
     pipeline = make_pipeline(store)
     msgs = [dataclasses.replace(bot_message(mention=True), sender_id="") for _ in range(2)]
-    break_writes_of(sql, msgs[1].ts)
+    break_writes_of(sql, store, msgs[1].ts)
     status_when_called: list[str | None] = []
     a2a = pipeline.guard.policy
     assert a2a is not None

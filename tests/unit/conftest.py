@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from nanoslack.inbound import Inbound, human_sender_id
-from nanoslack.store import Store
 
 MessageFactory = Callable[..., Inbound]
 
@@ -52,10 +50,3 @@ def bot() -> MessageFactory:
         return _message(bot_id=bot_id, user=user, **kw)
 
     return make
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open("sqlite:///" + str(tmp_path / "t.db"))
-    yield s
-    s.close()

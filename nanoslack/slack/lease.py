@@ -1,0 +1,201 @@
+"""One process per instance across hosts (DESIGN §10): take the instance's lease
+before connecting, renew it by heartbeat, wait as a standby while another process
+holds it, and hand it back on a clean stop.
+
+``NANOSLACK_LEASE_SECONDS`` (15) is how long a lease lives without a heartbeat,
+``NANOSLACK_LEASE_HEARTBEAT`` (5) how often the holder renews it. A standby checks
+every second (or every heartbeat, if shorter) and takes over once the lease
+lapsed, or at once when the holder was a process of this host that no longer exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from nanoslack.store import Store
+
+log = structlog.get_logger("nanoslack.lease")
+
+TTL_KEY = "NANOSLACK_LEASE_SECONDS"
+HEARTBEAT_KEY = "NANOSLACK_LEASE_HEARTBEAT"
+DEFAULT_TTL = 15.0
+DEFAULT_HEARTBEAT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimings:
+    ttl: float = DEFAULT_TTL
+    heartbeat: float = DEFAULT_HEARTBEAT
+
+    @property
+    def poll(self) -> float:
+        return min(1.0, self.heartbeat)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> LeaseTimings:
+        ttl = _seconds(env, TTL_KEY, DEFAULT_TTL)
+        heartbeat = _seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT)
+        if heartbeat >= ttl:
+            log.warning("lease heartbeat not below lease time", key=HEARTBEAT_KEY, using=ttl / 3)
+            heartbeat = ttl / 3
+        return cls(ttl, heartbeat)
+
+
+def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value > 0:
+        return value
+    log.warning("invalid config value", key=key, expected="seconds > 0", using=default)
+    return default
+
+
+def process_holder() -> str:
+    """This process's name in lease rows: host, pid, and a nonce against pid reuse."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def dead_local_holder(holder: str) -> bool:
+    """True when ``holder`` was a process of this host that has exited: a crash
+    (kill -9) followed by a restart need not wait for the lease to lapse."""
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        store: Store,
+        timings: LeaseTimings,
+        *,
+        on_lost: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self.timings = timings
+        self.holder = process_holder()
+        self._on_lost = on_lost
+        self._held: set[str] = set()
+        self._waiting: dict[str, asyncio.Task[None]] = {}
+        self._heartbeat_task: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> list[str]:
+        return sorted(self._waiting)
+
+    def take(self, name: str, then: Callable[[], Awaitable[object]]) -> bool:
+        """True when this process now holds ``name``; otherwise it waits as standby
+        in the background and calls ``then`` once the lease is ours."""
+        if self._try(name):
+            return True
+        if name not in self._waiting:
+            self._waiting[name] = asyncio.create_task(self._standby(name, then), name=f"{name}-standby")
+        return False
+
+    def release(self, name: str) -> None:
+        self._held.discard(name)
+        try:
+            self._store.leases.release(name, self.holder)
+        except Exception as exc:  # the lease then lapses by itself
+            log.warning("lease release failed", instance=name, error=type(exc).__name__)
+
+    async def stand_down(self) -> None:
+        """First step of a clean stop: no standby may start an instance any more.
+        Leases stay held (and renewed) while the instances drain."""
+        tasks = list(self._waiting.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._waiting.clear()
+
+    async def stop(self) -> None:
+        """Last step of a clean stop, once the instances stopped: leases go back at
+        once, so a standby elsewhere takes over without waiting for them to lapse."""
+        await self.stand_down()
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+            self._heartbeat_task = None
+        for name in sorted(self._held):
+            self.release(name)
+
+    def _try(self, name: str) -> bool:
+        current = self._store.leases.get(name)
+        stale = current.holder if current and dead_local_holder(current.holder) else None
+        row = self._store.leases.take(name, self.holder, self.timings.ttl, stale=stale)
+        if row.holder != self.holder:
+            return False
+        if name not in self._held:
+            self._store.hops.forget(name)
+        self._held.add(name)
+        if self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.create_task(self._heartbeat(), name="lease-heartbeat")
+        return True
+
+    async def _standby(self, name: str, then: Callable[[], Awaitable[object]]) -> None:
+        row = self._store.leases.get(name)
+        previous = row.holder if row else None
+        log.info("instance standby: lease held", instance=name, holder=previous)
+        try:
+            while not await self._poll(name):
+                pass
+        finally:
+            self._waiting.pop(name, None)
+        log.info("instance lease taken over", instance=name, previous=previous)
+        await then()
+
+    async def _poll(self, name: str) -> bool:
+        await asyncio.sleep(self.timings.poll)
+        try:
+            return self._try(name)
+        except Exception as exc:  # the database may be back on the next poll
+            log.warning("lease check failed", instance=name, error=type(exc).__name__)
+            return False
+
+    async def _heartbeat(self) -> None:
+        last_ok: dict[str, float] = {}
+        while True:
+            await asyncio.sleep(self.timings.heartbeat)
+            for name in sorted(self._held):
+                last_ok.setdefault(name, time.monotonic())
+                ok = self._renew(name)
+                if ok:
+                    last_ok[name] = time.monotonic()
+                # Unrenewed past the lease time: a standby may already run it.
+                elif ok is False or time.monotonic() - last_ok[name] > self.timings.ttl:
+                    self._held.discard(name)
+                    last_ok.pop(name, None)
+                    log.error("instance lease lost", instance=name, holder=self.holder)
+                    await self._on_lost(name)
+
+    def _renew(self, name: str) -> bool | None:
+        try:
+            return self._store.leases.renew(name, self.holder, self.timings.ttl)
+        except Exception as exc:
+            log.warning("lease renewal failed", instance=name, error=type(exc).__name__)
+            return None

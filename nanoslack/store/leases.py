@@ -1,0 +1,86 @@
+"""Instance leases (DESIGN §10): which process runs an instance.
+
+One row per instance. A process takes the row when it is free, lapsed, or already
+its own, renews it by heartbeat, and deletes it on a clean stop. Times come from
+the database's clock on PostgreSQL, so hosts with skewed clocks still agree on
+when a lease lapsed; SQLite is one host, whose clock it is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, text
+
+from nanoslack.store.db import Database
+
+_PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
+# Taken when free, lapsed, or ours; otherwise the row is left as it is.
+_TAKE = text(
+    "INSERT INTO instance_leases (instance, holder, expires_at, heartbeat_at)"
+    " VALUES (:instance, :holder, :expires, :now)"
+    " ON CONFLICT (instance) DO UPDATE SET holder = excluded.holder,"
+    " expires_at = excluded.expires_at, heartbeat_at = excluded.heartbeat_at"
+    " WHERE instance_leases.holder = excluded.holder OR instance_leases.expires_at <= :now"
+    " OR instance_leases.holder = :stale"
+)
+_GET = text(
+    "SELECT instance, holder, expires_at, heartbeat_at FROM instance_leases WHERE instance = :instance"
+)
+_RENEW = text(
+    "UPDATE instance_leases SET expires_at = :expires, heartbeat_at = :now"
+    " WHERE instance = :instance AND holder = :holder"
+)
+_RELEASE = text("DELETE FROM instance_leases WHERE instance = :instance AND holder = :holder")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    instance: str
+    holder: str
+    expires_at: float
+    heartbeat_at: float
+
+
+class Leases:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def _now(self, conn: Connection) -> float:
+        if self._db.is_sqlite:
+            return time.time()
+        return float(conn.execute(_PG_NOW).scalar_one())
+
+    def take(self, instance: str, holder: str, ttl: float, *, stale: str | None = None) -> LeaseRow:
+        """Try to hold ``instance`` for ``ttl`` seconds; the row as it now stands
+        (``row.holder == holder`` when taken). ``stale`` names a holder known to be
+        dead (a crashed process on this host), whose lease need not lapse first."""
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            params = {
+                "instance": instance,
+                "holder": holder,
+                "expires": now + ttl,
+                "now": now,
+                "stale": stale,
+            }
+            conn.execute(_TAKE, params)
+            r = conn.execute(_GET, {"instance": instance}).one()
+        return LeaseRow(str(r[0]), str(r[1]), float(r[2]), float(r[3]))
+
+    def get(self, instance: str) -> LeaseRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"instance": instance}).first()
+        return LeaseRow(str(r[0]), str(r[1]), float(r[2]), float(r[3])) if r else None
+
+    def renew(self, instance: str, holder: str, ttl: float) -> bool:
+        """Extend our lease; False when it is no longer ours (it lapsed and was taken)."""
+        with self._db.transaction() as conn:
+            now = self._now(conn)
+            params = {"instance": instance, "holder": holder, "expires": now + ttl, "now": now}
+            return conn.execute(_RENEW, params).rowcount == 1
+
+    def release(self, instance: str, holder: str) -> bool:
+        with self._db.transaction() as conn:
+            return conn.execute(_RELEASE, {"instance": instance, "holder": holder}).rowcount == 1
