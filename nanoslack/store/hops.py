@@ -1,8 +1,8 @@
 """Hop counts for the A2A policy (DESIGN §3.6), kept in the store.
 
 A hop is a row per (room, instance, ts): reserving is idempotent for the same
-message (a resumed event keeps its hop), releasing deletes it, and a human
-message deletes the room's rows. ``identity`` scope counts this instance's rows;
+message (a resumed event keeps its hop), a failed message's rollback takes its row
+back, and a human message deletes the room's rows. ``identity`` scope counts this instance's rows;
 ``room`` scope counts distinct message ts across the fleet, so one bot message
 seen by five instances is one hop of the room, not five.
 """
@@ -31,7 +31,6 @@ _INSERT = text(
     "INSERT INTO a2a_hops (room, instance, ts, bot_id, created_at)"
     " VALUES (:room, :instance, :ts, :bot_id, :now) ON CONFLICT DO NOTHING"
 )
-_RELEASE = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
 _RESET_ROOM = text("DELETE FROM a2a_hops WHERE room = :room")
 _RESET_IDENTITY = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance")
 _LIST = text(
@@ -87,10 +86,6 @@ class Hops:
                 hot_execute(conn, _INSERT, {**key, "bot_id": bot_id, "now": time.time()})
                 self._clean.discard((room, instance))
             return _scalar(hot_first(conn, _RANK_ROOM if by_room else _RANK_IDENTITY, key))
-
-    def release(self, *, room: str, instance: str, ts: str) -> None:
-        with self._db.transaction() as conn:
-            hot_execute(conn, _RELEASE, {"room": room, "instance": instance, "ts": ts})
 
     def reset(self, *, room: str, instance: str | None) -> int:
         """A human spoke: forget the room's hops (one identity's, or everyone's)."""
