@@ -293,6 +293,7 @@ async def _web(args: argparse.Namespace, data: Path) -> int:
     from nanoslack.emulator import Emulator
     from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
     from nanoslack.playground.stage import MAX_HOPS as PLAYGROUND_MAX_HOPS
+    from nanoslack.playground.stage import llm_settings
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -301,7 +302,8 @@ async def _web(args: argparse.Namespace, data: Path) -> int:
     async with Emulator(ack_timeout=1.0) as emu:
         stage_ref: list[Stage] = []
         book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, PLAYGROUND_MAX_HOPS)
-        stage = await open_stage(emu, data, on_outcome=book.on_outcome, max_hops=PLAYGROUND_MAX_HOPS)
+        llm = {} if args.script else llm_settings(Path(".env"))
+        stage = await open_stage(emu, data, on_outcome=book.on_outcome, max_hops=PLAYGROUND_MAX_HOPS, llm=llm)
         stage_ref.append(stage)
         server = PlaygroundServer(stage, book)
         try:
@@ -310,6 +312,13 @@ async def _web(args: argparse.Namespace, data: Path) -> int:
             print(
                 f"  you are alice, owner of dana, eli and fay; A2A room {stage.room}, hop limit "
                 f"{stage.max_hops}; fay asks you before answering a bot; data in {data}",
+                flush=True,
+            )
+            agents = (
+                f"{llm['NANOSLACK_AGENT']} back end from ./.env" if llm else "script back end (teammates/)"
+            )
+            print(
+                f"  agents: {agents}",
                 flush=True,
             )
             await stopping.wait()
@@ -341,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=int, default=DEFAULT_PORT, help="playground port on 127.0.0.1 (0: any)"
     )
     parser.add_argument("--keep", action="store_true", help="keep data/demo/ from the last run")
+    parser.add_argument(
+        "--script", action="store_true", help="use the script crew even when ./.env configures an LLM"
+    )
     parser.add_argument("--data-dir", type=Path, default=Path("data/demo"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--serve", action="store_true", help="--no-web: keep the emulator and the fleet running afterwards"

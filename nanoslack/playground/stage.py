@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nanoslack.config import env_suffix, load_settings
+from nanoslack.config.values import read_env_file
 from nanoslack.emulator import App, Emulator, User, apply_workspace, sample_workspace
 from nanoslack.inbound import Inbound
 from nanoslack.ops.open_room import Request, load_env, make_room_public, open_room
@@ -29,6 +30,16 @@ CREW = ("dana", "eli", "fay")
 APPROVER = "fay"
 MAX_HOPS = 3
 A2A_TTL_S = 1.0
+LLM_BACK_ENDS = ("openai", "anthropic")
+LLM_KEYS = (
+    "NANOSLACK_AGENT",
+    "NANOSLACK_MODEL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "NANOSLACK_DAILY_TOKENS",
+)
 PUBLIC = tuple(name for name in CREW if name != APPROVER)
 _MENTION_RE = re.compile(r"(?<![<\w])@([a-z0-9_-]+)\b", re.IGNORECASE)
 
@@ -86,7 +97,18 @@ def fresh_data_dir(path: Path, *, keep: bool) -> Path:
     return path
 
 
-def _env_lines(emu: Emulator, human: User, apps: dict[str, App], max_hops: int) -> list[str]:
+def llm_settings(env_file: Path) -> dict[str, str]:
+    """The LLM back end configured in the user's ``.env`` (openai or anthropic), if any:
+    the crew then answers with it instead of the script."""
+    env = read_env_file(env_file)
+    if env.get("NANOSLACK_AGENT", "").strip() not in LLM_BACK_ENDS:
+        return {}
+    return {k: v for k, v in env.items() if k in LLM_KEYS and v.strip()}
+
+
+def _env_lines(
+    emu: Emulator, human: User, apps: dict[str, App], max_hops: int, llm: dict[str, str]
+) -> list[str]:
     lines = [
         f"SLACK_API_URL={emu.api_url}",
         "NANOSLACK_DB=nanoslack.db",
@@ -99,6 +121,7 @@ def _env_lines(emu: Emulator, human: User, apps: dict[str, App], max_hops: int) 
         "NANOSLACK_AGENT=script",
         f"NANOSLACK_TEAMMATES={TEAMMATES}",
     ]
+    lines += [f"{k}={v}" for k, v in llm.items()]  # later keys win: NANOSLACK_AGENT=openai…
     for app in apps.values():
         suf = env_suffix(app.name)
         lines += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
@@ -112,6 +135,7 @@ async def open_stage(
     on_outcome: Callable[[Inbound, Outcome], None] | None = None,
     max_hops: int = MAX_HOPS,
     public: Sequence[str] = PUBLIC,
+    llm: dict[str, str] | None = None,
 ) -> Stage:
     """Fill the (started) emulator, start the fleet, then open the room as an operator
     would with ``open-room``: the intro lands before the room is listed, so every
@@ -120,7 +144,7 @@ async def open_stage(
     human = next(u for u in emu.users() if u.name == "alice")
     apps = {a.name: a for a in emu.apps()}
     env_file = data_dir / ".env"
-    env_file.write_text("\n".join(_env_lines(emu, human, apps, max_hops)) + "\n")
+    env_file.write_text("\n".join(_env_lines(emu, human, apps, max_hops, llm or {})) + "\n")
     seen: list[Inbound] = []
 
     def hook(msg: Inbound, outcome: Outcome) -> None:
