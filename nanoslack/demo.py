@@ -1,20 +1,24 @@
-"""``nanoslack demo``: an A2A room played end to end on the embedded Slack emulator.
+"""``nanoslack demo``: an A2A room on the embedded Slack emulator, in the browser.
 
 Everything is real except Slack itself: the fleet (bolt + Socket Mode), the
 guard, the A2A policy, the router, the gate, the SQLite store and the agents, which
 run the ``script`` back end with the sample crew in ``teammates/`` (dana plans, eli
-builds, fay reviews). The demo prints the room as it happens and narrates what each
-instance decided about the messages the guard sees. ``--serve`` keeps the emulator
-and the fleet running afterwards.
+builds, fay reviews). By default it serves the playground (``nanoslack.playground``),
+a chat page where you are alice, the bots' owner. ``--no-web`` plays a narrated run
+in the terminal instead, then posts the lines you type as alice. Data lands under
+``data/demo/`` and is wiped at each start unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
+import signal
+import stat
 import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,11 @@ from nanoslack.logs import configure_logging
 from nanoslack.pipeline import Outcome
 
 MAX_HOPS = 3
+DEFAULT_PORT = 8787
+FOLLOW_EVERY_S = 0.2
+# After stdin ends: stop once nothing new happened for this long (at most SETTLE_MAX_S).
+SETTLE_QUIET_S = 3.0
+SETTLE_MAX_S = 60.0
 # The sample crew shipped with the repository (SOUL.md, AGENTS.md, script.json each).
 TEAMMATES = Path(__file__).resolve().parent.parent / "teammates"
 
@@ -39,7 +48,8 @@ class RoomLog:
         self._out = out
         self._seen: set[str] = set()
 
-    def _new(self) -> list[dict[str, Any]]:
+    def new(self, after: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+        """Print the messages not printed yet; ``after(ts)`` runs after each one."""
         fresh = [m for m in self._emu.all_messages(self._channel) if m["ts"] not in self._seen]
         fresh.sort(key=lambda m: float(m["ts"]))
         for msg in fresh:
@@ -50,14 +60,16 @@ class RoomLog:
                 text = text.replace(f"<@{uid}>", f"@{name}")
             where = "  ↳ " if msg.get("thread_ts") not in (None, msg["ts"]) else "  "
             self._out(f"   {where}{who}: {text}")
+            if after is not None:
+                after(msg["ts"])
         return fresh
 
     async def until(self, done: Callable[[dict[str, Any]], bool], within: float = 15) -> None:
         """Print messages until one satisfies ``done``."""
-        await self._emu.wait_for(lambda: any(done(m) for m in self._new()), timeout=within)
+        await self._emu.wait_for(lambda: any(done(m) for m in self.new()), timeout=within)
 
     async def settle(self) -> None:
-        self._new()
+        self.new()
 
 
 class Narrator:
@@ -74,20 +86,22 @@ class Narrator:
     def describe(self, ts: str, names: dict[str, str]) -> None:
         """One line per instance: what the guard, router and gate made of ``ts``."""
         for msg, outcome in sorted(self.about(ts), key=lambda p: p[0].instance):
-            who = msg.instance
-            if outcome.status == "dropped":
-                self.out(f"     {who:>4}: dropped — {outcome.reason}")
-                continue
-            verdict = outcome.verdict
-            hop = f" (hop {msg.hop}/{msg.hop_limit})" if msg.hop else ""
-            sender = names.get(msg.sender_id, msg.sender_id)
-            if verdict is None:
-                self.out(f"     {who:>4}: kept as room context — {outcome.reason}{hop}")
-            else:
-                self.out(f"     {who:>4}: from {sender}{hop} → {verdict.action}: {verdict.reason}")
+            self.out(line_for(msg, outcome, names))
 
 
-async def _play(args: argparse.Namespace, tmp: Path) -> int:
+def line_for(msg: Inbound, outcome: Outcome, names: dict[str, str]) -> str:
+    who = msg.instance
+    if outcome.status == "dropped":
+        return f"     {who:>4}: dropped — {outcome.reason}"
+    verdict = outcome.verdict
+    hop = f" (hop {msg.hop}/{msg.hop_limit})" if msg.hop else ""
+    sender = names.get(msg.sender_id, msg.sender_id)
+    if verdict is None:
+        return f"     {who:>4}: kept as room context — {outcome.reason}{hop}"
+    return f"     {who:>4}: from {sender}{hop} → {verdict.action}: {verdict.reason}"
+
+
+async def _play(args: argparse.Namespace, data: Path) -> int:
     from nanoslack.emulator import Emulator, apply_workspace, sample_workspace
     from nanoslack.slack.fleet import Fleet
 
@@ -100,7 +114,7 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
         side = emu.create_conversation([alice.id, apps["dana"].bot_user_id, apps["eli"].bot_user_id]).id
         env = [
             f"SLACK_API_URL={emu.api_url}",
-            f"NANOSLACK_DB={tmp / 'nanoslack.db'}",
+            f"NANOSLACK_DB={data / 'nanoslack.db'}",
             "SLACK_INSTANCES=dana,eli,fay",
             f"SLACK_A2A_ROOMS={room}",
             f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
@@ -111,9 +125,9 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
         for app in apps.values():
             suf = env_suffix(app.name)
             env += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
-        (tmp / ".env").write_text("\n".join(env) + "\n")
+        (data / ".env").write_text("\n".join(env) + "\n")
         narrator = Narrator(out)
-        fleet = Fleet(load_settings(tmp / ".env", environ={}), on_outcome=narrator)
+        fleet = Fleet(load_settings(data / ".env", environ={}), on_outcome=narrator)
         # dana and fay let every room member in; eli asks alice first (request_approval).
         for name in ("dana", "fay"):
             fleet.store.groups.ensure_public_room(platform_id=f"slack:{room}", instance=name)
@@ -165,6 +179,12 @@ async def _play(args: argparse.Namespace, tmp: Path) -> int:
             for row in fleet.store.groups.list():
                 policy = row.unknown_sender_policy
                 out(f"     {row.instance:>4}  {row.platform_id}  {row.engage_mode}  {policy}")
+
+            async def post(text: str) -> None:
+                await emu.post_as_user(alice.id, room, _link(text, by_user))
+
+            out("\ntype a message to post it in the room as alice (e.g. @dana what's next?); Ctrl-D ends")
+            await _converse(post, room_log, narrator, names, out)
             if args.serve:
                 out(f"\nserving: Slack API {emu.api_url} — Ctrl-C to stop")
                 await asyncio.Event().wait()
@@ -194,14 +214,129 @@ async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:
     return found
 
 
-def _held(tmp: Path) -> int:
-    import sqlite3
+def _link(text: str, by_user: dict[str, str]) -> str:
+    """``@dana`` → ``<@U…>``, as Slack's composer does."""
+    for uid, name in by_user.items():
+        text = re.sub(rf"(?<![<\w])@{re.escape(name)}\b", f"<@{uid}>", text, flags=re.IGNORECASE)
+    return text
 
-    conn = sqlite3.connect(tmp / "nanoslack.db", timeout=5)
+
+async def _stdin_lines() -> AsyncIterator[str]:
+    """The lines typed on stdin, read without blocking the loop (a pipe or a terminal)."""
+    fd = sys.stdin.fileno()
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+        # A regular file or /dev/null: reading cannot block, and epoll refuses them.
+        for line in sys.stdin.read().splitlines():
+            yield line
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while raw := await reader.readline():
+        yield raw.decode(errors="replace").rstrip("\n")
+
+
+async def _converse(
+    post: Callable[[str], Awaitable[None]],
+    room_log: RoomLog,
+    narrator: Narrator,
+    names: dict[str, str],
+    out: Callable[[str], None],
+) -> None:
+    """Post each stdin line as the human; print the room and the decisions as they come."""
+    seen = len(narrator.outcomes)
+
+    def follow() -> bool:
+        """Print new messages, each followed by what the instances made of it."""
+        nonlocal seen
+        fresh = narrator.outcomes[seen:]
+        seen = len(narrator.outcomes)
+
+        def decisions(ts: str) -> None:
+            for pair in [p for p in fresh if p[0].ts == ts]:
+                fresh.remove(pair)
+                out(line_for(*pair, names))
+
+        printed = bool(room_log.new(after=decisions)) or bool(fresh)
+        for msg, outcome in fresh:  # about messages printed earlier
+            out(line_for(msg, outcome, names))
+        return printed
+
+    async def follow_forever() -> None:
+        while True:
+            follow()
+            await asyncio.sleep(FOLLOW_EVERY_S)
+
+    follower = asyncio.create_task(follow_forever())
     try:
-        return int(conn.execute("SELECT count(*) FROM messages WHERE status = 'held'").fetchone()[0])
+        async for line in _stdin_lines():
+            if line.strip():
+                await post(line.strip())
+        # stdin ended (a pipe, Ctrl-D): let the exchange it started play out, then stop.
+        quiet_since = loop_time()
+        deadline = quiet_since + SETTLE_MAX_S
+        while loop_time() - quiet_since < SETTLE_QUIET_S and loop_time() < deadline:
+            await asyncio.sleep(FOLLOW_EVERY_S)
+            if follow():
+                quiet_since = loop_time()
     finally:
-        conn.close()
+        follower.cancel()
+        follow()
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def _web(args: argparse.Namespace, data: Path) -> int:
+    from nanoslack.emulator import Emulator
+    from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+    from nanoslack.playground.stage import MAX_HOPS as PLAYGROUND_MAX_HOPS
+    from nanoslack.playground.stage import llm_settings
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    async with Emulator(ack_timeout=1.0) as emu:
+        stage_ref: list[Stage] = []
+        book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, PLAYGROUND_MAX_HOPS)
+        llm = {} if args.script else llm_settings(Path(".env"))
+        stage = await open_stage(emu, data, on_outcome=book.on_outcome, max_hops=PLAYGROUND_MAX_HOPS, llm=llm)
+        stage_ref.append(stage)
+        server = PlaygroundServer(stage, book)
+        try:
+            url = await _listen(server, args.port)
+            print(f"nanoslack demo: playground at {url}  (open it in a browser; Ctrl-C stops)", flush=True)
+            print(
+                f"  you are alice, owner of dana, eli and fay; A2A room {stage.room}, hop limit "
+                f"{stage.max_hops}; fay asks you before answering a bot; data in {data}",
+                flush=True,
+            )
+            agents = (
+                f"{llm['NANOSLACK_AGENT']} back end from ./.env" if llm else "script back end (teammates/)"
+            )
+            print(
+                f"  agents: {agents}",
+                flush=True,
+            )
+            await stopping.wait()
+        finally:
+            await server.stop()
+            await stage.stop()
+    print("nanoslack demo: stopped", flush=True)
+    return 0
+
+
+async def _listen(server: Any, port: int) -> str:
+    try:
+        return str(await server.start(port))
+    except OSError:
+        if port == 0:
+            raise
+        print(f"nanoslack demo: port {port} is busy, picking a free one", flush=True)
+        return str(await server.start(0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,19 +344,32 @@ def main(argv: list[str] | None = None) -> int:
         prog="nanoslack demo", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument(
-        "--serve", action="store_true", help="keep the emulator and the fleet running afterwards"
+        "--no-web", action="store_true", help="narrate a run in the terminal, then post typed lines as alice"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="playground port on 127.0.0.1 (0: any)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep data/demo/ from the last run")
+    parser.add_argument(
+        "--script", action="store_true", help="use the script crew even when ./.env configures an LLM"
+    )
+    parser.add_argument("--data-dir", type=Path, default=Path("data/demo"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--serve", action="store_true", help="--no-web: keep the emulator and the fleet running afterwards"
     )
     parser.add_argument("--verbose", action="store_true", help="show the fleet's log lines too")
     args = parser.parse_args(argv)
     configure_logging("info" if args.verbose else "error", "console")
-    with tempfile.TemporaryDirectory(prefix="nanoslack-demo-") as tmp:
-        try:
-            return asyncio.run(_play(args, Path(tmp)))
-        except KeyboardInterrupt:
-            return 0
-        except TimeoutError as exc:
-            print(f"nanoslack demo: a step did not complete: {exc}", file=sys.stderr)
-            return 1
+    from nanoslack.playground import fresh_data_dir
+
+    data = fresh_data_dir(args.data_dir.resolve(), keep=args.keep)
+    try:
+        return asyncio.run(_play(args, data) if args.no_web else _web(args, data))
+    except KeyboardInterrupt:
+        return 0
+    except TimeoutError as exc:
+        print(f"nanoslack demo: a step did not complete: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import events as ev_mod
@@ -44,6 +45,9 @@ class Engine:
         # Where the server listening for this workspace is bound: socket URLs and
         # response_urls handed to apps point there.
         self.port: int = 0
+        # Called with (channel, message) after a message is stored, edited or reacted to,
+        # so a viewer (the demo playground) can push changes instead of polling.
+        self.watchers: list[Callable[[str, JSON], None]] = []
 
     @property
     def api_url(self) -> str:
@@ -163,8 +167,13 @@ class Engine:
             ch.top.append(msg)
         else:
             _add_reply(ch, parent, msg)
+        self._changed(channel, msg)
         await self.emit(ch, ev_mod.message_event(self.ws, ch, msg), app)
         return msg
+
+    def _changed(self, channel: str, msg: JSON) -> None:
+        for watch in self.watchers:
+            watch(channel, dict(msg))
 
     @staticmethod
     def _thread_parent(ch: Channel, thread_ts: str) -> JSON:
@@ -228,6 +237,7 @@ class Engine:
         if metadata:
             msg["metadata"] = metadata
         msg["edited"] = {"user": app.bot_user_id, "ts": self.ws.next_ts()}
+        self._changed(channel, msg)
         event = ev_mod.message_changed_event(ch, msg, previous, self.ws.next_ts())
         await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
         return msg
@@ -245,6 +255,7 @@ class Engine:
                 break
         else:
             reactions.append({"name": name, "users": [user.id], "count": 1})
+        self._changed(channel, msg)
         event = ev_mod.reaction_added_event(user, name, channel, msg, self.ws.next_ts())
         await self.emit(ch, event, None, subscription="reaction_added")
 

@@ -99,6 +99,11 @@ class Hops:
         self._clean.add((room, instance))
         return cleared
 
+    def room_count(self, room: str) -> int:
+        """The room's hops as ``room`` scope counts them: distinct bot messages."""
+        with self._db.transaction() as conn:
+            return _scalar(conn.execute(_COUNT_ROOM, {"room": room}).first())
+
     def counts(self) -> list[HopCount]:
         with self._db.transaction() as conn:
             rows = conn.execute(_LIST).all()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from nanoslack.emulator import Emulator
@@ -29,6 +33,7 @@ def nanoslack(
         [sys.executable, "-m", "nanoslack", *args],
         cwd=cwd,
         capture_output=True,
+        stdin=subprocess.DEVNULL,
         text=True,
         timeout=timeout,
         env={**base, **(env or {})},
@@ -71,7 +76,7 @@ def test_q_through_the_cli_matches_the_script(tmp_path: Path) -> None:
 
 
 def test_demo_plays_the_room_end_to_end_and_exits_cleanly(tmp_path: Path) -> None:
-    done = nanoslack("demo", cwd=tmp_path, timeout=120)
+    done = nanoslack("demo", "--no-web", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "hold: awaiting approval" in out
@@ -82,6 +87,49 @@ def test_demo_plays_the_room_end_to_end_and_exits_cleanly(tmp_path: Path) -> Non
     assert "dropped — hop limit reached" in out
     assert "dropped — room not in SLACK_A2A_ROOMS" in out
     assert "xoxb-" not in out and "xapp-" not in out
+    assert (tmp_path / "data" / "demo" / "nanoslack.db").is_file()
+
+
+def test_demo_without_web_posts_typed_lines_as_alice_and_prints_the_bots_replies(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoslack", "demo", "--no-web"],
+        cwd=tmp_path,
+        env=base,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdin is not None and proc.stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    seen: list[str] = []
+
+    def wait_for(text: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in seen):
+            left = deadline - time.monotonic()
+            assert left > 0 and proc.poll() is None, f"no {text!r} in: {''.join(seen)}"
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=min(left, 0.5)))
+
+    try:
+        wait_for("type a message to post it in the room as alice", timeout=120)
+        start = len(seen)
+        proc.stdin.write("@fay can you review the plan?\n")
+        proc.stdin.flush()
+        wait_for("alice: @fay can you review the plan?")
+        wait_for("fay: Reviewed, alice")
+        # fay hands on to dana by @mention; dana answers the bot.
+        wait_for("dana: Thanks fay.")
+        assert any("fay: from alice → allow" in line for line in seen[start:])
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp_path: Path) -> None:

@@ -1,0 +1,223 @@
+"""The playground's web server: the page, a server-sent event stream, and the two
+things the human does (post a message, click a button), on 127.0.0.1 only.
+
+The stream starts with a snapshot of everything the page shows, then sends each
+change as it happens: messages from the emulator's change hook, notes from the
+fleet's outcomes, the status strip when it changes. A reconnecting page simply
+receives a new snapshot. The server watches the store's ``turns`` table (silent
+turns) and status a few times a second; the page itself never polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from nanoslack.logs import get_logger
+from nanoslack.playground.notes import Note, NoteBook
+from nanoslack.playground.stage import Stage
+
+log = get_logger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+HOST = "127.0.0.1"
+WATCH_EVERY_S = 0.3
+KEEPALIVE_S = 15.0
+JSON = dict[str, Any]
+
+
+class PlaygroundServer:
+    def __init__(self, stage: Stage, notes: NoteBook) -> None:
+        self.stage = stage
+        self.notes = notes
+        self._clients: set[asyncio.Queue[str | None]] = set()
+        self._status: JSON = {}
+        self._runner: web.AppRunner | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self.url = ""
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def start(self, port: int = 0) -> str:
+        app = web.Application()
+        app.router.add_get("/", self._index)
+        app.router.add_get("/events", self._events)
+        app.router.add_post("/api/post", self._post)
+        app.router.add_post("/api/click", self._click)
+        app.router.add_static("/static/", STATIC)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, HOST, port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.url = f"http://{HOST}:{bound}/"
+        self.stage.emu.engine.watchers.append(self._on_message)
+        self.notes.listeners.append(self._on_note)
+        self._watcher = asyncio.create_task(self._watch())
+        return self.url
+
+    async def stop(self) -> None:
+        if self._watcher:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        for queue in self._clients:
+            queue.put_nowait(None)
+        if self._runner:
+            await self._runner.cleanup()
+
+    # ---- what the page is told --------------------------------------------------------------
+    def _send(self, event: JSON) -> None:
+        data = json.dumps(event, separators=(",", ":"))
+        for queue in self._clients:
+            queue.put_nowait(data)
+
+    def _on_message(self, channel: str, msg: JSON) -> None:
+        conv = self._conversation(channel)
+        if conv is not None:
+            self._send({"type": "message", "conversation": conv, "message": msg})
+
+    def _on_note(self, note: Note) -> None:
+        self._send({"type": "note", "note": note.to_json()})
+
+    def _conversation(self, channel: str) -> JSON | None:
+        """The conversation as the human's sidebar shows it; None if the human is not in it."""
+        conv = next((c for c in self.stage.emu.conversations() if c.id == channel), None)
+        if conv is None or self.stage.human.id not in conv.members:
+            return None
+        names = self.stage.user_names
+        others = [names.get(m, m) for m in conv.members if m != self.stage.human.id]
+        if conv.id == self.stage.room:
+            label, section = "a2a-room", "rooms"
+        elif conv.kind == "im":
+            label, section = ", ".join(others), "dms"
+        else:
+            label, section = ", ".join(others), "rooms"
+        return {"id": conv.id, "kind": conv.kind, "label": label, "section": section, "members": others}
+
+    def snapshot(self) -> JSON:
+        stage = self.stage
+        convs = [c for c in (self._conversation(x.id) for x in stage.emu.conversations()) if c]
+        convs.sort(key=lambda c: (c["id"] != stage.room, c["section"], c["label"]))
+        return {
+            "type": "snapshot",
+            "me": {"id": stage.human.id, "name": stage.human.name},
+            "users": [
+                {"id": uid, "name": n, "bot": uid != stage.human.id} for uid, n in stage.user_names.items()
+            ],
+            "room": stage.room,
+            "conversations": convs,
+            "messages": {c["id"]: stage.emu.all_messages(c["id"]) for c in convs},
+            "notes": [n.to_json() for n in self.notes.notes],
+            "status": self.status(),
+        }
+
+    def status(self) -> JSON:
+        stage = self.stage
+        store = stage.fleet.store
+        instances = [
+            {
+                "name": name,
+                "connected": name in stage.fleet.instances and stage.emu.connections(app.app_id) > 0,
+            }
+            for name, app in stage.apps.items()
+        ]
+        # Identity scope counts per instance: the room is as far as its furthest instance.
+        if stage.fleet.settings.hop_scope == "room":
+            hops = store.hops.room_count(stage.room)
+        else:
+            hops = max((c.count for c in store.hops.counts() if c.room == stage.room), default=0)
+        senders = stage.sender_names
+        return {
+            "instances": instances,
+            "rooms": [
+                {
+                    "channel": stage.room,
+                    "label": "a2a-room",
+                    "hops": hops,
+                    "max": stage.max_hops,
+                }
+            ],
+            "pending": [
+                {"instance": a.instance, "sender": senders.get(a.sender_id, a.sender_id)}
+                for a in store.approvals.pending()
+            ],
+        }
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_EVERY_S)
+            try:
+                self.notes.on_turns(self.stage.fleet.store.turns.recent(limit=50))
+                status = self.status()
+            except Exception as exc:  # a busy store must not end the page's updates
+                log.warning("playground watch failed", error=type(exc).__name__)
+                continue
+            if status != self._status:
+                self._status = status
+                self._send({"type": "status", "status": status})
+
+    # ---- HTTP handlers ----------------------------------------------------------------------
+    async def _index(self, _req: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "index.html")
+
+    async def _events(self, req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(req)
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        queue.put_nowait(json.dumps(self.snapshot(), separators=(",", ":")))
+        self._clients.add(queue)
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    await resp.write(b": keepalive\n\n")
+                    continue
+                if data is None:
+                    break
+                await resp.write(f"data: {data}\n\n".encode())
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._clients.discard(queue)
+        return resp
+
+    async def _post(self, req: web.Request) -> web.Response:
+        body = await _json_body(req)
+        channel, text = str(body.get("channel", "")), str(body.get("text", "")).strip()
+        thread_ts = body.get("thread_ts") or None
+        if not channel or not text:
+            return web.json_response({"ok": False, "error": "channel and text are required"}, status=400)
+        try:
+            ts = await self.stage.post_as_human(channel, text, str(thread_ts) if thread_ts else None)
+        except Exception as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True, "ts": ts})
+
+    async def _click(self, req: web.Request) -> web.Response:
+        """A button on an app's message: delivered to the app over Socket Mode, like Slack does."""
+        body = await _json_body(req)
+        try:
+            await self.stage.emu.click_button(
+                self.stage.human.id,
+                str(body["channel"]),
+                str(body["ts"]),
+                str(body["action_id"]),
+                str(body["value"]) if body.get("value") is not None else None,
+            )
+        except Exception as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True})
+
+
+async def _json_body(req: web.Request) -> JSON:
+    try:
+        body = await req.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

@@ -1,0 +1,181 @@
+"""The playground's stage: the emulator with the sample workspace, an A2A room opened
+the way ``open-room`` does, and the fleet configured against it (not yet started).
+
+Everything the page shows comes from here: the emulator holds the messages, the
+fleet's store holds hops, approvals and turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nanoslack.config import env_suffix, load_settings
+from nanoslack.config.values import read_env_file
+from nanoslack.emulator import App, Emulator, User, apply_workspace, sample_workspace
+from nanoslack.inbound import Inbound
+from nanoslack.ops.open_room import Request, load_env, make_room_public, open_room
+from nanoslack.pipeline import Outcome
+from nanoslack.slack.fleet import Fleet
+
+# The sample crew shipped with the repository (SOUL.md, AGENTS.md, script.json each).
+TEAMMATES = Path(__file__).resolve().parent.parent.parent / "teammates"
+CREW = ("dana", "eli", "fay")
+# fay keeps the room's default policy (request_approval): the first bot that hands
+# work to her waits for the owner's Allow, so the approval beat stays visible.
+APPROVER = "fay"
+MAX_HOPS = 3
+A2A_TTL_S = 1.0
+LLM_BACK_ENDS = ("openai", "anthropic")
+LLM_KEYS = (
+    "NANOSLACK_AGENT",
+    "NANOSLACK_MODEL",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "NANOSLACK_DAILY_TOKENS",
+)
+PUBLIC = tuple(name for name in CREW if name != APPROVER)
+_MENTION_RE = re.compile(r"(?<![<\w])@([a-z0-9_-]+)\b", re.IGNORECASE)
+
+
+@dataclass
+class Stage:
+    emu: Emulator
+    fleet: Fleet
+    room: str
+    human: User
+    apps: dict[str, App]
+    data_dir: Path
+    max_hops: int
+    public: tuple[str, ...]
+    _users: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._users = {self.human.id: self.human.name, **{a.bot_user_id: n for n, a in self.apps.items()}}
+
+    @property
+    def user_names(self) -> dict[str, str]:
+        """Slack user id → display name (the human and the bots' users)."""
+        return dict(self._users)
+
+    @property
+    def sender_names(self) -> dict[str, str]:
+        """The pipeline's sender ids (``slack:U…``, ``slack:bot:B…``) → display name."""
+        return {
+            f"slack:{self.human.id}": self.human.name,
+            **{f"slack:bot:{a.bot_id}": n for n, a in self.apps.items()},
+        }
+
+    def link_mentions(self, text: str) -> str:
+        """``@dana`` → ``<@U…>`` for the workspace's members, as Slack's composer does."""
+        by_name = {name.lower(): uid for uid, name in self._users.items()}
+
+        def sub(m: re.Match[str]) -> str:
+            uid = by_name.get(m.group(1).lower())
+            return f"<@{uid}>" if uid else m.group(0)
+
+        return _MENTION_RE.sub(sub, text)
+
+    async def post_as_human(self, channel: str, text: str, thread_ts: str | None = None) -> str:
+        return await self.emu.post_as_user(self.human.id, channel, self.link_mentions(text), thread_ts)
+
+    async def stop(self) -> None:
+        await self.fleet.stop()
+
+
+def fresh_data_dir(path: Path, *, keep: bool) -> Path:
+    """``data/demo``: emptied for each run unless ``keep``."""
+    if path.exists() and not keep:
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def llm_settings(env_file: Path) -> dict[str, str]:
+    """The LLM back end configured in the user's ``.env`` (openai or anthropic), if any:
+    the crew then answers with it instead of the script."""
+    env = read_env_file(env_file)
+    if env.get("NANOSLACK_AGENT", "").strip() not in LLM_BACK_ENDS:
+        return {}
+    return {k: v for k, v in env.items() if k in LLM_KEYS and v.strip()}
+
+
+def _env_lines(
+    emu: Emulator, human: User, apps: dict[str, App], max_hops: int, llm: dict[str, str]
+) -> list[str]:
+    lines = [
+        f"SLACK_API_URL={emu.api_url}",
+        "NANOSLACK_DB=nanoslack.db",
+        # Room scope: one bot message is one hop, however many bots hear it.
+        "SLACK_A2A_HOP_SCOPE=room",
+        f"SLACK_A2A_CONFIG_TTL={A2A_TTL_S}",
+        f"SLACK_INSTANCES={','.join(CREW)}",
+        f"SLACK_A2A_MAX_HOPS={max_hops}",
+        f"SLACK_OWNER={human.id}",
+        "NANOSLACK_AGENT=script",
+        f"NANOSLACK_TEAMMATES={TEAMMATES}",
+    ]
+    lines += [f"{k}={v}" for k, v in llm.items()]  # later keys win: NANOSLACK_AGENT=openai…
+    for app in apps.values():
+        suf = env_suffix(app.name)
+        lines += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
+    return lines
+
+
+async def open_stage(
+    emu: Emulator,
+    data_dir: Path,
+    *,
+    on_outcome: Callable[[Inbound, Outcome], None] | None = None,
+    max_hops: int = MAX_HOPS,
+    public: Sequence[str] = PUBLIC,
+    llm: dict[str, str] | None = None,
+) -> Stage:
+    """Fill the (started) emulator, start the fleet, then open the room as an operator
+    would with ``open-room``: the intro lands before the room is listed, so every
+    instance drops it, and the fleet picks the listing up from ``.env``."""
+    apply_workspace(emu, sample_workspace())
+    human = next(u for u in emu.users() if u.name == "alice")
+    apps = {a.name: a for a in emu.apps()}
+    env_file = data_dir / ".env"
+    env_file.write_text("\n".join(_env_lines(emu, human, apps, max_hops, llm or {})) + "\n")
+    seen: list[Inbound] = []
+
+    def hook(msg: Inbound, outcome: Outcome) -> None:
+        seen.append(msg)
+        if on_outcome is not None:
+            on_outcome(msg, outcome)
+
+    fleet = Fleet(load_settings(env_file, environ={}), on_outcome=hook)
+    started = await fleet.start()
+    try:
+        room = await _open_room(emu, env_file, human, public, data_dir)
+        intro = emu.conversation_messages(room)[0]["ts"]
+        # Every instance but the opener (whose own post it is) decides about the intro.
+        hearers = set(started) - {CREW[0]}
+        await emu.wait_for(lambda: hearers <= {m.instance for m in seen if m.ts == intro}, timeout=10)
+        # Past the fleet's cached SLACK_A2A_ROOMS: from now on the room is listed.
+        await asyncio.sleep(A2A_TTL_S)
+    except BaseException:
+        await fleet.stop()
+        raise
+    return Stage(emu, fleet, room, human, apps, data_dir, max_hops, tuple(public))
+
+
+async def _open_room(
+    emu: Emulator, env_file: Path, human: User, public: Sequence[str], data_dir: Path
+) -> str:
+    request = Request(
+        instances=list(CREW), user=human.id, env_file=env_file, api_url=emu.api_url, public=False
+    )
+    # open_room is a sync Slack client: in a thread, so the emulator on this loop can answer.
+    room = await asyncio.to_thread(open_room, request, load_env(env_file, {}))
+    # What `open-room --public` does, for every instance but the approver.
+    make_room_public(room, list(public), load_env(env_file, {}), base_dir=data_dir)
+    return room

@@ -1,0 +1,367 @@
+// The playground page: a small chat client over the server's event stream.
+// State arrives as one snapshot, then one event per change; the page never polls.
+"use strict";
+
+const S = {
+  me: null, room: null, users: new Map(), convs: new Map(), msgs: new Map(),
+  notes: [], status: null, current: null, thread: null, unread: new Map(),
+};
+const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
+const NOTE_TAGS = {
+  admitted: "guard", dropped: "guard", hop_limit: "hop limit", hops_reset: "hops",
+  approval_requested: "approval", turn_silent: "turn", turn_failed: "turn", turn_budget: "turn",
+  refuse: "gate", decline: "gate", failed: "error",
+};
+const $ = (id) => document.getElementById(id);
+
+// ---- events ------------------------------------------------------------------------------
+function connect() {
+  const es = new EventSource("/events");
+  es.onmessage = (e) => handle(JSON.parse(e.data));
+  es.onerror = () => { $("status").textContent = "reconnecting…"; };
+}
+
+function handle(ev) {
+  if (ev.type === "snapshot") return loadSnapshot(ev);
+  if (ev.type === "message") return onMessage(ev.conversation, ev.message);
+  if (ev.type === "note") { S.notes.push(ev.note); return renderPanes(ev.note.channel); }
+  if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
+}
+
+function loadSnapshot(ev) {
+  S.me = ev.me; S.room = ev.room; S.notes = ev.notes; S.status = ev.status;
+  S.users = new Map(ev.users.map((u) => [u.id, u]));
+  S.convs = new Map(ev.conversations.map((c) => [c.id, c]));
+  S.msgs = new Map();
+  for (const [ch, list] of Object.entries(ev.messages)) S.msgs.set(ch, new Map(list.map((m) => [m.ts, m])));
+  if (!S.current || !S.convs.has(S.current)) S.current = ev.room;
+  $("me").textContent = ev.me.name;
+  renderAll();
+}
+
+function onMessage(conv, msg) {
+  const known = S.convs.has(conv.id);
+  S.convs.set(conv.id, conv);
+  if (!S.msgs.has(conv.id)) S.msgs.set(conv.id, new Map());
+  const isNew = !S.msgs.get(conv.id).has(msg.ts);
+  S.msgs.get(conv.id).set(msg.ts, msg);
+  if (isNew && conv.id !== S.current && msg.user !== S.me.id) {
+    S.unread.set(conv.id, (S.unread.get(conv.id) || 0) + 1);
+  }
+  if (!known || conv.id !== S.current || isNew) renderSidebar();
+  renderPanes(conv.id);
+}
+
+// ---- rendering ---------------------------------------------------------------------------
+function renderAll() { renderSidebar(); renderStatus(); renderMain(); renderThread(); }
+
+function renderPanes(channel) {
+  if (channel === S.current) { renderMain(); renderThread(); }
+}
+
+function renderSidebar() {
+  for (const section of ["rooms", "dms"]) {
+    const ul = $(section);
+    ul.replaceChildren();
+    for (const c of S.convs.values()) {
+      if (c.section !== section) continue;
+      const li = el("li", "conv");
+      li.dataset.id = c.id; li.dataset.kind = c.kind;
+      li.append(el("span", "", (c.kind === "im" ? "" : "# ") + c.label));
+      const n = S.unread.get(c.id) || 0;
+      if (n) { li.classList.add("unread"); li.append(el("span", "badge", String(n))); }
+      if (c.id === S.current) li.classList.add("current");
+      li.onclick = () => openConversation(c.id);
+      ul.append(li);
+    }
+  }
+}
+
+function renderStatus() {
+  const st = S.status, box = $("status");
+  if (!st) return;
+  box.replaceChildren();
+  const inst = el("span", "chip");
+  for (const i of st.instances) {
+    const dot = el("span", "dot" + (i.connected ? " on" : ""));
+    const c = el("span", "chip instance", i.name);
+    c.dataset.connected = String(i.connected);
+    c.prepend(dot);
+    inst.append(c);
+  }
+  const up = st.instances.filter((i) => i.connected).length;
+  box.append(el("span", "chip", `${up}/${st.instances.length} connected`), inst);
+  for (const r of st.rooms) {
+    const c = el("span", "chip hops" + (r.hops >= r.max ? " warn" : ""), `#${r.label} hops ${r.hops}/${r.max}`);
+    c.dataset.room = r.channel;
+    box.append(c);
+  }
+  const pend = el("span", "chip pending" + (st.pending.length ? " warn" : ""),
+    st.pending.length ? `${st.pending.length} pending approval: ` + st.pending.map((p) => `${p.sender} → ${p.instance}`).join(", ")
+      : "no pending approvals");
+  box.append(pend);
+}
+
+function openConversation(id) {
+  S.current = id; S.unread.delete(id);
+  if (S.thread && S.thread.channel !== id) S.thread = null;
+  renderSidebar(); renderMain(); renderThread();
+}
+
+function openThread(channel, ts) {
+  S.thread = { channel, ts }; renderThread();
+  $("thread-composer").querySelector("textarea").focus();
+}
+
+function replyCount(channel, ts) {
+  let n = 0;
+  for (const r of (S.msgs.get(channel) || new Map()).values()) if (r.thread_ts === ts && r.ts !== ts) n++;
+  return n;
+}
+
+function isTop(m) { return !m.thread_ts || m.thread_ts === m.ts; }
+function sorted(list) { return [...list].sort((a, b) => parseFloat(a.ts) - parseFloat(b.ts)); }
+
+function renderMain() {
+  const conv = S.convs.get(S.current);
+  if (!conv) return;
+  $("conv-title").textContent = (conv.kind === "im" ? "" : "# ") + conv.label;
+  $("conv-members").textContent = conv.members.length ? "with " + conv.members.join(", ") : "";
+  $("composer").querySelector("textarea").placeholder =
+    conv.id === S.room ? "Message the room, e.g. @dana what's the plan for Friday?" : `Message ${conv.label}`;
+  const all = [...(S.msgs.get(conv.id) || new Map()).values()];
+  const tops = sorted(all.filter(isTop));
+  const box = $("timeline");
+  const stick = nearBottom(box);
+  box.replaceChildren();
+  if (!tops.length) box.append(el("div", "empty", "No messages yet."));
+  const loose = S.notes.filter((n) => n.channel === conv.id && !n.ts);
+  for (const m of tops) {
+    placeLoose(box, loose, parseFloat(m.ts));
+    box.append(messageEl(conv.id, m, true));
+    box.append(...notesEl(conv.id, m.ts));
+  }
+  placeLoose(box, loose, Infinity);
+  if (stick) box.scrollTop = box.scrollHeight;
+}
+
+function renderThread() {
+  const pane = $("thread");
+  if (!S.thread) { pane.hidden = true; return; }
+  pane.hidden = false;
+  const { channel, ts } = S.thread;
+  const all = [...(S.msgs.get(channel) || new Map()).values()];
+  const root = all.find((m) => m.ts === ts);
+  const conv = S.convs.get(channel);
+  $("thread-where").textContent = conv ? (conv.kind === "im" ? "" : "# ") + conv.label : "";
+  const box = $("thread-timeline");
+  const stick = nearBottom(box);
+  box.replaceChildren();
+  if (root) { box.append(messageEl(channel, root, false)); box.append(...notesEl(channel, root.ts)); }
+  const replies = sorted(all.filter((m) => m.thread_ts === ts && m.ts !== ts));
+  box.append(el("div", "thread-sep", replies.length ? `${replies.length} ${replies.length === 1 ? "reply" : "replies"}` : "No replies yet"));
+  for (const m of replies) { box.append(messageEl(channel, m, false)); box.append(...notesEl(channel, m.ts)); }
+  if (stick) box.scrollTop = box.scrollHeight;
+}
+
+function placeLoose(box, loose, before) {
+  while (loose.length && loose[0].at < before) {
+    const n = loose.shift();
+    box.append(noteEl(n.kind, [n.instance].filter(Boolean), n.text));
+  }
+}
+
+function nearBottom(box) { return box.scrollHeight - box.scrollTop - box.clientHeight < 60; }
+
+// Notes about one message, the same note from several instances merged into one line.
+function notesEl(channel, ts) {
+  const groups = new Map();
+  for (const n of S.notes) {
+    if (n.channel !== channel || n.ts !== ts) continue;
+    const key = n.kind + "\u0000" + n.text;
+    if (!groups.has(key)) groups.set(key, { kind: n.kind, text: n.text, who: [] });
+    if (n.instance && !groups.get(key).who.includes(n.instance)) groups.get(key).who.push(n.instance);
+  }
+  return [...groups.values()].map((g) => noteEl(g.kind, g.who.sort(), g.text));
+}
+
+function noteEl(kind, who, text) {
+  const d = el("div", "note");
+  d.dataset.kind = kind;
+  d.append(el("span", "tag", NOTE_TAGS[kind] || kind.replace(/_/g, " ")));
+  if (who.length) d.append(el("span", "who", who.join(", ")));
+  d.append(el("span", "text", text));
+  return d;
+}
+
+function messageEl(channel, m, inMain) {
+  const user = S.users.get(m.user) || { name: m.username || m.user || "?", bot: !!m.bot_id };
+  const row = el("div", "msg");
+  row.dataset.ts = m.ts; row.dataset.author = user.name;
+  const av = el("div", "avatar", user.name.slice(0, 1).toUpperCase());
+  av.style.background = colorOf(user.name);
+  const body = el("div", "body");
+  const meta = el("div", "meta");
+  meta.append(el("span", "author", user.name));
+  if (user.bot) meta.append(el("span", "app-badge", "APP"));
+  meta.append(el("span", "time", timeOf(m.ts)));
+  body.append(meta);
+  if (m.blocks && m.blocks.length) body.append(...blocksEl(channel, m));
+  else body.append(textEl(m.text || ""));
+  if (inMain) {
+    const tr = el("div", "thread-row");
+    const n = replyCount(channel, m.ts);
+    if (n) {
+      const link = el("button", "replies-link", `${n} ${n === 1 ? "reply" : "replies"}`);
+      link.type = "button"; link.onclick = () => openThread(channel, m.ts);
+      tr.append(link);
+    }
+    const reply = el("button", "reply-link", "Reply in thread");
+    reply.type = "button"; reply.onclick = () => openThread(channel, m.ts);
+    tr.append(reply);
+    body.append(tr);
+  }
+  row.append(av, body);
+  return row;
+}
+
+function blocksEl(channel, m) {
+  const out = [];
+  for (const b of m.blocks) {
+    if (b.type === "section" && b.text) out.push(textEl(b.text.text || ""));
+    else if (b.type === "context") out.push(textEl((b.elements || []).map((e) => e.text || "").join(" "), "context"));
+    else if (b.type === "actions") {
+      const bar = el("div", "actions");
+      for (const e of b.elements || []) {
+        if (e.type !== "button") continue;
+        const btn = el("button", "btn" + (e.style ? " " + e.style : ""), (e.text && e.text.text) || e.action_id);
+        btn.type = "button"; btn.dataset.actionId = e.action_id;
+        btn.onclick = () => click(channel, m.ts, e, bar);
+        bar.append(btn);
+      }
+      out.push(bar);
+    }
+  }
+  return out.length ? out : [textEl(m.text || "")];
+}
+
+async function click(channel, ts, e, bar) {
+  for (const b of bar.querySelectorAll("button")) b.disabled = true;
+  const r = await fetch("/api/click", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ channel, ts, action_id: e.action_id, value: e.value }),
+  });
+  if (!r.ok) for (const b of bar.querySelectorAll("button")) b.disabled = false;
+}
+
+// Slack's mrkdwn, the parts the bots use: mentions, links, *bold*, _italic_, `code`, > quotes.
+function textEl(src, cls = "text") {
+  const d = el("div", cls);
+  const lines = escapeHtml(src).split("\n").map((line) =>
+    line.startsWith("&gt; ") || line === "&gt;" ? `<blockquote>${line.replace(/^&gt; ?/, "")}</blockquote>` : line);
+  d.innerHTML = lines.join("\n")
+    .replace(/&lt;@([A-Z0-9]+)(?:\|[^&]*)?&gt;/g, (_, id) => `<span class="mention">@${escapeHtml(nameOf(id))}</span>`)
+    .replace(/&lt;#([A-Z0-9]+)(?:\|([^&]*))?&gt;/g, (_, id, label) => `<span class="mention">#${escapeHtml(label || channelLabel(id))}</span>`)
+    .replace(/&lt;(https?:[^|&]+)\|([^&]+)&gt;/g, '<a href="$1" rel="noreferrer">$2</a>')
+    .replace(/(^|[\s(])\*([^*\n]+)\*/g, "$1<b>$2</b>")
+    .replace(/(^|[\s(])_([^_\n]+)_/g, "$1<i>$2</i>")
+    .replace(/`([^`\n]+)`/g, "<code>$1</code>")
+    .replace(/<\/blockquote>\n/g, "</blockquote>");
+  return d;
+}
+
+function nameOf(id) { const u = S.users.get(id); return u ? u.name : id; }
+function channelLabel(id) { const c = S.convs.get(id); return c ? c.label : id; }
+function colorOf(name) { let h = 0; for (const ch of name) h = (h * 31 + ch.charCodeAt(0)) >>> 0; return COLORS[h % COLORS.length]; }
+function timeOf(ts) { return new Date(parseFloat(ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" }); }
+function escapeHtml(s) { return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;"); }
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// ---- composing ---------------------------------------------------------------------------
+async function send(form, threadTs) {
+  const ta = form.querySelector("textarea");
+  const text = ta.value.trim();
+  if (!text) return;
+  const channel = threadTs ? S.thread.channel : S.current;
+  ta.value = "";
+  const r = await fetch("/api/post", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ channel, text, thread_ts: threadTs || null }),
+  });
+  const answer = await r.json();
+  if (!answer.ok) { ta.value = text; return; }
+  // The bots answer in a thread under a new message: show it straight away.
+  if (!threadTs) openThread(channel, answer.ts);
+}
+
+const menu = { box: null, ta: null, items: [], active: 0, start: 0 };
+
+function mentionQuery(ta) {
+  const before = ta.value.slice(0, ta.selectionStart);
+  const m = /(^|\s)@([\w-]*)$/.exec(before);
+  return m ? { query: m[2].toLowerCase(), start: before.length - m[2].length - 1 } : null;
+}
+
+function updateMenu(ta) {
+  const q = mentionQuery(ta);
+  const names = [...S.users.values()].filter((u) => u.bot).map((u) => u.name);
+  const items = q ? names.filter((n) => n.toLowerCase().startsWith(q.query)) : [];
+  if (!items.length) return closeMenu();
+  Object.assign(menu, { ta, items, start: q.start, active: Math.min(menu.active, items.length - 1) });
+  const box = $("mention-menu");
+  box.replaceChildren();
+  items.forEach((n, i) => {
+    const li = el("li", i === menu.active ? "active" : "");
+    li.dataset.name = n;
+    const av = el("span", "avatar", n.slice(0, 1).toUpperCase()); av.style.background = colorOf(n);
+    li.append(av, el("span", "", n));
+    li.onmousedown = (e) => { e.preventDefault(); pick(n); };
+    box.append(li);
+  });
+  const rect = ta.getBoundingClientRect();
+  box.style.left = rect.left + "px";
+  box.style.bottom = (window.innerHeight - rect.top + 6) + "px";
+  box.hidden = false;
+}
+
+function closeMenu() { $("mention-menu").hidden = true; menu.items = []; menu.active = 0; }
+
+function pick(name) {
+  const ta = menu.ta, caret = ta.selectionStart;
+  ta.value = ta.value.slice(0, menu.start) + "@" + name + " " + ta.value.slice(caret);
+  const pos = menu.start + name.length + 2;
+  ta.setSelectionRange(pos, pos);
+  closeMenu(); ta.focus();
+}
+
+function wireComposer(form, threadTs) {
+  const ta = form.querySelector("textarea");
+  form.onsubmit = (e) => { e.preventDefault(); closeMenu(); send(form, threadTs()); };
+  ta.addEventListener("input", () => updateMenu(ta));
+  ta.addEventListener("blur", () => setTimeout(closeMenu, 100));
+  ta.addEventListener("keydown", (e) => {
+    const open = !$("mention-menu").hidden && menu.ta === ta;
+    if (open && (e.key === "ArrowDown" || e.key === "ArrowUp")) {
+      e.preventDefault();
+      menu.active = (menu.active + (e.key === "ArrowDown" ? 1 : menu.items.length - 1)) % menu.items.length;
+      updateMenu(ta);
+    } else if (open && (e.key === "Enter" || e.key === "Tab")) {
+      e.preventDefault(); pick(menu.items[menu.active]);
+    } else if (open && e.key === "Escape") {
+      closeMenu();
+    } else if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault(); form.requestSubmit();
+    }
+  });
+}
+
+wireComposer($("composer"), () => null);
+wireComposer($("thread-composer"), () => S.thread && S.thread.ts);
+$("close-thread").onclick = () => { S.thread = null; renderThread(); };
+$("show-notes").onchange = (e) => document.body.classList.toggle("hide-notes", !e.target.checked);
+connect();

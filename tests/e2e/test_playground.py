@@ -1,0 +1,193 @@
+"""The playground page in a real headless Chromium, against `nanoslack demo` run as a user runs it.
+
+Chromium comes from the system (Debian's ``chromium``; ``.ci/run`` installs it); the
+test never downloads a browser and skips, saying why, only when none can be had.
+``NANOSLACK_SCREENSHOTS=docs`` also saves the README's screenshots there.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+URL_RE = re.compile(r"playground at (http://127\.0\.0\.1:\d+/)")
+STEP_MS = 20_000
+
+
+def _chromium() -> str:
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.skip("no Chromium on this machine (apt-get install -y chromium); browser downloads are not used")
+
+
+class Demo:
+    """`nanoslack demo` as a subprocess, its stdout collected line by line."""
+
+    def __init__(self, cwd: Path) -> None:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SLACK_", "NANOSLACK_")) and "proxy" not in k.lower()
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nanoslack", "demo", "--port", "0"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_line(self, pattern: re.Pattern[str], timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    break
+                continue
+            self.seen.append(line)
+            if m := pattern.search(line):
+                return m
+        raise AssertionError(f"no line matching {pattern.pattern!r}; output so far: {''.join(self.seen)}")
+
+    def interrupt(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    running = Demo(tmp_path)
+    try:
+        yield running
+    finally:
+        if running.proc.poll() is None:
+            running.proc.kill()
+            running.proc.wait()
+
+
+@pytest.fixture
+def browser_page() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    executable = _chromium()
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1200, "height": 760})
+        finally:
+            browser.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    where = os.environ.get("NANOSLACK_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        page.mouse.move(600, 10)  # no hover state in the picture
+        page.screenshot(path=str(Path(where) / name))
+
+
+def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo, browser_page: Any) -> None:
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url)
+    expect(page.locator("#rooms .conv.current")).to_contain_text("a2a-room", timeout=STEP_MS)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+
+    # @ completion picks the bot; Enter posts as alice and opens the new message's thread.
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("@da")
+    expect(page.locator("#mention-menu li[data-name]")).to_have_count(1)
+    expect(page.locator("#mention-menu li").first).to_have_attribute("data-name", "dana")
+    composer.press("Enter")
+    expect(composer).to_have_value("@dana ")
+    composer.press_sequentially("what's the plan for Friday?")
+    composer.press("Enter")
+
+    thread = page.locator("#thread-timeline")
+    expect(thread.locator('.msg[data-author="alice"]')).to_contain_text("@dana what's the plan")
+    expect(thread.locator('.msg[data-author="dana"]')).to_contain_text("On it, alice", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="eli"]')).to_contain_text("First cut", timeout=STEP_MS)
+    # eli's hand-off reached fay, who keeps request_approval: held, the owner asked.
+    eli_ts = thread.locator('.msg[data-author="eli"]').first.get_attribute("data-ts")
+    expect(thread.locator('.note[data-kind="admitted"]').first).to_contain_text("hop 1/3")
+    expect(thread.locator('.note[data-kind="approval_requested"]')).to_contain_text("fay", timeout=STEP_MS)
+    expect(page.locator("#status .pending")).to_contain_text("eli → fay", timeout=STEP_MS)
+    assert eli_ts
+
+    # The approval DM: Allow goes through Socket Mode to fay's app, the held message is answered.
+    page.locator('#dms .conv[data-kind="im"]', has_text="fay").click()
+    dm = page.locator("#timeline")
+    expect(dm.locator('.msg[data-author="fay"]')).to_contain_text("wants to talk to fay", timeout=STEP_MS)
+    _shot(page, "playground-approval.png")
+    dm.locator('button[data-action-id="nanoslack_approve"]').click()
+    expect(dm.locator('.msg[data-author="fay"]')).to_contain_text("Allowed by @alice", timeout=STEP_MS)
+    expect(page.locator("#status .pending")).to_contain_text("no pending approvals", timeout=STEP_MS)
+
+    page.locator("#rooms .conv", has_text="a2a-room").click()
+    page.locator("#timeline .replies-link").last.click()
+    expect(thread.locator('.msg[data-author="fay"]')).to_contain_text("Reviewed, eli", timeout=STEP_MS)
+    # fay hands back to dana on the last hop; dana wraps up, and the guard stops there.
+    expect(thread.locator('.msg[data-author="dana"]').nth(1)).to_contain_text("Closing here", timeout=STEP_MS)
+    hop_limit = thread.locator('.note[data-kind="hop_limit"]')
+    expect(hop_limit).to_contain_text("hop limit reached", timeout=STEP_MS)
+    expect(page.locator("#status .hops[data-room]")).to_contain_text("hops 3/3")
+    _shot(page, "playground-room.png")
+
+    # A human speaks in the thread: hops start again and the crew resumes.
+    reply = page.locator("#thread-composer textarea")
+    reply.click()
+    reply.press_sequentially("@dana let's go again")
+    expect(page.locator("#mention-menu")).to_be_hidden()
+    reply.press("Enter")
+    hops_reset = thread.locator('.note[data-kind="hops_reset"]')
+    expect(hops_reset).to_contain_text("hop count 3 → 0", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="dana"]').nth(2)).to_contain_text("On it, alice", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="eli"]').nth(1)).to_contain_text("First cut", timeout=STEP_MS)
+
+    # The switch hides the fleet's notes and leaves the chat.
+    page.locator("#show-notes").uncheck()
+    expect(thread.locator(".note").first).to_be_hidden()
+    expect(thread.locator('.msg[data-author="dana"]').first).to_be_visible()
+
+    foreign = [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
+    assert requests and not foreign, foreign
+
+    assert demo.interrupt() == 0
+    demo.wait_line(re.compile(r"nanoslack demo: stopped"), timeout=5)

@@ -1,0 +1,105 @@
+"""The playground's server without a browser: its event stream and the human's two actions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from nanoslack.emulator import Emulator
+from nanoslack.gate import APPROVE_ACTION_ID
+from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+
+TIMEOUT = 20.0
+
+
+class Stream:
+    """The page's view: the snapshot, then every event, read from /events."""
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self.resp = resp
+        self.events: list[dict[str, Any]] = []
+
+    async def until(self, predicate: Any) -> dict[str, Any]:
+        async def read() -> dict[str, Any]:
+            for event in self.events:
+                if predicate(event):
+                    return event
+            while True:
+                line = (await self.resp.content.readline()).decode()
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                self.events.append(event)
+                if predicate(event):
+                    return event
+
+        return await asyncio.wait_for(read(), TIMEOUT)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Stage, str]]:
+    async with Emulator(ack_timeout=1.0) as emu:
+        stage_ref: list[Stage] = []
+        book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, 3)
+        stage = await open_stage(emu, tmp_path, on_outcome=book.on_outcome)
+        stage_ref.append(stage)
+        server = PlaygroundServer(stage, book)
+        try:
+            yield stage, await server.start(0)
+        finally:
+            await server.stop()
+            await stage.stop()
+
+
+def _from(stage: Stage, name: str, text: str) -> Any:
+    uid = stage.apps[name].bot_user_id
+    return lambda e: (
+        e["type"] == "message" and e["message"].get("user") == uid and text in e["message"]["text"]
+    )
+
+
+async def test_the_stream_pushes_replies_notes_and_the_approval_to_the_page(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http, http.get(url + "events") as resp:
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        stream = Stream(resp)
+        snap = await stream.until(lambda e: e["type"] == "snapshot")
+        assert snap["room"] == stage.room and snap["conversations"][0]["label"] == "a2a-room"
+        # The room intro was posted before the room was listed: the guard dropped it.
+        assert {n["kind"] for n in snap["notes"]} == {"dropped"}
+
+        posted = await http.post(url + "api/post", json={"channel": stage.room, "text": "@dana plan?"})
+        assert (await posted.json())["ok"]
+        await stream.until(_from(stage, "dana", "On it, alice"))
+        await stream.until(_from(stage, "eli", "First cut"))
+        await stream.until(lambda e: e["type"] == "note" and e["note"]["kind"] == "approval_requested")
+        await stream.until(lambda e: e["type"] == "status" and e["status"]["pending"])
+
+        ask = await stream.until(_from(stage, "fay", "wants to talk to"))
+        dm, msg = ask["conversation"], ask["message"]
+        assert dm["kind"] == "im" and dm["label"] == "fay"
+        value = msg["blocks"][1]["elements"][0]["value"]
+        clicked = await http.post(
+            url + "api/click",
+            json={"channel": dm["id"], "ts": msg["ts"], "action_id": APPROVE_ACTION_ID, "value": value},
+        )
+        assert (await clicked.json())["ok"]
+        await stream.until(_from(stage, "fay", "Allowed by"))
+        await stream.until(_from(stage, "fay", "Reviewed, eli"))
+        await stream.until(lambda e: e["type"] == "note" and e["note"]["kind"] == "hop_limit")
+
+
+async def test_a_post_without_text_is_refused(served: tuple[Stage, str]) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http:
+        resp = await http.post(url + "api/post", json={"channel": stage.room, "text": "  "})
+        assert resp.status == 400
+        assert stage.emu.all_messages(stage.room)[-1]["text"].startswith(":wave:")
