@@ -11,11 +11,13 @@ from slack_sdk.errors import SlackApiError
 
 from nanoslack.agents import Agent, build_agent, make_http_client
 from nanoslack.config import ConfigError, InstanceSettings, Settings
+from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
 from nanoslack.store import Store
+from nanoslack.store.retention import Retention
 from nanoslack.turns import StoreLedger, TurnOptions
 
 log = get_logger(__name__)
@@ -31,8 +33,11 @@ class Fleet:
         turns: TurnOptions | None = None,
         on_pending: Callable[[Inbound], None] | None = None,
         on_outcome: Callable[[Inbound, Outcome], None] | None = None,
+        prune: PruneSchedule | None = None,
     ) -> None:
         self.settings = settings
+        self._prune = prune or PruneSchedule()
+        self._prune_task: asyncio.Task[None] | None = None
         self._own_store = store is None
         self.store = store or Store.open(settings.db_url)
         self._a2a = settings.a2a_source()
@@ -72,6 +77,8 @@ class Fleet:
             )
         )
         names = [name for name in started if name is not None]
+        retention = Retention(self.store.db, days=self.settings.retention_days)
+        self._prune_task = asyncio.create_task(prune_forever(retention, self._prune), name="store-prune")
         log.info(
             "fleet started",
             instances=names,
@@ -118,6 +125,8 @@ class Fleet:
         return name
 
     async def stop(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
         await self._http.aclose()
