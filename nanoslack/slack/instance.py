@@ -26,7 +26,7 @@ from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.poster import Poster
-from nanoslack.slack.socket import install_envelope_handler
+from nanoslack.slack.socket import EnvelopePump, install_envelope_handler
 from nanoslack.store import Store
 from nanoslack.turns import TurnDispatcher, TurnOptions
 
@@ -143,19 +143,26 @@ class InstanceRuntime:
             raise_error_for_unhandled_request=False,
         )
         _seed_bolt_authorization(app, auth_test)
-        app.use(
-            Intake(
-                self.identity,
-                accept=self.group_commit.record,
-                submit=self._queue.put_nowait,
-                on_click=self._on_click,
-                on_activity=self._touch,
-            )
+        intake = Intake(
+            self.identity,
+            accept=self.group_commit.record,
+            submit=self._queue.put_nowait,
+            on_click=self._on_click,
+            on_activity=self._touch,
         )
+        app.use(intake)
         handler = AsyncSocketModeHandler(
             app, app_token=settings.app_token.reveal(), ping_interval=self._shared.socket.ping_interval
         )
         install_envelope_handler(handler.client, app, self.name)
+        # Message events skip bolt: recorded and acked in batches, with backpressure.
+        EnvelopePump(
+            handler.client,
+            intake,
+            record_now=self.group_commit.record_now,
+            backlog=self._queue.qsize,
+            instance=self.name,
+        ).install()
         return handler
 
     async def start(self) -> None:
