@@ -198,10 +198,7 @@ class InstanceRuntime:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._poster.drain(), timeout=5.0)
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _cancel(task)
 
     def _touch(self) -> None:
         self.last_envelope = time.monotonic()
@@ -279,6 +276,17 @@ class InstanceRuntime:
                 self._touch()
             except Exception as exc:  # keep watching; the next round tries again
                 log.warning("socket watchdog reconnect failed", instance=self.name, error=type(exc).__name__)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel until it is done: Python 3.11's ``wait_for`` swallows a cancel that
+    lands as the awaited event fires (gh-86296), and the worker loops here all
+    wait on one; a single cancel could leave ``stop`` waiting forever."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it at exit
 
 
 def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse) -> None:
