@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,8 @@ from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
 from nanoslack.store import Store
 
-TARGET_RATIO = 0.8
+TARGET_RATIO_ACKS = 1.5
+TARGET_RATIO_PROCESSING = 1.2
 TARGET_P99_MS = 50.0
 TARGET_MB_PER_INSTANCE = 8.0
 TARGET_CONNECT_20_S = 3.0
@@ -126,6 +128,14 @@ def write_env(path: Path, info: dict[str, Any], apps: list[dict[str, Any]], db: 
         lines += [f"SLACK_BOT_TOKEN_{suf}={a['bot_token']}", f"SLACK_APP_TOKEN_{suf}={a['app_token']}"]
     lines += [f"{k}={v}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + "\n")
+
+
+def silent_agent(tmp: str | Path) -> dict[str, str]:
+    """``run`` refuses an instance without a back end: a script agent with no rules
+    answers nothing, without a subprocess or a network call."""
+    rules = Path(tmp) / "silent.json"
+    rules.write_text('{"rules": [], "default": null}')
+    return {"NANOSLACK_AGENT": "script", "NANOSLACK_AGENT_SCRIPT": str(rules)}
 
 
 class Timer:
@@ -245,7 +255,16 @@ async def phase_fleet(
             db = Path(tmp) / "nanoslack.db"
             env = Path(tmp) / ".env"
             on_url = {"DATABASE_URL": database_url} if database_url else {}
-            write_env(env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning", **on_url)
+            write_env(
+                env,
+                info,
+                info["apps"],
+                db,
+                SLACK_OWNER=alice,
+                LOG_LEVEL="warning",
+                **silent_agent(tmp),
+                **on_url,
+            )
             settings = load_settings(env, environ={})
             if database_url:
                 empty_tables(database_url)
@@ -292,6 +311,13 @@ async def phase_fleet(
                 "group_commit_records": sum(rt.group_commit.records for rt in fleet.instances.values()),
             }
             if latency is not None:
+                # The burst above left one turn per mention queued (5,000 at the default
+                # size); the latency target is the steady state with agents answering
+                # what arrives, so the turns catch up first.
+                t_turns = time.perf_counter()
+                url = settings.db_url
+                await wait_until(lambda: _no_pending(url), within=300, what="turn backlog drained")
+                result["turn_backlog_drain_s"] = round(time.perf_counter() - t_turns, 3)
                 result["latency"] = await steady_latency(drv, info, *latency, processed=outcomes)
             return result
         finally:
@@ -313,6 +339,12 @@ def empty_tables(url: str) -> None:
         for table in reversed(SQLModel.metadata.sorted_tables):
             if table.name not in ("schema_meta", "cache_version"):
                 conn.execute(table.delete())
+
+
+async def _no_pending(url: str) -> bool:
+    with Store.open(url) as store, store.transaction() as conn:
+        pending = conn.execute(text("SELECT count(*) FROM messages WHERE status = 'pending'")).scalar()
+    return int(pending or 0) == 0
 
 
 async def steady_latency(
@@ -406,7 +438,7 @@ async def _one_fleet_process(
     with tempfile.TemporaryDirectory(prefix="fleet-mem-") as tmp:
         env = Path(tmp) / ".env"
         db = Path(tmp) / "nanoslack.db"
-        write_env(env, info, apps, db, SLACK_OWNER=alice, LOG_LEVEL="warning")
+        write_env(env, info, apps, db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp))
         t0 = time.perf_counter()
         child = spawn_fleet(env, Path(tmp))
         marks: dict[str, float] = {}
@@ -514,20 +546,43 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     met: dict[str, bool] = {}
     if not args.skip_throughput:
-        bare = await phase_bare(args.messages, bare_latency)
-        fleet = await phase_fleet(args.messages, latency, profile, args.database_url)
+        rounds = []
+        for i in range(args.rounds):
+            bare = await phase_bare(args.messages, bare_latency if i == 0 else None)
+            fleet = await phase_fleet(
+                args.messages,
+                latency if i == 0 else None,
+                profile if i == 0 else None,
+                args.database_url,
+            )
+            rounds.append(
+                {
+                    "bare_acks_per_s": bare["envelopes_acked_per_s"],
+                    "fleet_acks_per_s": fleet["envelopes_acked_per_s"],
+                    "bare_messages_per_s": bare["messages_per_s"],
+                    "fleet_messages_processed_per_s": fleet["messages_processed_per_s"],
+                    "bare_cpu_us_per_envelope": bare.get("cpu_us_per_envelope"),
+                    "fleet_cpu_us_per_envelope": fleet["cpu_us_per_envelope"],
+                    "ratio_acks": round(fleet["envelopes_acked_per_s"] / bare["envelopes_acked_per_s"], 3),
+                    "ratio_processing": round(fleet["messages_processed_per_s"] / bare["messages_per_s"], 3),
+                }
+            )
+            if i == 0:
+                result["bare_bolt"] = bare
+                result["fleet"] = fleet
+            print(json.dumps({"round": i + 1, **rounds[-1]}), file=sys.stderr, flush=True)
         if profile is not None:
             profile.dump_stats(args.profile_fleet)
-        result["bare_bolt"] = bare
-        result["fleet"] = fleet
-        result["ratio_acks"] = round(fleet["envelopes_acked_per_s"] / bare["envelopes_acked_per_s"], 3)
-        result["ratio_processing"] = round(fleet["messages_processed_per_s"] / bare["messages_per_s"], 3)
-        met["ratio_acks"] = result["ratio_acks"] >= TARGET_RATIO
-        met["ratio_processing"] = result["ratio_processing"] >= TARGET_RATIO
-        if "latency" in fleet:
-            met["ack_p99"] = fleet["latency"]["p99_ms"] <= TARGET_P99_MS
+        result["rounds"] = rounds
+        result["ratio_acks"] = statistics.median(r["ratio_acks"] for r in rounds)
+        result["ratio_processing"] = statistics.median(r["ratio_processing"] for r in rounds)
+        met["ratio_acks"] = result["ratio_acks"] >= TARGET_RATIO_ACKS
+        met["ratio_processing"] = result["ratio_processing"] >= TARGET_RATIO_PROCESSING
+        if "latency" in result["fleet"]:
+            met["ack_p99"] = result["fleet"]["latency"]["p99_ms"] <= TARGET_P99_MS
     result["targets"] = {
-        "ratio": TARGET_RATIO,
+        "ratio_acks": TARGET_RATIO_ACKS,
+        "ratio_processing": TARGET_RATIO_PROCESSING,
         "ack_p99_ms": TARGET_P99_MS,
         "mb_per_extra_instance": TARGET_MB_PER_INSTANCE,
         "connect_20_s": TARGET_CONNECT_20_S,
@@ -573,8 +628,11 @@ def _throughput_lines(r: dict[str, Any]) -> list[str]:
         f"  fleet      {f['envelopes_acked_per_s']:>6} acks/s  {f['cpu_us_per_envelope']:>6} µs CPU/env; "
         f"processed {f['messages_processed_per_s']} messages/s "
         f"({f['inbox_rows_finished_per_s']} inbox rows/s)",
-        f"  ratio fleet/bare: acks {r['ratio_acks']}, processing {r['ratio_processing']} "
-        f"(target ≥ {TARGET_RATIO})",
+        f"  ratio fleet/bare (median of {len(r['rounds'])} rounds): acks {r['ratio_acks']} "
+        f"(target ≥ {TARGET_RATIO_ACKS}), processing {r['ratio_processing']} "
+        f"(target ≥ {TARGET_RATIO_PROCESSING})",
+        "  rounds acks: " + ", ".join(str(x["ratio_acks"]) for x in r["rounds"]),
+        "  rounds processing: " + ", ".join(str(x["ratio_processing"]) for x in r["rounds"]),
     ]
     for who, res in (("fleet", f), ("bare bolt", b)):
         lat = res.get("latency")
@@ -590,6 +648,7 @@ def _throughput_lines(r: dict[str, Any]) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--messages", type=int, default=5000, help="human messages per throughput phase")
+    p.add_argument("--rounds", type=int, default=5, help="bare/fleet rounds; the ratios are their medians")
     p.add_argument("--rate", type=float, default=100.0, help="steady messages/s for the latency phase")
     p.add_argument("--rate-seconds", type=float, default=10.0, help="length of the latency phase")
     p.add_argument("--settle", type=float, default=1.0, help="seconds after connecting before RSS")

@@ -109,10 +109,15 @@ class TurnDispatcher:
         return abandoned
 
     async def run(self) -> None:
+        me = asyncio.current_task()
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=self._options.poll_interval)
+                # Python 3.11's wait_for swallows a cancel that lands as the wake
+                # event fires (gh-86296): stop() would then wait for this loop forever.
+                if me is not None and me.cancelling():
+                    raise asyncio.CancelledError
                 self._wake.clear()
                 self._schedule()
         finally:

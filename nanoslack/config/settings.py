@@ -29,6 +29,7 @@ DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_DB = "data/nanoslack.db"
 DEFAULT_TEAMMATES = "teammates"
 DEFAULT_MAX_TURNS = 8
+DEFAULT_RETENTION_DAYS = 14
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -80,6 +81,8 @@ class Settings:
     teammates_dir: Path
     # Agent calls running at once, fleet-wide (NANOSLACK_MAX_TURNS).
     max_turns: int = 8
+    # Finished rows older than this are pruned (NANOSLACK_RETENTION_DAYS).
+    retention_days: int = DEFAULT_RETENTION_DAYS
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -277,6 +280,7 @@ def load_settings(
         env_file=path,
         teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
         max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
+        retention_days=_positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -34,18 +34,24 @@ class GroupCommit:
             loop.call_soon(self._flush)
         return await future
 
+    def record_now(self, msgs: Sequence[Inbound]) -> list[bool]:
+        """A batch the caller already holds (the Socket Mode pump), in one commit;
+        raises if the inbox could not take it."""
+        results = self._accept_many(msgs)
+        self.batches += 1
+        self.records += len(msgs)
+        failpoints.hit("inbox.recorded", len(msgs))
+        return results
+
     def _flush(self) -> None:
         batch, self._pending, self._scheduled = self._pending, [], False
         try:
-            results = self._accept_many([msg for msg, _ in batch])
+            results = self.record_now([msg for msg, _ in batch])
         except Exception as exc:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        self.batches += 1
-        self.records += len(batch)
-        failpoints.hit("inbox.recorded", len(batch))
         for (_, future), fresh in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(fresh)

@@ -11,12 +11,14 @@ from slack_sdk.errors import SlackApiError
 
 from nanoslack.agents import Agent, build_agent, make_http_client
 from nanoslack.config import ConfigError, InstanceSettings, Settings
+from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
 from nanoslack.store import Store
+from nanoslack.store.retention import Retention
 from nanoslack.turns import StoreLedger, TurnOptions
 
 log = get_logger(__name__)
@@ -32,8 +34,11 @@ class Fleet:
         turns: TurnOptions | None = None,
         on_pending: Callable[[Inbound], None] | None = None,
         on_outcome: Callable[[Inbound, Outcome], None] | None = None,
+        prune: PruneSchedule | None = None,
     ) -> None:
         self.settings = settings
+        self._prune = prune or PruneSchedule()
+        self._prune_task: asyncio.Task[None] | None = None
         self._own_store = store is None
         self.store = store or Store.open(settings.db_url)
         self._a2a = settings.a2a_source()
@@ -69,6 +74,8 @@ class Fleet:
         runnable = [(inst, agent) for inst in self.settings.instances if (agent := agents[inst.name])]
         started = await asyncio.gather(*(self._start_one(inst, agent) for inst, agent in runnable))
         names = [inst.name for (inst, _), ok in zip(runnable, started, strict=True) if ok]
+        retention = Retention(self.store.db, days=self.settings.retention_days)
+        self._prune_task = asyncio.create_task(prune_forever(retention, self._prune), name="store-prune")
         log.info(
             "fleet started",
             instances=[n for n in names if n in self.instances],
@@ -135,6 +142,8 @@ class Fleet:
         return True
 
     async def stop(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
         await self.leases.stand_down()
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()

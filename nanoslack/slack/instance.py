@@ -26,7 +26,7 @@ from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.poster import Poster
-from nanoslack.slack.socket import install_envelope_handler
+from nanoslack.slack.socket import EnvelopePump, install_envelope_handler
 from nanoslack.store import Store
 from nanoslack.turns import TurnDispatcher, TurnOptions
 
@@ -144,19 +144,26 @@ class InstanceRuntime:
             raise_error_for_unhandled_request=False,
         )
         _seed_bolt_authorization(app, auth_test)
-        app.use(
-            Intake(
-                self.identity,
-                accept=self.group_commit.record,
-                submit=self._queue.put_nowait,
-                on_click=self._on_click,
-                on_activity=self._touch,
-            )
+        intake = Intake(
+            self.identity,
+            accept=self.group_commit.record,
+            submit=self._queue.put_nowait,
+            on_click=self._on_click,
+            on_activity=self._touch,
         )
+        app.use(intake)
         handler = AsyncSocketModeHandler(
             app, app_token=settings.app_token.reveal(), ping_interval=self._shared.socket.ping_interval
         )
         install_envelope_handler(handler.client, app, self.name)
+        # Message events skip bolt: recorded and acked in batches, with backpressure.
+        EnvelopePump(
+            handler.client,
+            intake,
+            record_now=self.group_commit.record_now,
+            backlog=self._queue.qsize,
+            instance=self.name,
+        ).install()
         return handler
 
     async def start(self) -> None:
@@ -192,10 +199,7 @@ class InstanceRuntime:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._poster.drain(), timeout=5.0)
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _cancel(task)
 
     def _touch(self) -> None:
         self.last_envelope = time.monotonic()
@@ -273,6 +277,17 @@ class InstanceRuntime:
                 self._touch()
             except Exception as exc:  # keep watching; the next round tries again
                 log.warning("socket watchdog reconnect failed", instance=self.name, error=type(exc).__name__)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel until it is done: Python 3.11's ``wait_for`` swallows a cancel that
+    lands as the awaited event fires (gh-86296), and the worker loops here all
+    wait on one; a single cancel could leave ``stop`` waiting forever."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it at exit
 
 
 def _seed_bolt_authorization(app: AsyncApp, auth_test: AsyncSlackResponse) -> None:

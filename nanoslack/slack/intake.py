@@ -8,7 +8,7 @@ Socket Mode adapter sends it when ``async_dispatch`` returns.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
@@ -74,28 +74,46 @@ class Intake(AsyncMiddleware):
         return await req.context.ack()
 
     async def _record(self, body: dict[str, Any]) -> bool:
+        parsed = self.screen(body)
+        if parsed is None:
+            return True
+        try:
+            fresh = await self._accept(parsed)
+        except Exception as exc:
+            log.error(
+                "inbox write failed", instance=self.identity.instance, ts=parsed.ts, error=type(exc).__name__
+            )
+            return False
+        self.accepted(parsed, fresh)
+        return True
+
+    def touch(self) -> None:
+        if self._on_activity is not None:
+            self._on_activity()
+
+    def screen(self, body: Mapping[str, Any]) -> Inbound | None:
+        """Parse and self filter an ``event_callback``: the message to record, or None
+        when the envelope is to be acked without one (logged with its reason)."""
         ident = self.identity
         parsed = parse_event(body, instance=ident.instance, team_id=ident.team_id)
         if isinstance(parsed, Drop):
             log.info(
                 "event dropped", instance=ident.instance, reason=parsed.reason, event_id=body.get("event_id")
             )
-            return True
+            return None
         if is_self(parsed, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id):
             log.debug("event dropped", instance=ident.instance, reason="own message", ts=parsed.ts)
-            return True
-        try:
-            fresh = await self._accept(parsed)
-        except Exception as exc:
-            log.error("inbox write failed", instance=ident.instance, ts=parsed.ts, error=type(exc).__name__)
-            return False
+            return None
+        return parsed
+
+    def accepted(self, msg: Inbound, fresh: bool) -> None:
+        """``msg`` is durable: a new one goes to the worker, a repeat is ignored."""
         if fresh:
-            self._submit(parsed)
+            self._submit(msg)
         else:
             log.debug(
-                "duplicate delivery ignored", instance=ident.instance, channel=parsed.channel, ts=parsed.ts
+                "duplicate delivery ignored", instance=self.identity.instance, channel=msg.channel, ts=msg.ts
             )
-        return True
 
     async def _click(self, body: dict[str, Any]) -> None:
         user = (body.get("user") or {}).get("id")

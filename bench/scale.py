@@ -1,0 +1,123 @@
+"""How the fleet's cost grows with instances and with rooms (DESIGN §9 scale figures).
+
+Each configuration: the emulator in a subprocess, ``nanoslack run`` as a subprocess
+(silent script agents, SQLite in a temp dir, log level warning). Reported per
+configuration: time from process start to every instance connected, RSS once
+settled (and per extra instance against the 1-instance run), and envelopes acked
+per second for a burst of about ``--envelopes`` envelopes (human messages without
+mentions, spread round-robin over the rooms; each is one envelope per instance).
+
+    .venv/bin/python bench/scale.py                       # instances 1,10,50,100; rooms 1,10,100
+    .venv/bin/python bench/scale.py --instances 1,10 --rooms 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import bench_workspace, drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
+from fleet_bench import Driver, silent_agent, spawn_fleet, write_env
+
+
+async def _acked(drv: Driver) -> int:
+    return int((await drv.stats())["acked"])
+
+
+async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[str, Any]:
+    spec = bench_workspace(n_apps, n_rooms)
+    if n_apps == 1:  # an MPIM needs three members: one instance talks in an IM
+        for conv in spec["conversations"]:
+            conv["kind"] = "im"
+    proc, info = start_emulator(n_apps, spec=spec)
+    drv = Driver(info["base_url"])
+    out: dict[str, Any] = {"instances": n_apps, "rooms": n_rooms}
+    try:
+        with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+            alice = info["users"][0]["id"]
+            rooms = [c["id"] for c in info["conversations"]]
+            env = Path(tmp) / ".env"
+            db = Path(tmp) / "nanoslack.db"
+            write_env(
+                env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp)
+            )
+            t0 = time.perf_counter()
+            child = spawn_fleet(env, Path(tmp))
+            try:
+                await wait_until(
+                    lambda: _connections_at_least(drv, n_apps), within=120, interval=0.01, what="connected"
+                )
+                out["all_connected_s"] = round(time.perf_counter() - t0, 3)
+                await asyncio.sleep(settle)
+                out["rss_mb"] = round(proc_rss_mb(child.pid), 1)
+                n_messages = max(1, envelopes // n_apps)
+                base = await _acked(drv)
+                texts = [f"scale {i}" for i in range(n_messages)]
+                t1 = time.perf_counter()
+                for r, room in enumerate(rooms):
+                    mine = texts[r :: len(rooms)]
+                    for i in range(0, len(mine), 500):
+                        await drv.bulk_post(alice, room, mine[i : i + 500])
+                want = base + n_messages * n_apps
+
+                async def all_acked() -> bool:
+                    return await _acked(drv) >= want
+
+                await wait_until(all_acked, within=600, interval=0.02, what="all acked")
+                out["envelopes"] = n_messages * n_apps
+                out["acks_per_s"] = round(n_messages * n_apps / (time.perf_counter() - t1))
+                out["peak_rss_mb"] = round(proc_rss_mb(child.pid, "VmHWM"), 1)
+            finally:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait(5)
+    finally:
+        await drv.close()
+        stop_process(proc)
+    return out
+
+
+async def _connections_at_least(drv: Driver, n: int) -> bool:
+    return (await drv.stats())["connections"] >= n
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    drop_proxies()
+    by_instances = []
+    for n in [int(x) for x in args.instances.split(",")]:
+        by_instances.append(await one(n, 1, args.envelopes, args.settle))
+        print(json.dumps(by_instances[-1]), flush=True)
+    base = by_instances[0]
+    for r in by_instances[1:]:
+        r["rss_mb_per_extra_instance"] = round(
+            (r["rss_mb"] - base["rss_mb"]) / (r["instances"] - base["instances"]), 2
+        )
+    by_rooms = []
+    for n_rooms in [int(x) for x in args.rooms.split(",")]:
+        by_rooms.append(await one(args.room_instances, n_rooms, args.envelopes, args.settle))
+        print(json.dumps(by_rooms[-1]), flush=True)
+    return {"by_instances": by_instances, "by_rooms": by_rooms}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--instances", default="1,10,50,100")
+    p.add_argument("--rooms", default="1,10,100")
+    p.add_argument("--room-instances", type=int, default=10, help="instances for the rooms series")
+    p.add_argument("--envelopes", type=int, default=20_000)
+    p.add_argument("--settle", type=float, default=1.0)
+    print(json.dumps(asyncio.run(run(p.parse_args())), indent=1))
+
+
+if __name__ == "__main__":
+    main()

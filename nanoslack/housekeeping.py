@@ -1,0 +1,58 @@
+"""The fleet's background pruning (``NANOSLACK_RETENTION_DAYS``).
+
+Runs on the fleet's loop, one batch per transaction, yielding to the loop between
+batches: envelopes that arrive meanwhile wait for one batch at most, never for
+the whole prune.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from nanoslack.logs import get_logger
+from nanoslack.store.retention import TABLES, PruneReport, Retention
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class PruneSchedule:
+    # Soon after start (the fleet is connected and has caught up), then hourly.
+    first_delay: float = 60.0
+    interval: float = 3600.0
+
+
+async def prune_once(retention: Retention) -> PruneReport:
+    start = time.monotonic()
+    rnd = retention.start_round()
+    deleted = dict.fromkeys(TABLES, 0)
+    batches = 0
+    for table in TABLES:
+        more = True
+        while more:
+            n, more = retention.prune_batch(table, rnd)
+            batches += 1
+            deleted[table] += n
+            await asyncio.sleep(0)
+    return PruneReport(deleted, batches, time.monotonic() - start)
+
+
+async def prune_forever(retention: Retention, schedule: PruneSchedule) -> None:
+    await asyncio.sleep(schedule.first_delay)
+    while True:
+        try:
+            report = await prune_once(retention)
+        except Exception as exc:  # a failed round is retried at the next one
+            log.warning("store prune failed", error=f"{type(exc).__name__}: {exc}")
+        else:
+            if report.total:
+                log.info(
+                    "store pruned",
+                    retention_days=retention.days,
+                    batches=report.batches,
+                    seconds=round(report.seconds, 3),
+                    **report.deleted,
+                )
+        await asyncio.sleep(schedule.interval)

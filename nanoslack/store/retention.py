@@ -1,0 +1,128 @@
+"""Pruning what the fleet no longer needs (DESIGN §9: the store stays bounded).
+
+Only finished rows older than the retention go, a small batch per transaction so
+the hot path (which shares the one connection and SQLite's write lock) waits at
+most one batch. What is never pruned:
+
+- an inbox row still ``received`` (a restart resumes it) or ``failed`` (parked for
+  an operator), nor the inbox row of a message still ``pending`` or ``held``;
+- a ``pending`` or ``held`` message (waiting for a turn or an approval);
+- a ``running`` turn, nor the newest finished turn of a thread: its ``through_ts``
+  is where the next turn's transcript starts;
+- an outbox row still to send, nor an approval request (a decision long after
+  still edits it);
+- hop rows and engaged threads: they are state, not history, and a human message
+  clears the former.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import TextClause, text
+
+from nanoslack.store.db import Database
+
+DEFAULT_RETENTION_DAYS = 14
+BATCH = 500
+
+_INBOX = text(
+    "DELETE FROM inbox WHERE (instance, channel, ts) IN ("
+    " SELECT i.instance, i.channel, i.ts FROM inbox i"
+    " WHERE i.status IN ('done', 'dropped') AND i.finished_at < :cutoff"
+    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.instance = i.instance AND m.channel = i.channel"
+    " AND m.ts = i.ts AND m.status IN ('pending', 'held'))"
+    " LIMIT :batch)"
+)
+_MESSAGES = text(
+    "DELETE FROM messages WHERE (instance, channel, ts) IN ("
+    " SELECT instance, channel, ts FROM messages"
+    " WHERE status IN ('context', 'done', 'refused') AND created_at < :cutoff LIMIT :batch)"
+)
+_OUTBOX = text(
+    "DELETE FROM outbox WHERE id IN ("
+    " SELECT id FROM outbox WHERE status IN ('sent', 'failed', 'cancelled')"
+    " AND coalesce(sent_at, created_at) < :cutoff AND dedupe_key NOT LIKE 'approval:%'"
+    " LIMIT :batch)"
+)
+_FINISHED_TURN = "('done', 'silent', 'failed', 'budget', 'abandoned')"
+# Turns go by id windows: the newest turn of every thread stays, and a plain
+# ``LIMIT`` would rescan all those kept rows on every batch.
+_TURN_WINDOW = text(
+    "SELECT max(id) FROM (SELECT id FROM turns"
+    f" WHERE id > :after AND status IN {_FINISHED_TURN} AND finished_at < :cutoff"
+    " ORDER BY id LIMIT :batch) w"
+)
+_TURNS = text(
+    "DELETE FROM turns WHERE id IN ("
+    " SELECT t.id FROM turns t"
+    f" WHERE t.id > :after AND t.id <= :upto AND t.status IN {_FINISHED_TURN} AND t.finished_at < :cutoff"
+    " AND EXISTS (SELECT 1 FROM turns n WHERE n.instance = t.instance AND n.channel = t.channel"
+    " AND n.thread_key = t.thread_key AND n.id > t.id"
+    " AND n.status IN ('done', 'silent', 'failed', 'budget') AND n.through_ts >= t.through_ts))"
+)
+
+TABLES: dict[str, TextClause] = {"inbox": _INBOX, "messages": _MESSAGES, "outbox": _OUTBOX, "turns": _TURNS}
+
+
+@dataclass
+class Round:
+    """One pass over every table: the cutoff and where the turns window is."""
+
+    cutoff: float
+    turns_after: int = 0
+
+
+@dataclass
+class PruneReport:
+    deleted: dict[str, int]
+    batches: int
+    seconds: float
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+
+class Retention:
+    def __init__(self, db: Database, *, days: float = DEFAULT_RETENTION_DAYS, batch: int = BATCH) -> None:
+        self._db = db
+        self.days = days
+        self.batch = batch
+
+    def cutoff(self, now: float | None = None) -> float:
+        return (time.time() if now is None else now) - self.days * 86400.0
+
+    def start_round(self, now: float | None = None) -> Round:
+        return Round(self.cutoff(now))
+
+    def prune_batch(self, table: str, rnd: Round) -> tuple[int, bool]:
+        """One transaction: at most ``batch`` rows of ``table``; how many went and
+        whether there may be more."""
+        params: dict[str, float | int] = {"cutoff": rnd.cutoff, "batch": self.batch}
+        with self._db.transaction() as conn:
+            if table != "turns":
+                n = int(conn.execute(TABLES[table], params).rowcount)
+                return n, n == self.batch
+            upto = conn.execute(_TURN_WINDOW, {**params, "after": rnd.turns_after}).scalar()
+            if upto is None:
+                return 0, False
+            n = int(conn.execute(_TURNS, {**params, "after": rnd.turns_after, "upto": upto}).rowcount)
+            rnd.turns_after = int(upto)
+            return n, True
+
+    def prune_all(self, now: float | None = None) -> PruneReport:
+        """Everything due, batch after batch (the fleet's task yields between
+        batches itself; this is for the CLI and tests)."""
+        start = time.monotonic()
+        rnd = self.start_round(now)
+        deleted = dict.fromkeys(TABLES, 0)
+        batches = 0
+        for table in TABLES:
+            more = True
+            while more:
+                n, more = self.prune_batch(table, rnd)
+                batches += 1
+                deleted[table] += n
+        return PruneReport(deleted, batches, time.monotonic() - start)

@@ -1,0 +1,162 @@
+"""The store stays bounded: finished rows older than the retention are pruned,
+what is still waiting (pending, held, unfinished, queued) never is."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from nanoslack.housekeeping import prune_once
+from nanoslack.inbound import Inbound
+from nanoslack.store import Store
+from nanoslack.store.retention import Retention
+from tests.core.core_helpers import INSTANCE, ROOM, message
+
+DAY = 86400.0
+
+
+def _received(store: Store, status: str | None) -> Inbound:
+    """A message in the inbox, finished as ``status`` (None: still received)."""
+    msg = message()
+    store.inbox.record(msg)
+    if status is not None:
+        store.inbox.finish(msg.key, status)
+    return msg
+
+
+def _backdate(sql: Callable[[str], int], days: float) -> None:
+    """Everything written so far happened ``days`` ago."""
+    shift = days * DAY
+    sql(f"UPDATE inbox SET received_at = received_at - {shift}, finished_at = finished_at - {shift}")
+    sql(f"UPDATE messages SET created_at = created_at - {shift}")
+    sql(f"UPDATE outbox SET created_at = created_at - {shift}, sent_at = sent_at - {shift}")
+    sql(f"UPDATE turns SET started_at = started_at - {shift}, finished_at = finished_at - {shift}")
+
+
+def _inbox_status(store: Store, msg: Inbound) -> str | None:
+    return store.inbox.status(msg.key)
+
+
+def test_old_finished_inbox_rows_and_room_context_are_pruned_but_waiting_messages_never(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    old_context = _received(store, "done")
+    store.messages.add(old_context, group_id=None, status="context")
+    old_dropped = _received(store, "dropped")
+    old_pending = _received(store, "done")
+    store.messages.add(old_pending, group_id=None, status="pending")
+    old_held = _received(store, "done")
+    store.messages.add(old_held, group_id=None, status="held")
+    old_unfinished = _received(store, None)
+    old_failed = _received(store, "failed")
+    _backdate(sql, 20)
+    recent = _received(store, "done")
+    store.messages.add(recent, group_id=None, status="context")
+
+    report = Retention(store.db, days=14, batch=2).prune_all()
+
+    assert report.deleted["inbox"] == 2 and report.deleted["messages"] == 1
+    assert _inbox_status(store, old_context) is None and store.messages.get(old_context.key) is None
+    assert _inbox_status(store, old_dropped) is None
+    assert store.messages.get(old_pending.key) is not None and _inbox_status(store, old_pending) == "done"
+    assert store.messages.get(old_held.key) is not None and _inbox_status(store, old_held) == "done"
+    assert _inbox_status(store, old_unfinished) == "received"
+    assert old_unfinished in store.inbox.unfinished(INSTANCE)
+    assert _inbox_status(store, old_failed) == "failed"
+    assert _inbox_status(store, recent) == "done" and store.messages.get(recent.key) is not None
+
+
+def test_a_pending_or_held_message_is_never_pruned_however_old(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    waiting = [message() for _ in range(5)]
+    for i, msg in enumerate(waiting):
+        store.inbox.record(msg)
+        store.inbox.finish(msg.key, "done")
+        store.messages.add(msg, group_id=None, status="pending" if i % 2 else "held")
+    _backdate(sql, 400)
+
+    Retention(store.db, days=1, batch=1).prune_all()
+
+    assert len(store.messages.pending(INSTANCE)) == 2
+    assert all(store.messages.get(m.key) is not None for m in waiting)
+    assert all(_inbox_status(store, m) == "done" for m in waiting)
+
+
+def test_sent_posts_are_pruned_but_queued_posts_and_approval_requests_stay(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    sent = store.outbox.enqueue(instance=INSTANCE, dedupe_key="turn:1:0", channel=ROOM, text="hi")
+    queued = store.outbox.enqueue(instance=INSTANCE, dedupe_key="turn:2:0", channel=ROOM, text="later")
+    request = store.outbox.enqueue(instance=INSTANCE, dedupe_key="approval:7", dm_user="U0OWNER", text="?")
+    assert sent and queued and request
+    store.outbox.mark_sent(sent, ROOM, "1700000001.000001")
+    store.outbox.mark_sent(request, "D0OWNER", "1700000001.000002")
+    _backdate(sql, 20)
+    recent = store.outbox.enqueue(instance=INSTANCE, dedupe_key="turn:3:0", channel=ROOM, text="new")
+    assert recent
+    store.outbox.mark_sent(recent, ROOM, "1700000001.000003")
+
+    Retention(store.db, days=14).prune_all()
+
+    assert store.outbox.get(sent) is None
+    assert store.outbox.get(queued) is not None
+    assert store.outbox.get(request) is not None
+    assert store.outbox.get(recent) is not None
+
+
+def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_transcript_starts(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    def turn(through: str, status: str | None) -> int:
+        turn_id = store.turns.start(
+            instance=INSTANCE,
+            channel=ROOM,
+            thread_key="1700000000.000001",
+            reply_thread_ts="1700000000.000001",
+            sender_id="slack:U0HUMAN",
+            through_ts=through,
+            messages=1,
+            wrapping_up=False,
+        )
+        if status is not None:
+            store.turns.finish(turn_id, status)
+        return turn_id
+
+    first = turn("1700000000.000002", "done")
+    second = turn("1700000000.000005", "silent")
+    running = turn("1700000000.000009", None)
+    _backdate(sql, 30)
+
+    Retention(store.db, days=14).prune_all()
+
+    assert store.turns.get(first) is None
+    assert store.turns.get(second) is not None and store.turns.get(running) is not None
+    assert store.turns.last_through(INSTANCE, ROOM, "1700000000.000001") == "1700000000.000005"
+
+
+def test_the_background_prune_yields_to_the_loop_between_batches(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    for _ in range(50):
+        msg = _received(store, "done")
+        store.messages.add(msg, group_id=None, status="context")
+    _backdate(sql, 20)
+
+    async def run() -> tuple[int, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        report = await prune_once(Retention(store.db, days=14, batch=10))
+        task.cancel()
+        return report.total, ticks
+
+    total, ticks = asyncio.run(run())
+    assert total == 100
+    assert ticks >= 10  # the loop ran between the batches, not once after the whole prune
