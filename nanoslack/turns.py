@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
+from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.replies import prepare_posts
@@ -227,6 +228,7 @@ class TurnDispatcher:
     def _record_reply(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], tokens: int
     ) -> None:
+        posts = self._without_acknowledgements(turn_id, posts)
         texts = prepare_posts(posts, self._siblings(), max_posts=self._options.max_posts)
         if len(posts) > self._options.max_posts:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
@@ -254,6 +256,13 @@ class TurnDispatcher:
         )
         if texts and self._on_posts is not None:
             self._on_posts()
+
+    def _without_acknowledgements(self, turn_id: int, posts: Sequence[str]) -> list[str]:
+        """A post that only says "Acknowledged." or ``*(silent)*`` is silence."""
+        kept = [post for post in posts if not is_acknowledgement(post)]
+        if len(kept) < len(posts):
+            log.info(ACK_FILTERED, instance=self.instance, turn=turn_id, dropped=len(posts) - len(kept))
+        return kept
 
     def _record_failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
         # The messages are consumed: a back end that fails on them would fail again
