@@ -41,6 +41,7 @@ class A2APolicy:
         config: Callable[[], A2AConfig],
         ledger: HopLedger,
         scope: str = "identity",
+        on_limit: Callable[[Inbound, int], None] | None = None,
     ) -> None:
         if scope not in HOP_SCOPES:
             raise ValueError(f"hop scope must be one of {HOP_SCOPES}, got {scope!r}")
@@ -48,6 +49,8 @@ class A2APolicy:
         self.scope = scope
         self._config = config
         self._ledger = ledger
+        # Runs in the transaction whose reservation failed (the room's pause notice).
+        self._on_limit = on_limit
 
     def __call__(self, msg: Inbound) -> Admit | Drop:
         config = self._config()
@@ -65,6 +68,8 @@ class A2APolicy:
         )
         if hop is None:
             log.info(HOP_LIMIT_LOG, instance=instance, room=room, bot_id=bot_id, max=max_hops)
+            if self._on_limit is not None:
+                self._on_limit(msg, max_hops)
             return Drop(HOP_LIMIT_REACHED)
         return Admit(sender_id=bot_sender_id(bot_id), hop=hop, hop_limit=max_hops)
 

@@ -96,6 +96,8 @@ class TurnDispatcher:
         self._options = options or TurnOptions()
         self._wake = asyncio.Event()
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
+        # Turns cancelled because their room was halted (not a shutdown).
+        self._halting: set[ThreadKey] = set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -125,16 +127,28 @@ class TurnDispatcher:
         if tasks:
             await asyncio.wait(tasks, timeout=within)
 
+    def halt(self, channel: str) -> None:
+        """The room was halted: cancel its turns under way; their messages stay pending."""
+        for key, task in list(self._busy.items()):
+            if key.channel == channel and key not in self._halting:
+                self._halting.add(key)
+                task.cancel()
+
     def _schedule(self) -> None:
+        # Read on every poll: a halt made by another process (or the CLI) shows up here.
+        halted = self._store.rooms.halted_rooms()
+        for channel in halted:
+            self.halt(channel)
         for key, msgs in _by_thread(self._store.messages.pending(self.instance)).items():
-            if key in self._busy:
-                continue  # answered by the next turn, once this one is recorded
+            if key in self._busy or key.channel in halted:
+                continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key, msgs), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
 
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
+        self._halting.discard(key)
         self._wake.set()  # messages that came in during the turn
 
     async def _turn(self, key: ThreadKey, msgs: list[MessageRow]) -> None:
@@ -161,6 +175,10 @@ class TurnDispatcher:
             )
             try:
                 reply = await self._agent.run(turn)
+            except asyncio.CancelledError:
+                if key in self._halting:
+                    self._record_halted(turn_id)
+                raise
             except BudgetExhausted as exc:
                 self._record_budget(turn_id, turn, msgs, str(exc))
             except TurnFailed as exc:
@@ -233,6 +251,12 @@ class TurnDispatcher:
         if len(posts) > self._options.max_posts:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
         with self._store.transaction():
+            if self._store.rooms.is_halted(turn.channel):
+                # Halted while the agent was answering: nothing is posted, the
+                # messages stay pending for the turn that runs after the resume.
+                self._store.turns.finish(turn_id, "halted", tokens=tokens)
+                log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
+                return
             if not self._store.turns.finish(
                 turn_id, "done" if texts else "silent", posts=len(texts), tokens=tokens
             ):
@@ -256,6 +280,10 @@ class TurnDispatcher:
         )
         if texts and self._on_posts is not None:
             self._on_posts()
+
+    def _record_halted(self, turn_id: int) -> None:
+        self._store.turns.finish(turn_id, "halted")
+        log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
 
     def _without_acknowledgements(self, turn_id: int, posts: Sequence[str]) -> list[str]:
         """A post that only says "Acknowledged." or ``*(silent)*`` is silence."""

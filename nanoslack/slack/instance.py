@@ -18,6 +18,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from nanoslack.agents import Agent, Teammate, load_teammate
 from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.config import A2AConfig, InstanceSettings
+from nanoslack.control import Effect
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome, build_pipeline
@@ -94,6 +95,7 @@ class InstanceRuntime:
             names=names,
             on_outbox=self._poster.wake,
             on_pending=self._pending,
+            on_control=self._room_control,
         )
         self.turns = TurnDispatcher(
             identity=self.identity,
@@ -150,6 +152,7 @@ class InstanceRuntime:
                 submit=self._queue.put_nowait,
                 on_click=self._on_click,
                 on_activity=self._touch,
+                on_resume=self._on_resume,
             )
         )
         handler = AsyncSocketModeHandler(
@@ -251,6 +254,24 @@ class InstanceRuntime:
             by=user,
             released=len(decision.released),
         )
+
+    def _room_control(self, channel: str, effect: Effect) -> None:
+        """After a halt or resume committed: cancel or restart this instance's turns there."""
+        if effect == "halted":
+            self.turns.halt(channel)
+        else:
+            self.turns.wake()
+        self._poster.wake()
+
+    async def _on_resume(self, room: str, user: str) -> None:
+        control = self.pipeline.control
+        if control is None or not control.is_owner_user(user):
+            log.info("resume click refused", instance=self.name, user=user, reason="not an owner")
+            return
+        with self._shared.store.transaction():
+            resumed = control.resume(room, by_user=user)
+        if resumed:
+            self._room_control(room, "resumed")
 
     async def _watchdog(self) -> None:
         opts = self._shared.socket

@@ -76,7 +76,10 @@ class Poster:
         for row in self._store.outbox.in_doubt(self.instance):
             await self._recover(row)
         sent = 0
+        halted = self._store.rooms.halted_rooms()
         for row in self._store.outbox.queued(self.instance):
+            if _held(row, halted):
+                continue
             if await self._send(row):
                 sent += 1
         return sent
@@ -160,6 +163,12 @@ class Poster:
             resp = await self._client.conversations_open(users=user)
             self._dm_channels[user] = str((resp.get("channel") or {}).get("id"))
         return self._dm_channels[user]
+
+
+def _held(row: Any, halted: frozenset[str]) -> bool:
+    """An agent's post to a halted room waits for the resume (room control's own
+    notices go out: they say why the room is quiet)."""
+    return bool(halted) and row.channel in halted and str(row.dedupe_key).startswith("turn:")
 
 
 def _metadata(row: Any) -> dict[str, Any]:

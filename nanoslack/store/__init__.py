@@ -22,6 +22,7 @@ from nanoslack.store.inbox import Inbox
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
+from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
 
@@ -29,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ApprovalRow",
     "GroupRow",
+    "HaltRow",
     "HopCount",
     "MessageRow",
     "OutboxRow",
@@ -57,6 +59,7 @@ class Store:
         self.messages = Messages(db)
         self.outbox = Outbox(db)
         self.turns = Turns(db)
+        self.rooms = Rooms(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -22,7 +22,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(RuntimeError):
@@ -72,8 +72,10 @@ def make_engine(url: str) -> Engine:
 
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 only adds tables
-# (``turns``, ``agent_usage``): ``create_all`` creates the missing ones.
+# (``turns``, ``agent_usage``): ``create_all`` creates the missing ones. Version 3
+# likewise (``room_halts``, ``room_notices``).
 _MIGRATIONS: list[Callable[[Connection], None]] = [
+    lambda conn: SQLModel.metadata.create_all(conn),
     lambda conn: SQLModel.metadata.create_all(conn),
     lambda conn: SQLModel.metadata.create_all(conn),
 ]

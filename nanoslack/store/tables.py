@@ -228,3 +228,29 @@ class AgentUsage(SQLModel, table=True):
     instance: str = Field(primary_key=True)
     day: str = Field(primary_key=True)  # YYYY-MM-DD, UTC
     tokens: int = 0
+
+
+class RoomHalt(SQLModel, table=True):
+    """A room an owner halted (DESIGN §5 "Room control"): no bot message, no turn, until resumed.
+
+    The row's insert decides who announces the halt: every instance in the room
+    hears the 🛑, the one whose insert landed posts the notice and the DMs.
+    """
+
+    __tablename__ = "room_halts"
+    room: str = Field(primary_key=True)  # conversation id
+    halted_by: str  # slack:U… of the owner, or "cli"
+    halted_at: float
+    instance: str | None = None  # the instance that announced it
+
+
+class RoomNotice(SQLModel, table=True):
+    """A notice posted once per (room, kind, epoch): e.g. one pause notice per hop-limit
+    pause, the epoch being the last human message the pausing instance saw."""
+
+    __tablename__ = "room_notices"
+    room: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)  # pause
+    epoch: str = Field(primary_key=True)
+    instance: str
+    created_at: float

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
 from tests.e2e.conftest import Recorder, Room
 
 
@@ -43,3 +45,190 @@ async def test_an_agent_answering_acknowledged_posts_nothing(room: Room, fleet_f
     await room.emu.wait_for(lambda: _turns(room, "dana", "silent"), timeout=10)
     assert _bot_posts(room) == []
     assert room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana'") == [(0,)]
+
+
+# -- visible pauses ------------------------------------------------------------------------------
+
+PAUSE_PREFIX = "⏸️ Paused after"
+
+
+def _texts(room: Room, channel: str, prefix: str) -> list[dict[str, Any]]:
+    return [m for m in room.emu.all_messages(channel) if str(m.get("text", "")).startswith(prefix)]
+
+
+def _dropped_by_all(rec: Recorder, names: list[str], ts: str) -> bool:
+    return all(any(m.ts == ts for m, _ in rec.dropped(name)) for name in names)
+
+
+async def test_the_pause_notice_appears_exactly_once_per_pause_with_three_instances_in_the_room(
+    room: Room, fleet_factory
+) -> None:
+    names = ["dana", "eli", "fay"]
+    gus = room.emu.add_app("gus")  # a bot of another host: every fleet instance hears it
+    members = [room.human.id, gus.bot_user_id, *(room.apps[n].bot_user_id for n in names)]
+    mpim = room.emu.create_conversation(members, kind="mpim")
+    _, rec = await fleet_factory(names, SLACK_A2A_ROOMS=mpim.id, SLACK_A2A_MAX_HOPS="2")
+    gus_client = AsyncWebClient(token=gus.bot_token, base_url=room.emu.api_url)
+
+    async def gus_talks(n: int) -> list[str]:
+        return [
+            str((await gus_client.chat_postMessage(channel=mpim.id, text=f"gus {i}"))["ts"]) for i in range(n)
+        ]
+
+    first = await gus_talks(4)  # hops 1, 2, then two drops at the limit for each instance
+    await room.emu.wait_for(lambda: _dropped_by_all(rec, names, first[-1]))
+    await room.emu.wait_for(lambda: len(_texts(room, mpim.id, PAUSE_PREFIX)) >= 1)
+    (notice,) = _texts(room, mpim.id, PAUSE_PREFIX)
+    assert notice["text"] == "⏸️ Paused after 2 bot messages — a human message resumes."
+    assert notice["thread_ts"] == first[2]  # in the thread of the first message it stopped
+
+    human = await room.emu.post_as_user(room.human.id, mpim.id, "go on")
+    await room.emu.wait_for(lambda: all(any(m.ts == human for m in rec.delivered(n)) for n in names))
+    second = await gus_talks(4)
+    await room.emu.wait_for(lambda: _dropped_by_all(rec, names, second[-1]))
+    await room.emu.wait_for(lambda: len(_texts(room, mpim.id, PAUSE_PREFIX)) >= 2)
+    # Every claim was made in the transaction that dropped a message: all are in.
+    assert room.sql("SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'pause:%'") == [(2,)]
+    assert len(_texts(room, mpim.id, PAUSE_PREFIX)) == 2
+
+
+# -- halt and resume --------------------------------------------------------------------------------
+
+HALT_PREFIX = "🛑 Halted by"
+RESUME_PREFIX = "▶️ Resumed by"
+NOTICES = (PAUSE_PREFIX, HALT_PREFIX, RESUME_PREFIX)
+# Each bot hands the word to the other after a second's thought: an exchange that
+# always has a turn under way.
+PING_PONG = (
+    '\'sleep 1; if [ "$NANOSLACK_INSTANCE" = dana ]; then echo "@eli your turn";'
+    ' else echo "@dana your turn"; fi\''
+)
+
+
+def _agent_posts(room: Room) -> list[dict[str, Any]]:
+    return [m for m in _bot_posts(room) if not str(m.get("text", "")).startswith(NOTICES)]
+
+
+def _hops(room: Room) -> list[tuple[Any, ...]]:
+    return room.sql("SELECT instance, count(*) FROM a2a_hops WHERE room = ? GROUP BY instance", room.channel)
+
+
+def _let_bots_talk(room: Room) -> None:
+    """Each bot is a member of the other's agent group: the gate lets their mentions through."""
+    for name, other in (("dana", "eli"), ("eli", "dana")):
+        room.sql(
+            "INSERT INTO agent_groups (instance, name, created_at) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
+            name,
+            name,
+        )
+        room.sql(
+            "INSERT INTO agent_group_members (agent_group_id, user_id, role, added_at)"
+            " SELECT id, ?, 'member', 0 FROM agent_groups WHERE instance = ?",
+            f"slack:bot:{room.apps[other].bot_id}",
+            name,
+        )
+
+
+def _resume_buttons(room: Room, owner: str) -> list[dict[str, Any]]:
+    found = []
+    for conv in room.emu.conversations():
+        if conv.kind == "im" and owner in conv.members:
+            for msg in room.emu.conversation_messages(conv.id):
+                for block in msg.get("blocks") or []:
+                    for el in block.get("elements") or []:
+                        if el.get("action_id") == "nanoslack_resume":
+                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el["value"]})
+    return found
+
+
+def _reaction_seen_by(rec: Recorder, names: list[str]) -> bool:
+    return all(any(m.event_type == "reaction_added" for i, m, _ in rec.outcomes if i == n) for n in names)
+
+
+async def test_an_owners_stop_sign_halts_two_bots_mid_exchange_and_resume_restarts_it(
+    room: Room, fleet_factory
+) -> None:
+    owner = room.human.id
+    _, rec = await fleet_factory(
+        ["dana", "eli"], SLACK_OWNER=owner, SLACK_A2A_MAX_HOPS="50", NANOSLACK_AGENT_COMMAND=PING_PONG
+    )
+    _let_bots_talk(room)
+    kickoff = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} start the relay")
+    await room.emu.wait_for(lambda: len(_agent_posts(room)) >= 2, timeout=15)
+    await room.emu.wait_for(lambda: room.sql("SELECT 1 FROM turns WHERE status = 'running'"), timeout=5)
+
+    await room.emu.react(owner, room.channel, kickoff, "octagonal_sign")
+    await room.emu.wait_for(lambda: _reaction_seen_by(rec, ["dana", "eli"]))
+    await room.emu.wait_for(lambda: room.sql("SELECT 1 FROM turns WHERE status = 'halted'"), timeout=5)
+    await room.emu.wait_for(lambda: not room.sql("SELECT 1 FROM turns WHERE status = 'running'"), timeout=5)
+    await room.emu.wait_for(lambda: _texts(room, room.channel, HALT_PREFIX) and _resume_buttons(room, owner))
+    hops_at_halt = _hops(room)
+    assert hops_at_halt, "the halt reset the hop counts"
+    (halt_notice,) = _texts(room, room.channel, HALT_PREFIX)
+    assert room.sql("SELECT room FROM room_halts") == [(room.channel,)]
+    # A bot speaking now is not let in.
+    late = await room.bot_post("eli", f"{room.mention('dana')} still there?")
+    await room.emu.wait_for(lambda: any(m.ts == late for m, r in rec.dropped("dana") if r == "room halted"))
+    assert _hops(room) == hops_at_halt
+
+    (button,) = _resume_buttons(room, owner)
+    assert button["value"] == room.channel
+    await room.emu.click_button(owner, button["channel"], button["ts"], "nanoslack_resume", button["value"])
+    await room.emu.wait_for(lambda: _texts(room, room.channel, RESUME_PREFIX))
+    (resume_notice,) = _texts(room, room.channel, RESUME_PREFIX)
+    silent = [
+        m
+        for m in _agent_posts(room)
+        if float(halt_notice["ts"]) < float(m["ts"]) < float(resume_notice["ts"]) and m["ts"] != late
+    ]
+    assert silent == []
+    # The cancelled turn runs again and the relay goes on.
+    await room.emu.wait_for(
+        lambda: any(float(m["ts"]) > float(resume_notice["ts"]) for m in _agent_posts(room)), timeout=10
+    )
+    assert len(_texts(room, room.channel, HALT_PREFIX)) == 1
+    assert room.sql("SELECT count(*) FROM room_halts") == [(0,)]
+
+
+async def test_a_non_owners_stop_sign_or_stop_changes_nothing(room: Room, fleet_factory) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER="U0SOMEONEELSE")
+    hop = await room.bot_post("eli", f"{room.mention('dana')} hello")
+    await room.emu.react(room.human.id, room.channel, hop, "octagonal_sign")
+    stop = await room.emu.post_as_user(room.human.id, room.channel, "stop")
+    await room.emu.wait_for(lambda: _outcome(rec, "dana", stop) is not None)
+    await room.emu.wait_for(lambda: _reaction_seen_by(rec, ["dana", "eli"]))
+    assert room.sql("SELECT count(*) FROM room_halts") == [(0,)]
+    assert _outcome(rec, "dana", stop).reason != "room halted"
+    after = await room.bot_post("eli", f"{room.mention('dana')} still talking")
+    await room.emu.wait_for(lambda: any(m.ts == after for m in rec.delivered("dana")))
+    assert not _texts(room, room.channel, HALT_PREFIX)
+
+
+async def test_stop_typed_by_an_owner_halts_without_resetting_hops_and_resume_resumes(
+    room: Room, fleet_factory
+) -> None:
+    owner = room.human.id
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_OWNER=owner)
+    hops = [await room.bot_post("eli", f"{room.mention('dana')} hop {i}") for i in range(2)]
+    await room.emu.wait_for(lambda: any(m.ts == hops[-1] for m in rec.delivered("dana")))
+    stop = await room.emu.post_as_user(
+        owner, room.channel, f"{room.mention('dana')} {room.mention('eli')} STOP"
+    )
+    await room.emu.wait_for(lambda: _outcome(rec, "dana", stop) is not None and _outcome(rec, "eli", stop))
+    assert _outcome(rec, "dana", stop).reason in ("room halted", "room already halted")
+    assert room.sql("SELECT room, halted_by FROM room_halts") == [(room.channel, f"slack:{owner}")]
+    assert ("dana", 2) in _hops(room)  # a human message would have reset them
+    await room.emu.wait_for(lambda: _texts(room, room.channel, HALT_PREFIX))
+    dropped = await room.bot_post("eli", f"{room.mention('dana')} hop 3?")
+    await room.emu.wait_for(
+        lambda: any(m.ts == dropped for m, r in rec.dropped("dana") if r == "room halted")
+    )
+
+    resume = await room.emu.post_as_user(owner, room.channel, "resume")
+    await room.emu.wait_for(
+        lambda: _outcome(rec, "dana", resume) is not None and _outcome(rec, "eli", resume)
+    )
+    assert room.sql("SELECT count(*) FROM room_halts") == [(0,)]
+    again = await room.bot_post("eli", f"{room.mention('dana')} hop 3")
+    await room.emu.wait_for(lambda: any(m.ts == again for m in rec.delivered("dana")))
+    assert len(_texts(room, room.channel, HALT_PREFIX)) == 1
