@@ -215,6 +215,7 @@ def build_pipeline(
         ledger=store.hops,
         scope=hop_scope,
         on_limit=control.hop_limit_reached,
+        team_id=identity.team_id,
     )
     install_a2a_policy(guard, policy)
     return Pipeline(

@@ -304,3 +304,74 @@ async def test_a_halt_survives_sigkill_and_restart_and_operators_see_and_resume_
     finally:
         fleet.send_signal(signal.SIGTERM)
         await asyncio.to_thread(fleet.wait, 15)
+
+
+# -- only real humans reset hops -------------------------------------------------------------------
+
+
+def _envelope(room: Room, **event: Any) -> dict[str, Any]:
+    team = room.emu.engine.ws.team_id
+    base = {"type": "message", "channel": room.channel, "channel_type": "mpim", "team": team}
+    return {
+        "type": "event_callback",
+        "team_id": team,
+        "event_id": f"Ev{event['ts'].replace('.', '')}",
+        "event": {**base, **event},
+        "authorizations": [{"team_id": team, "user_id": room.apps["dana"].bot_user_id, "is_bot": True}],
+    }
+
+
+async def test_joins_topics_user_token_bot_posts_and_other_teams_never_reset_hops(
+    room: Room, fleet_factory
+) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_A2A_MAX_HOPS="2")
+    dana = room.apps["dana"]
+    hops = [await room.bot_post("eli", f"{room.mention('dana')} hop {i}") for i in range(2)]
+    await room.emu.wait_for(lambda: any(m.ts == hops[-1] for m in rec.delivered("dana")))
+    acked = room.emu.stats(dana.app_id).acked
+    human = room.human.id
+    not_humans = [
+        {"subtype": "channel_join", "user": human, "text": "<@U> has joined", "ts": "1900000001.000100"},
+        {
+            "subtype": "channel_topic",
+            "user": human,
+            "text": "set the topic",
+            "topic": "x",
+            "ts": "1900000002.000100",
+        },
+        # A bot posting through a user token: Slack names the human and the bot.
+        {"user": human, "bot_id": "B0USERTOKEN", "text": "via a user token", "ts": "1900000003.000100"},
+        # A Slack Connect guest from another team.
+        {
+            "user": "U0GUEST",
+            "user_team": "T0OTHERTEAM",
+            "team": "T0OTHERTEAM",
+            "text": "hi",
+            "ts": "1900000004.000100",
+        },
+    ]
+    for event in not_humans:
+        await room.emu.inject_envelope(dana.app_id, _envelope(room, **event))
+    await room.emu.wait_for(lambda: room.emu.stats(dana.app_id).acked >= acked + len(not_humans))
+    await room.emu.wait_for(lambda: _outcome(rec, "dana", "1900000004.000100") is not None)
+    assert room.sql("SELECT count(*) FROM a2a_hops WHERE instance = 'dana'") == [(2,)]
+    third = await room.bot_post("eli", f"{room.mention('dana')} hop 3")
+    await room.emu.wait_for(
+        lambda: any(m.ts == third for m, r in rec.dropped("dana") if r == "hop limit reached")
+    )
+    # The control: one of our people speaking does re-arm the room.
+    await room.emu.post_as_user(human, room.channel, "go on")
+    fourth = await room.bot_post("eli", f"{room.mention('dana')} hop 4")
+    await room.emu.wait_for(lambda: any(m.ts == fourth for m in rec.delivered("dana")))
+
+
+async def test_bot_replies_inside_a_thread_count_toward_the_rooms_cap(room: Room, fleet_factory) -> None:
+    _, rec = await fleet_factory(["dana", "eli"], SLACK_A2A_MAX_HOPS="2")
+    top = await room.bot_post("eli", f"{room.mention('dana')} top level")
+    replies = [
+        await room.bot_post("eli", f"{room.mention('dana')} in the thread {i}", thread_ts=top)
+        for i in range(2)
+    ]
+    await room.emu.wait_for(lambda: any(m.ts == replies[-1] for m, _ in rec.dropped("dana")))
+    assert [m.ts for m in rec.delivered("dana")] == [top, replies[0]]
+    assert next(r for m, r in rec.dropped("dana") if m.ts == replies[-1]) == "hop limit reached"
