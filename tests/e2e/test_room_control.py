@@ -375,3 +375,47 @@ async def test_bot_replies_inside_a_thread_count_toward_the_rooms_cap(room: Room
     await room.emu.wait_for(lambda: any(m.ts == replies[-1] for m, _ in rec.dropped("dana")))
     assert [m.ts for m in rec.delivered("dana")] == [top, replies[0]]
     assert next(r for m, r in rec.dropped("dana") if m.ts == replies[-1]) == "hop limit reached"
+
+
+# -- approvals go to every owner ------------------------------------------------------------------
+
+
+def _dm_buttons(room: Room, owner: str, action_id: str) -> list[dict[str, Any]]:
+    found = []
+    for conv in room.emu.conversations():
+        if conv.kind == "im" and owner in conv.members:
+            for msg in room.emu.conversation_messages(conv.id):
+                for block in msg.get("blocks") or []:
+                    for el in block.get("elements") or []:
+                        if el.get("action_id") == action_id:
+                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el.get("value")})
+    return found
+
+
+def _text_of(room: Room, where: dict[str, Any]) -> str:
+    for msg in room.emu.conversation_messages(where["channel"]):
+        if msg["ts"] == where["ts"]:
+            return str(msg.get("text", "")) + str(msg.get("blocks", ""))
+    return ""
+
+
+async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first_ones_decision(
+    room: Room, fleet_factory
+) -> None:
+    alice, bob = room.human.id, room.emu.add_user("bob").id
+    await fleet_factory(["dana", "eli"], SLACK_OWNER=f"{alice},{bob}")
+    held = await room.bot_post("eli", f"{room.mention('dana')} may I join?")
+    await room.emu.wait_for(
+        lambda: _dm_buttons(room, alice, "nanoslack_approve") and _dm_buttons(room, bob, "nanoslack_approve")
+    )
+    (alices,) = _dm_buttons(room, alice, "nanoslack_approve")
+    (bobs,) = _dm_buttons(room, bob, "nanoslack_approve")
+    assert alices["value"] == bobs["value"]
+
+    await room.emu.click_button(alice, alices["channel"], alices["ts"], "nanoslack_approve", alices["value"])
+    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in _text_of(room, bobs))
+    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in _text_of(room, alices))
+    assert not _dm_buttons(room, bob, "nanoslack_approve")  # nothing left to click
+    status = room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", held)
+    assert status in ([("pending",)], [("done",)])
+    assert room.sql("SELECT status, decided_by FROM pending_sender_approvals") == [("approved", alice)]
