@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
+from nanoslack.budgets import RoomBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
@@ -82,6 +83,7 @@ class TurnDispatcher:
         limiter: asyncio.Semaphore,
         on_posts: Callable[[], None] | None = None,
         options: TurnOptions | None = None,
+        budget: RoomBudget | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
@@ -94,6 +96,7 @@ class TurnDispatcher:
         self._limiter = limiter
         self._on_posts = on_posts
         self._options = options or TurnOptions()
+        self.budget = budget  # the edge answers budget clicks through it
         self._wake = asyncio.Event()
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
         # Turns cancelled because their room was halted (not a shutdown).
@@ -140,11 +143,20 @@ class TurnDispatcher:
         for channel in halted:
             self.halt(channel)
         for key, msgs in _by_thread(self._store.messages.pending(self.instance)).items():
-            if key in self._busy or key.channel in halted:
+            if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key, msgs), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
+
+    def _over_budget(self, key: ThreadKey) -> bool:
+        """A room whose daily token budget is spent waits for an owner's answer."""
+        if self.budget is None or not key.thread_key:
+            return False
+        over = self.budget.exhausted(key.channel)
+        if self.budget.take_posted() and self._on_posts is not None:
+            self._on_posts()
+        return over
 
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)

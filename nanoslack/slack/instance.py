@@ -17,6 +17,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.agents import Agent, Teammate, load_teammate
 from nanoslack.agents.teammates import SKILLS_DIRNAME
+from nanoslack.budgets import RoomBudget
 from nanoslack.config import A2AConfig, InstanceSettings
 from nanoslack.control import Effect
 from nanoslack.inbound import Identity, Inbound
@@ -66,6 +67,8 @@ class Shared:
     turns: TurnOptions = TurnOptions()
     on_pending: Callable[[Inbound], None] | None = None
     on_outcome: Callable[[Inbound, Outcome], None] | None = None
+    # NANOSLACK_ROOM_TOKENS: a room's daily token budget, all instances together.
+    room_tokens: int | None = None
 
 
 class InstanceRuntime:
@@ -108,6 +111,9 @@ class InstanceRuntime:
             limiter=shared.turn_limiter,
             on_posts=self._poster.wake,
             options=shared.turns,
+            budget=RoomBudget(
+                shared.store, instance=self.name, owners=shared.owners, room_tokens=shared.room_tokens
+            ),
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self.group_commit = GroupCommit(self.pipeline.accept_many)
@@ -153,6 +159,7 @@ class InstanceRuntime:
                 on_click=self._on_click,
                 on_activity=self._touch,
                 on_resume=self._on_resume,
+                on_budget=self._on_budget,
             )
         )
         handler = AsyncSocketModeHandler(
@@ -272,6 +279,15 @@ class InstanceRuntime:
             resumed = control.resume(room, by_user=user)
         if resumed:
             self._room_control(room, "resumed")
+
+    async def _on_budget(self, value: str, allow: bool, user: str) -> None:
+        budget = self.turns.budget
+        if budget is None or user not in self._shared.owners:
+            log.info("budget click refused", instance=self.name, user=user, reason="not an owner")
+            return
+        if budget.decide(value, allow=allow, by_user=user):
+            self._poster.wake()
+            self.turns.wake()
 
     async def _watchdog(self) -> None:
         opts = self._shared.socket

@@ -15,6 +15,7 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
+from nanoslack.budgets import ALLOW_ACTION_ID, STOP_ACTION_ID
 from nanoslack.control import RESUME_ACTION_ID
 from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID
 from nanoslack.inbound import Drop, Identity, Inbound
@@ -40,6 +41,7 @@ class Intake(AsyncMiddleware):
         on_click: OnClick | None = None,
         on_activity: Callable[[], None] | None = None,
         on_resume: OnResume | None = None,
+        on_budget: OnClick | None = None,
     ) -> None:
         self.identity = identity
         self._accept = accept
@@ -47,6 +49,7 @@ class Intake(AsyncMiddleware):
         self._on_click = on_click
         self._on_activity = on_activity
         self._on_resume = on_resume
+        self._on_budget = on_budget  # (button value, allow, clicking user)
 
     @property
     def name(self) -> str:
@@ -109,6 +112,11 @@ class Intake(AsyncMiddleware):
                 value = action.get("value")
                 if isinstance(value, str) and isinstance(user, str):
                     await self._on_resume(value, user)
+                continue
+            if action_id in (ALLOW_ACTION_ID, STOP_ACTION_ID) and self._on_budget is not None:
+                value = action.get("value")
+                if isinstance(value, str) and isinstance(user, str):
+                    await self._on_budget(value, action_id == ALLOW_ACTION_ID, user)
                 continue
             if action_id not in (APPROVE_ACTION_ID, DENY_ACTION_ID) or self._on_click is None:
                 continue

@@ -1,5 +1,6 @@
 """Room control state (DESIGN §5 "Room control"): halted rooms and once-only notices.
 
+Also the daily token budgets' grants (an owner's Allow 1× more / Stop for today).
 Each decision that several instances (or processes) race to is a single insert or
 delete whose row count says who won: the winner announces, the others stay quiet.
 """
@@ -29,6 +30,32 @@ _LAST_HUMAN = text(
     "SELECT ts FROM messages WHERE instance = :instance AND channel = :room"
     " AND sender_id NOT LIKE 'slack:bot:%' ORDER BY CAST(ts AS REAL) DESC LIMIT 1"
 )
+
+# Tokens the room's turns used today, every instance together (NANOSLACK_ROOM_TOKENS).
+_ROOM_TOKENS = text(
+    "SELECT coalesce(sum(tokens), 0) FROM turns WHERE channel = :room AND started_at >= :since"
+)
+_GRANT = text(
+    "SELECT allowed, stopped_by FROM budget_grants WHERE scope = :scope AND subject = :subject AND day = :day"
+)
+_ALLOW = text(
+    "INSERT INTO budget_grants (scope, subject, day, allowed, stopped_by, updated_at)"
+    " VALUES (:scope, :subject, :day, :allowed, NULL, :now)"
+    " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = NULL,"
+    " allowed = CASE WHEN budget_grants.allowed > :allowed THEN budget_grants.allowed ELSE :allowed END,"
+    " updated_at = :now"
+)
+_STOP = text(
+    "INSERT INTO budget_grants (scope, subject, day, allowed, stopped_by, updated_at)"
+    " VALUES (:scope, :subject, :day, 0, :by, :now)"
+    " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = :by, updated_at = :now"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    allowed: int  # the day's raised cap (0: none)
+    stopped_by: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +103,23 @@ class Rooms:
         with self._db.transaction() as conn:
             row = hot_first(conn, _LAST_HUMAN, {"instance": instance, "room": room})
         return str(row[0]) if row else ""
+
+    def room_tokens(self, room: str, *, since: float) -> int:
+        with self._db.transaction() as conn:
+            row = hot_first(conn, _ROOM_TOKENS, {"room": room, "since": since})
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def grant(self, scope: str, subject: str, day: str) -> Grant:
+        with self._db.transaction() as conn:
+            row = conn.execute(_GRANT, {"scope": scope, "subject": subject, "day": day}).first()
+        return Grant(int(row[0]), row[1]) if row else Grant(0, None)
+
+    def allow(self, scope: str, subject: str, day: str, *, up_to: int) -> None:
+        params = {"scope": scope, "subject": subject, "day": day, "allowed": up_to, "now": time.time()}
+        with self._db.transaction() as conn:
+            conn.execute(_ALLOW, params)
+
+    def stop(self, scope: str, subject: str, day: str, *, by: str) -> None:
+        params = {"scope": scope, "subject": subject, "day": day, "by": by, "now": time.time()}
+        with self._db.transaction() as conn:
+            conn.execute(_STOP, params)

@@ -254,3 +254,20 @@ class RoomNotice(SQLModel, table=True):
     epoch: str = Field(primary_key=True)
     instance: str
     created_at: float
+
+
+class BudgetGrant(SQLModel, table=True):
+    """An owner's answer when a daily token budget ran out (DESIGN §5 "Room control").
+
+    ``scope`` is ``room`` (``NANOSLACK_ROOM_TOKENS``, subject = conversation id) or
+    ``instance`` (``NANOSLACK_DAILY_TOKENS``, subject = instance name). Allow sets
+    ``allowed`` to what was spent plus one more budget; Stop sets ``stopped_by``.
+    """
+
+    __tablename__ = "budget_grants"
+    scope: str = Field(primary_key=True)
+    subject: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)  # YYYY-MM-DD, UTC
+    allowed: int = 0
+    stopped_by: str | None = None
+    updated_at: float

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
+import respx
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.e2e.conftest import Recorder, Room, env_lines
@@ -419,3 +422,78 @@ async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first
     status = room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", held)
     assert status in ([("pending",)], [("done",)])
     assert room.sql("SELECT status, decided_by FROM pending_sender_approvals") == [("approved", alice)]
+
+
+# -- budgets that pause and ask -------------------------------------------------------------------
+
+# Token budgets need a back end that counts tokens: an OpenAI-compatible server, mocked
+# with respx (the one remote service tests may mock). Slack traffic is aiohttp, untouched.
+LLM = {
+    "NANOSLACK_AGENT": "openai",
+    "NANOSLACK_MODEL": "gpt-test",
+    "OPENAI_BASE_URL": "https://llm.test/v1",
+    "OPENAI_API_KEY": "sk-test-0123456789",
+}
+
+
+def _llm_answer(text: str, tokens: int) -> dict[str, Any]:
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "send_message", "arguments": json.dumps({"text": text})},
+    }
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": tokens - 2, "completion_tokens": 2, "total_tokens": tokens},
+    }
+
+
+async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_more_turn_through(
+    room: Room, fleet_factory
+) -> None:
+    owner = room.human.id
+    with respx.mock(assert_all_called=False) as llm:
+        llm.post("https://llm.test/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=_llm_answer("on it", 42))
+        )
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_ROOM_TOKENS="10", **LLM)
+
+        def answers() -> list[dict[str, Any]]:
+            return [m for m in _bot_posts(room) if m.get("text") == "on it"]
+
+        await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} first job")
+        await room.emu.wait_for(lambda: len(answers()) == 1, timeout=10)
+        second = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} second job")
+        await room.emu.wait_for(lambda: _dm_buttons(room, owner, "nanoslack_budget_allow"), timeout=10)
+        await room.emu.wait_for(lambda: _texts(room, room.channel, "⏸️ Paused: this room's token budget"))
+        assert room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", second) == [
+            ("pending",)
+        ]
+        assert len(answers()) == 1
+
+        (allow,) = _dm_buttons(room, owner, "nanoslack_budget_allow")
+        await room.emu.click_button(
+            owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
+        )
+        await room.emu.wait_for(lambda: len(answers()) == 2, timeout=10)
+        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in _text_of(room, allow))
+        # One more turn spent the raised cap: the third job waits for a new answer.
+        third = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} third job")
+        await room.emu.wait_for(
+            lambda: len(_dm_buttons(room, owner, "nanoslack_budget_allow")) == 1, timeout=10
+        )
+        await room.emu.wait_for(
+            lambda: len(_texts(room, room.channel, "⏸️ Paused: this room's token budget")) == 2
+        )
+        assert room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", third) == [
+            ("pending",)
+        ]
+        assert len(answers()) == 2
