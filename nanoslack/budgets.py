@@ -1,4 +1,4 @@
-"""Room token budgets that pause and ask (DESIGN §5 "Room control", ``NANOSLACK_ROOM_TOKENS``).
+"""Token budgets that pause and ask (DESIGN §5 "Room control").
 
 A room's turns, every instance together, may spend ``NANOSLACK_ROOM_TOKENS`` tokens per
 UTC day (the sum of the ``turns`` rows' tokens). When it is spent the room pauses: its
@@ -6,6 +6,10 @@ messages stay pending and no turn starts there. One instance (the store decides,
 the pause notice) tells the room and DMs every owner **Allow 1× more** / **Stop for
 today**. Allow raises the day's cap to what was spent plus one more budget; the first
 click decides and every owner's DM is updated to say who did.
+
+An instance's ``NANOSLACK_DAILY_TOKENS`` (enforced by the LLM back ends) asks the same
+way when a turn is refused for it; Allow forgives what it spent so far that day
+(``StoreLedger`` subtracts the grant), so it gets one more day's budget.
 """
 
 from __future__ import annotations
@@ -25,30 +29,37 @@ BUDGET_EXHAUSTED = "budget exhausted"
 ALLOW_ACTION_ID = "nanoslack_budget_allow"
 STOP_ACTION_ID = "nanoslack_budget_stop"
 ROOM_TEXT = "⏸️ Paused: this room's token budget for today is spent. The owners have been asked."
+INSTANCE_ASK_TEXT = "*{instance}* spent its daily token budget (NANOSLACK_DAILY_TOKENS). Let it go on?"
 ASK_TEXT = "{room} spent its token budget for today ({used} of {limit} tokens). Let it go on?"
 
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """What a budget button carries: which room, which day, which cap ran out."""
+    """What a budget button carries: which budget (a room's, or an instance's), which
+    day, which cap ran out (for an instance: the grant in force when it did)."""
 
-    room: str
+    room: str  # the conversation id, or the instance name for scope "instance"
     day: str
     limit: int
+    scope: str = "room"
 
     @property
     def value(self) -> str:
-        return f"room|{self.room}|{self.day}|{self.limit}"
+        return f"{self.scope}|{self.room}|{self.day}|{self.limit}"
 
     @classmethod
     def parse(cls, value: str) -> Ask | None:
         parts = value.split("|")
-        if len(parts) != 4 or parts[0] != "room" or not parts[3].isdigit():
+        if len(parts) != 4 or parts[0] not in ("room", "instance") or not parts[3].isdigit():
             return None
-        return cls(parts[1], parts[2], int(parts[3]))
+        return cls(parts[1], parts[2], int(parts[3]), parts[0])
+
+    @property
+    def notice_room(self) -> str:
+        return self.room if self.scope == "room" else f"instance:{self.room}"
 
     def dm_key(self, owner: str) -> str:
-        return f"budget:room:{self.room}:{self.day}:{self.limit}:{owner}"
+        return f"budget:{self.scope}:{self.room}:{self.day}:{self.limit}:{owner}"
 
 
 class RoomBudget:
@@ -95,24 +106,47 @@ class RoomBudget:
     def decide(self, value: str, *, allow: bool, by_user: str) -> bool:
         """An owner's click; False when it came too late (another owner decided)."""
         ask = Ask.parse(value)
-        if ask is None or self.cap is None:
+        if ask is None or (ask.scope == "room" and self.cap is None):
             return False
         rooms = self._store.rooms
         with self._store.transaction():
-            if not rooms.claim_notice(
-                ask.room, "budget-answer", f"{ask.day}:{ask.limit}", instance=self.instance
-            ):
+            epoch = f"{ask.day}:{ask.limit}"
+            if not rooms.claim_notice(ask.notice_room, "budget-answer", epoch, instance=self.instance):
                 return False
-            if allow:
+            if not allow:
+                rooms.stop(ask.scope, ask.room, ask.day, by=f"slack:{by_user}")
+            elif ask.scope == "room" and self.cap is not None:
                 used = rooms.room_tokens(ask.room, since=_day_start())
                 rooms.allow("room", ask.room, ask.day, up_to=max(used, ask.limit) + self.cap)
             else:
-                rooms.stop("room", ask.room, ask.day, by=f"slack:{by_user}")
+                # An instance's grant is the tokens forgiven: what it spent so far, so
+                # the ledger sees a fresh budget (one more day's worth).
+                rooms.allow("instance", ask.room, ask.day, up_to=self._store.turns.used_today(ask.room))
             self._close(ask, allow, by_user)
         log.info(
-            "budget allowed" if allow else "budget stopped", instance=self.instance, room=ask.room, by=by_user
+            "budget allowed" if allow else "budget stopped",
+            instance=self.instance,
+            scope=ask.scope,
+            subject=ask.room,
+            by=by_user,
         )
         return True
+
+    def instance_exhausted(self) -> None:
+        """This instance's NANOSLACK_DAILY_TOKENS is spent: ask the owners, once per grant."""
+        day = utc_day()
+        grant = self._store.rooms.grant("instance", self.instance, day)
+        if grant.stopped_by is not None:
+            return
+        ask = Ask(self.instance, day, grant.allowed, scope="instance")
+        with self._store.transaction():
+            epoch = f"{day}:{grant.allowed}"
+            if not self._store.rooms.claim_notice(ask.notice_room, "budget", epoch, instance=self.instance):
+                return
+            text = INSTANCE_ASK_TEXT.format(instance=self.instance)
+            for owner in self.owners:
+                self._enqueue(ask.dm_key(owner), dm_user=owner, text=text, blocks=_ask_blocks(ask, text))
+        log.warning(BUDGET_EXHAUSTED, instance=self.instance, scope="instance")
 
     def _close(self, ask: Ask, allow: bool, by_user: str) -> None:
         verdict = f"{'Allowed 1× more' if allow else 'Stopped for today'} by <@{by_user}>"
@@ -171,7 +205,7 @@ def _ask_blocks(ask: Ask, text: str) -> list[dict[str, Any]]:
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         {
             "type": "actions",
-            "block_id": f"nanoslack_budget_{ask.room}",
+            "block_id": f"nanoslack_budget_{ask.scope}_{ask.room}",
             "elements": [
                 button(ALLOW_ACTION_ID, "Allow 1× more", "primary"),
                 button(STOP_ACTION_ID, "Stop for today", "danger"),

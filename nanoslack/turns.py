@@ -326,7 +326,10 @@ class TurnDispatcher:
                 text=BUDGET_TEXT,
             )
         log.warning("turn refused: daily token budget spent", instance=self.instance, turn=turn_id)
-        if told is not None and self._on_posts is not None:
+        if self.budget is not None:
+            self.budget.instance_exhausted()  # the owners may allow one more day's worth
+        asked = self.budget is not None and self.budget.take_posted()
+        if (told is not None or asked) and self._on_posts is not None:
             self._on_posts()
 
     def _close(self, msgs: Sequence[MessageRow]) -> None:
@@ -352,7 +355,9 @@ class StoreLedger:
         self._store = store
 
     def used_today(self, instance: str) -> int:
-        return self._store.turns.used_today(instance)
+        # An owner's "Allow 1× more" forgives what was spent before it (budgets.py).
+        forgiven = self._store.rooms.grant("instance", instance, utc_day()).allowed
+        return max(0, self._store.turns.used_today(instance) - forgiven)
 
     def add(self, instance: str, tokens: int) -> None:
         self._store.turns.add_usage(instance, tokens)

@@ -497,3 +497,34 @@ async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_m
             ("pending",)
         ]
         assert len(answers()) == 2
+
+
+async def test_a_spent_instance_budget_asks_the_owners_and_allow_gives_it_one_more_budget(
+    room: Room, fleet_factory
+) -> None:
+    owner = room.human.id
+    with respx.mock(assert_all_called=False) as llm:
+        llm.post("https://llm.test/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=_llm_answer("on it", 42))
+        )
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_DAILY_TOKENS="10", **LLM)
+
+        def answers() -> list[dict[str, Any]]:
+            return [m for m in _bot_posts(room) if m.get("text") == "on it"]
+
+        await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} first job")
+        await room.emu.wait_for(lambda: len(answers()) == 1, timeout=10)
+        await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} second job")
+        await room.emu.wait_for(lambda: _dm_buttons(room, owner, "nanoslack_budget_allow"), timeout=10)
+        assert room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id") == [
+            ("done",),
+            ("budget",),
+        ]
+
+        (allow,) = _dm_buttons(room, owner, "nanoslack_budget_allow")
+        await room.emu.click_button(
+            owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
+        )
+        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in _text_of(room, allow))
+        await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} third job")
+        await room.emu.wait_for(lambda: len(answers()) == 2, timeout=10)
