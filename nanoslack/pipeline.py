@@ -2,7 +2,8 @@
 
 Order, as a message travels: ``accept_many`` records it in the durable inbox (the
 Slack edge acks only after that); ``process_many`` then runs, for each message and
-in ONE transaction per batch, the guard (admits or drops), the router (engages or
+in ONE transaction per batch, room control (an owner's halt or resume, a bot in a
+halted room; ``nanoslack.control``), the guard (admits or drops), the router (engages or
 ignores), the gate (allows, holds, refuses or declines) and closes the inbox entry.
 That transaction is what makes delivery exactly-once: a crash before it commits
 leaves the entries open for ``unfinished`` (resumed at start), a crash after it

@@ -18,6 +18,13 @@ per instance, turns them into turns:
   before the output is recorded leaves the messages pending and the turn
   ``running``; the next start marks it ``abandoned`` and the turn runs again.
 
+Room control: a halted room starts no turn and its turns under way are cancelled
+(``halt``; also noticed on every poll, for a halt made by another process), and a
+turn whose room was halted while the agent answered records nothing but its row
+(``halted``): the messages stay pending. A room whose token budget is spent
+(``RoomBudget``) waits for an owner's answer the same way. A post that is only an
+acknowledgement or a silence marker is dropped (``ack filtered``).
+
 No bolt here: names of room members come through ``RoomDirectory``, which the Slack
 edge implements.
 """

@@ -198,7 +198,9 @@ class TurnRecord(SQLModel, table=True):
     and runs the turn again, its messages still pending), ``done`` (the agent's
     output is recorded: its posts are outbox rows), ``silent`` (done, nothing to
     post), ``failed`` (the back end failed; nothing posted), ``budget`` (refused:
-    the daily token cap was spent). ``through_ts`` is the newest message the turn
+    the daily token cap was spent), ``halted`` (cancelled or not recorded because an
+    owner halted the room: its messages stay pending for the turn after the resume).
+    ``through_ts`` is the newest message the turn
     answered: the next turn in the thread shows what came after it.
     """
 
