@@ -40,6 +40,7 @@ CLI_USER = "cli"
 DECLINE_TEXT = "Sorry, I can only talk with people my owner has let in. Please ask them for access."
 DECLINE_EVERY_S = 24 * 3600.0
 HELD_TEXT_PREVIEW = 300
+UPDATE_OF = "update_of"  # the poster's UPDATE_OF_FIELD (no Slack import here)
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ class Gate:
         first = key == approval.request_key
         channel = (approval.request_channel if first else None) or (sent.posted_channel if sent else None)
         ts = (approval.request_ts if first else None) or (sent.posted_ts if sent else None)
-        if not channel or not ts:
+        if sent is None and (not channel or not ts):
             return
         who = "the operator (CLI)" if by_user == CLI_USER else f"<@{by_user}>"
         verdict = f"{'Allowed' if allow else 'Denied'} by {who}"
@@ -343,7 +344,10 @@ class Gate:
             dedupe_key=f"{key}:{approval.status}:{int(approval.decided_at or 0)}",
             kind="update",
             channel=channel,
+            # Clicked while the DM was still being posted: the poster fills in its ts.
+            dm_user=None if channel else (sent.dm_user if sent else None),
             update_ts=ts,
+            metadata=None if ts else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
             text=f"{summary} {verdict}.",
             blocks=[
                 {"type": "section", "text": {"type": "mrkdwn", "text": summary}},

@@ -10,6 +10,7 @@ and ``mark_sent`` the next run finds the post instead of posting it twice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -45,6 +46,9 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
+# An update row without ``update_ts`` names, in its metadata payload, the outbox key of
+# the post it updates; the poster sends it once that post is out.
+UPDATE_OF_FIELD = "update_of"
 
 
 class Poster:
@@ -85,6 +89,11 @@ class Poster:
         return sent
 
     async def _send(self, row: Any) -> bool:
+        if row.kind == "update" and not row.update_ts:
+            update_ts = self._updated_ts(row)
+            if update_ts is None:
+                return False  # the post it updates is not out yet: next drain
+            row = dataclasses.replace(row, update_ts=update_ts)
         try:
             channel = row.channel or await self._dm_channel(row.dm_user)
             if not self._store.outbox.mark_sending(row.id, channel):
@@ -108,6 +117,19 @@ class Poster:
             "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
         )
         return True
+
+    def _updated_ts(self, row: Any) -> str | None:
+        """The ts of the post an update was written for before Slack had answered it
+        (an owner clicked while their DM was still being posted)."""
+        custom = json.loads(row.metadata_json) if row.metadata_json else {}
+        key = (custom.get("event_payload") or {}).get(UPDATE_OF_FIELD)
+        original = self._store.outbox.get_by_key(key) if isinstance(key, str) else None
+        if original is None or original.status in ("failed", "cancelled"):
+            self._store.outbox.mark_failed(row.id, "nothing to update", final=True)
+            return None
+        if original.status != "sent" or not original.posted_ts:
+            return None
+        return str(original.posted_ts)
 
     async def _recover(self, row: Any) -> None:
         """A row left in ``sending``: adopt the post if it reached Slack, else requeue it."""
