@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.gate import UPDATE_OF
+from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
 from nanoslack.store.turns import utc_day

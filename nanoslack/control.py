@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from nanoslack.inbound import Inbound, human_sender_id
 from nanoslack.logs import get_logger
-from nanoslack.store import Store
+from nanoslack.store import HaltRow, Store
 
 log = get_logger(__name__)
 
@@ -100,6 +100,9 @@ def command_of(text: str) -> Command | None:
 # -- the room-control stage ------------------------------------------------------------------
 
 HALTED = "room halted"
+# An outbox update written before the post it updates had its ts names that post's key
+# here (event payload); the poster fills the ts in (``nanoslack.slack.poster``).
+UPDATE_OF = "update_of"
 RESUMED = "room resumed"
 REACTION_EVENT = "reaction_added"
 RESUME_ACTION_ID = "nanoslack_resume"
@@ -185,7 +188,7 @@ class RoomControl:
         who = _who(by_user)
         if not self._store.rooms.halt(room, by=_by(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
-        stamp = f"{time.time():.6f}"
+        stamp = _stamp(self._store.rooms.get(room))
         self._post(f"halt:{room}:{stamp}", channel=room, text=HALT_TEXT.format(who=who))
         for owner in self.owners:
             text = HALT_DM_TEXT.format(who=who, room=f"<#{room}>")
@@ -197,13 +200,38 @@ class RoomControl:
 
     def resume(self, room: str, *, by_user: str) -> bool:
         """False when the room was not halted (a second click, a stale button)."""
+        halt = self._store.rooms.get(room)
         if not self._store.rooms.resume(room):
             return False
-        self._post(
-            f"resume:{room}:{time.time():.6f}", channel=room, text=RESUME_TEXT.format(who=_who(by_user))
-        )
+        text = RESUME_TEXT.format(who=_who(by_user))
+        self._post(f"resume:{room}:{time.time():.6f}", channel=room, text=text)
+        for owner in self.owners:
+            self._retire_button(f"halt:{room}:{_stamp(halt)}:{owner}", text)
         log.info(RESUMED, instance=self.instance, room=room, by=by_user)
         return True
+
+    def _retire_button(self, key: str, text: str) -> None:
+        """Replace an owner's Resume button with who resumed (withdraw it if unsent)."""
+        outbox = self._store.outbox
+        if outbox.cancel(key):
+            return
+        sent = outbox.get_by_key(key)
+        if sent is None:
+            return
+        outbox.enqueue(
+            instance=sent.instance,
+            dedupe_key=f"{key}:resumed",
+            kind="update",
+            channel=sent.posted_channel,
+            dm_user=None if sent.posted_channel else sent.dm_user,
+            update_ts=sent.posted_ts,
+            metadata=None
+            if sent.posted_ts
+            else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
+            text=f"{sent.text} {text}",
+            blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": f"{sent.text}\n{text}"}}],
+        )
+        self._posted = True
 
     def hop_limit_reached(self, msg: Inbound, max_hops: int) -> None:
         """One pause notice per pause: the epoch is the last human message this
@@ -240,6 +268,11 @@ class RoomControl:
             blocks=blocks,
         )
         self._posted = True
+
+
+def _stamp(halt: HaltRow | None) -> str:
+    """Which halt of the room: keys its notice and DMs, so the resume finds them."""
+    return f"{halt.halted_at:.6f}" if halt else "0"
 
 
 def _by(user: str) -> str:

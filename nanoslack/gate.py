@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nanoslack.control import UPDATE_OF
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route
@@ -40,7 +41,6 @@ CLI_USER = "cli"
 DECLINE_TEXT = "Sorry, I can only talk with people my owner has let in. Please ask them for access."
 DECLINE_EVERY_S = 24 * 3600.0
 HELD_TEXT_PREVIEW = 300
-UPDATE_OF = "update_of"  # the poster's UPDATE_OF_FIELD (no Slack import here)
 
 
 @dataclass(frozen=True)

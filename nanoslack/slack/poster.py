@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
+from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
 
@@ -48,7 +49,7 @@ FINAL_ERRORS = frozenset(
 MAX_ATTEMPTS = 5
 # An update row without ``update_ts`` names, in its metadata payload, the outbox key of
 # the post it updates; the poster sends it once that post is out.
-UPDATE_OF_FIELD = "update_of"
+UPDATE_OF_FIELD = UPDATE_OF
 
 
 class Poster:

@@ -90,6 +90,9 @@ class Rooms:
             rows = conn.execute(_HALTED).all()
         return [HaltRow(str(r[0]), str(r[1]), float(r[2]), r[3]) for r in rows]
 
+    def get(self, room: str) -> HaltRow | None:
+        return next((row for row in self.halted() if row.room == room), None)
+
     def halted_rooms(self) -> frozenset[str]:
         return frozenset(row.room for row in self.halted())
 

@@ -197,6 +197,9 @@ async def test_an_owners_stop_sign_halts_two_bots_mid_exchange_and_resume_restar
     )
     assert len(_texts(room, room.channel, HALT_PREFIX)) == 1
     assert room.sql("SELECT count(*) FROM room_halts") == [(0,)]
+    # The owner's DM now says who resumed instead of offering the button again.
+    await room.emu.wait_for(lambda: not _resume_buttons(room, owner))
+    assert f"Resumed by <@{owner}>" in _text_of(room, button)
 
 
 async def test_a_non_owners_stop_sign_or_stop_changes_nothing(room: Room, fleet_factory) -> None:
