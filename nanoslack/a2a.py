@@ -41,6 +41,8 @@ class A2APolicy:
         config: Callable[[], A2AConfig],
         ledger: HopLedger,
         scope: str = "identity",
+        on_limit: Callable[[Inbound, int], None] | None = None,
+        team_id: str | None = None,
     ) -> None:
         if scope not in HOP_SCOPES:
             raise ValueError(f"hop scope must be one of {HOP_SCOPES}, got {scope!r}")
@@ -48,6 +50,9 @@ class A2APolicy:
         self.scope = scope
         self._config = config
         self._ledger = ledger
+        # Runs in the transaction whose reservation failed (the room's pause notice).
+        self._on_limit = on_limit
+        self.team_id = team_id  # ours (auth.test): only our own people re-arm a room
 
     def __call__(self, msg: Inbound) -> Admit | Drop:
         config = self._config()
@@ -69,12 +74,19 @@ class A2APolicy:
         )
         if hop is None:
             log.info(HOP_LIMIT_LOG, instance=instance, room=room, bot_id=bot_id, max=max_hops)
+            if self._on_limit is not None:
+                self._on_limit(msg, max_hops)
             return Drop(HOP_LIMIT_REACHED)
         return Admit(sender_id=bot_sender_id(bot_id), hop=hop, hop_limit=max_hops)
 
     def observe_human(self, msg: Inbound) -> None:
         """A human spoke in a listed room: the bots may go another round."""
         if msg.channel not in self._config().rooms:
+            return
+        if self.team_id and msg.team_id and msg.team_id != self.team_id:
+            # A Slack Connect guest is a person, but not one of the people this
+            # fleet answers to: their chatter must not re-arm a bot loop.
+            log.debug("hop reset skipped: other team", instance=self.instance, room=msg.channel)
             return
         instance = self.instance if self.scope == "identity" else None
         cleared = self._ledger.reset(room=msg.channel, instance=instance)

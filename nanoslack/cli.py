@@ -19,6 +19,8 @@ commands:
   rooms       list messaging groups and A2A rooms
   hops        list current A2A hop counts
   senders     pending approvals; approve or deny a sender
+  halt        halt an A2A room (no bot message, no turn) until resumed
+  resume      resume a halted room
   manifest    print the Slack app manifest for an instance
 """
 
@@ -72,6 +74,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "rooms": _lazy("nanoslack.ops.admin", "rooms_main"),
     "hops": _lazy("nanoslack.ops.admin", "hops_main"),
     "senders": _lazy("nanoslack.ops.admin", "senders_main"),
+    "halt": _lazy("nanoslack.ops.admin", "halt_main"),
+    "resume": _lazy("nanoslack.ops.admin", "resume_main"),
     "manifest": _lazy("nanoslack.ops.manifest"),
 }
 

@@ -8,7 +8,8 @@ allowed, ``held`` while an owner is asked, ``refused`` otherwise.
 - Anyone else meets the room's ``unknown_sender_policy``: ``strict`` refuses;
   ``decline_notify`` answers a DM with one polite line (at most once a day per
   sender) and is ``strict`` in groups; ``request_approval`` holds the message and
-  asks the first owner once per (agent group, sender) with Allow / Deny buttons.
+  asks every owner once per (agent group, sender) with Allow / Deny buttons; the
+  first click decides and every owner's DM is updated to say who decided.
 
 The approvals row is unique per (agent group, sender): that is what keeps twenty
 messages at one question, and what remembers a Deny. Membership is cached per
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nanoslack.control import UPDATE_OF
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route
@@ -213,25 +215,35 @@ class Gate:
                 command=approve_command(self.instance, approval.sender_id),
             )
             return
-        owner = self.owners[0]
         text, blocks = self._request_message(approval, msg.text)
-        self._store.outbox.enqueue(
-            instance=self.instance,
-            dedupe_key=approval.request_key,
-            dm_user=owner,
-            text=text,
-            blocks=blocks,
-            metadata={"event_type": "nanoslack_approval", "event_payload": {"approval_id": approval.id}},
-        )
-        self._store.approvals.set_owner(approval.id, owner)
+        for key, owner in self._request_keys(approval):
+            self._store.outbox.enqueue(
+                instance=self.instance,
+                dedupe_key=key,
+                dm_user=owner,
+                text=text,
+                blocks=blocks,
+                metadata={"event_type": "nanoslack_approval", "event_payload": {"approval_id": approval.id}},
+            )
+        # The first owner is the one the request row names; every owner is asked.
+        self._store.approvals.set_owner(approval.id, self.owners[0])
         log.info(
             "approval requested",
             instance=self.instance,
             sender=approval.sender_id,
-            owner=owner,
+            owner=self.owners[0],
+            owners=len(self.owners),
             group=approval.platform_id,
             approval_id=approval.id,
         )
+
+    def _request_keys(self, approval: ApprovalRow) -> list[tuple[str, str]]:
+        """(outbox key, owner) of each owner's request DM; the first owner's key is the
+        request's own, so a fleet with one owner writes what it always wrote."""
+        return [
+            (approval.request_key if i == 0 else f"{approval.request_key}:to:{owner}", owner)
+            for i, owner in enumerate(self.owners)
+        ]
 
     def _describe(self, approval: ApprovalRow) -> str:
         user = self._store.users.get(approval.sender_id)
@@ -308,24 +320,34 @@ class Gate:
         return Decision(approval, released, refused, applied=True)
 
     def _close_request(self, approval: ApprovalRow, allow: bool, by_user: str) -> None:
-        """Replace the buttons with the answer, or withdraw a request not yet sent."""
+        """Replace every owner's buttons with the answer (who decided), or withdraw a
+        request not yet sent."""
+        keys = [key for key, _ in self._request_keys(approval)] or [approval.request_key]
+        for key in keys:
+            self._close_one(approval, key, allow, by_user)
+
+    def _close_one(self, approval: ApprovalRow, key: str, allow: bool, by_user: str) -> None:
         store = self._store
-        if store.outbox.cancel(approval.request_key):
+        if store.outbox.cancel(key):
             return
-        sent = store.outbox.get_by_key(approval.request_key)
-        channel = approval.request_channel or (sent.posted_channel if sent else None)
-        ts = approval.request_ts or (sent.posted_ts if sent else None)
-        if not channel or not ts:
+        sent = store.outbox.get_by_key(key)
+        first = key == approval.request_key
+        channel = (approval.request_channel if first else None) or (sent.posted_channel if sent else None)
+        ts = (approval.request_ts if first else None) or (sent.posted_ts if sent else None)
+        if sent is None and (not channel or not ts):
             return
         who = "the operator (CLI)" if by_user == CLI_USER else f"<@{by_user}>"
         verdict = f"{'Allowed' if allow else 'Denied'} by {who}"
         summary = self._describe(approval)
         store.outbox.enqueue(
             instance=approval.instance,
-            dedupe_key=f"{approval.request_key}:{approval.status}:{int(approval.decided_at or 0)}",
+            dedupe_key=f"{key}:{approval.status}:{int(approval.decided_at or 0)}",
             kind="update",
             channel=channel,
+            # Clicked while the DM was still being posted: the poster fills in its ts.
+            dm_user=None if channel else (sent.dm_user if sent else None),
             update_ts=ts,
+            metadata=None if ts else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
             text=f"{summary} {verdict}.",
             blocks=[
                 {"type": "section", "text": {"type": "mrkdwn", "text": summary}},

@@ -80,6 +80,10 @@ class Inbound:
     # The room intro open-a2a-room posted (its message metadata says so): room
     # context only, never a hop, an engagement, an approval request or a turn.
     intro: bool = False
+    # A ``reaction_added`` event (``event_type``): the emoji name, and the ts of the
+    # message it was added to; ``ts`` is then the event's own ``event_ts``.
+    reaction: str | None = None
+    item_ts: str | None = None
 
     @property
     def key(self) -> InboxKey:
@@ -155,7 +159,7 @@ PAYLOAD_FIELDS = (
     "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
     "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
     # Appended with a default: a shorter version-1 payload still reads (the default fills in).
-    "intro",
+    "intro", "reaction", "item_ts",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 

@@ -2,7 +2,8 @@
 
 Order, as a message travels: ``accept_many`` records it in the durable inbox (the
 Slack edge acks only after that); ``process_many`` then runs, for each message and
-in ONE transaction per batch, the guard (admits or drops), the router (engages or
+in ONE transaction per batch, room control (an owner's halt or resume, a bot in a
+halted room; ``nanoslack.control``), the guard (admits or drops), the router (engages or
 ignores), the gate (allows, holds, refuses or declines) and closes the inbox entry.
 That transaction is what makes delivery exactly-once: a crash before it commits
 leaves the entries open for ``unfinished`` (resumed at start), a crash after it
@@ -23,6 +24,7 @@ from typing import Literal, Protocol
 from nanoslack import failpoints
 from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.config import A2AConfig
+from nanoslack.control import Effect, RoomControl
 from nanoslack.gate import Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound
@@ -57,6 +59,8 @@ class Outcome:
     admitted: Admitted | None = None
     route: Route | None = None
     verdict: Verdict | None = None
+    # Room control took the message (a halt, a resume, a bot in a halted room).
+    control: Effect | None = None
 
     @property
     def msg(self) -> Inbound | None:
@@ -75,6 +79,8 @@ class Pipeline:
         names: NameResolver | None = None,
         on_outbox: Callable[[], None] | None = None,
         on_pending: Callable[[Inbound], None] | None = None,
+        control: RoomControl | None = None,
+        on_control: Callable[[str, Effect], None] | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
@@ -85,6 +91,8 @@ class Pipeline:
         self._names = names
         self._on_outbox = on_outbox
         self._on_pending = on_pending
+        self.control = control  # the edge answers Resume clicks through it
+        self._on_control = on_control
 
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
         """Record before ack, a burst in one commit (the intake's group commit);
@@ -120,6 +128,8 @@ class Pipeline:
         failpoints.hit("pipeline.committed", len(msgs))
         for msg, outcome in zip(msgs, outcomes, strict=True):
             self._after_commit(msg, outcome)
+        if self.control is not None and self.control.take_posted() and self._on_outbox is not None:
+            self._on_outbox()
         return outcomes
 
     def _run_batch(self, msgs: Sequence[Inbound], *, isolate: bool) -> list[Outcome]:
@@ -137,6 +147,12 @@ class Pipeline:
         return outcomes
 
     def _process_one(self, msg: Inbound) -> Outcome:
+        control = self.control.decide(msg) if self.control is not None else None
+        if control is not None:
+            self._store.inbox.finish(
+                msg.key, "done" if control.status == "processed" else "dropped", control.reason
+            )
+            return Outcome(control.status, control.reason, control=control.effect)
         decision = self.guard.decide(msg)
         if isinstance(decision, Drop):
             self._store.inbox.finish(msg.key, "dropped", decision.reason)
@@ -152,6 +168,8 @@ class Pipeline:
         if outcome.status == "failed":
             self._record_failure(msg, outcome.reason)
             return
+        if outcome.control is not None and self._on_control is not None:
+            self._on_control(msg.channel, outcome.control)
         if outcome.admitted is not None:
             outcome.admitted.accepted()
         action = outcome.verdict.action if outcome.verdict else None
@@ -186,11 +204,20 @@ def build_pipeline(
     names: NameResolver | None = None,
     on_outbox: Callable[[], None] | None = None,
     on_pending: Callable[[Inbound], None] | None = None,
+    on_control: Callable[[str, Effect], None] | None = None,
 ) -> Pipeline:
-    """Guard with the A2A policy installed, router and gate for one instance."""
+    """Room control, guard with the A2A policy installed, router and gate for one instance."""
     instance = identity.instance
     guard = BotInboundGuard(instance)
-    policy = A2APolicy(instance=instance, config=a2a_config, ledger=store.hops, scope=hop_scope)
+    control = RoomControl(store, instance=instance, owners=owners)
+    policy = A2APolicy(
+        instance=instance,
+        config=a2a_config,
+        ledger=store.hops,
+        scope=hop_scope,
+        on_limit=control.hop_limit_reached,
+        team_id=identity.team_id,
+    )
     install_a2a_policy(guard, policy)
     return Pipeline(
         identity=identity,
@@ -201,4 +228,6 @@ def build_pipeline(
         names=names,
         on_outbox=on_outbox,
         on_pending=on_pending,
+        control=control,
+        on_control=on_control,
     )

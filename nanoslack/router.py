@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.store import GroupRow, Store
@@ -67,7 +68,7 @@ class Router:
                 route = Route(group, False, "room intro")
             else:
                 group = self._group_for(msg)
-                route = self._engage(msg, group)
+                route = self._acknowledged(msg, group) or self._engage(msg, group)
             if not route.engaged:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
@@ -106,6 +107,13 @@ class Router:
         self._version = self._store.cache_version()
         self._groups[platform_id] = group
         return group
+
+    def _acknowledged(self, msg: Inbound, group: GroupRow | None) -> Route | None:
+        """A bot's bare "thanks!" is room context: answering it is how ping-pong starts."""
+        if not msg.is_bot or not is_acknowledgement(msg.text):
+            return None
+        log.info(ACK_FILTERED, instance=self.instance, channel=msg.channel, ts=msg.ts, sender=msg.sender)
+        return Route(group, False, ACKNOWLEDGEMENT)
 
     def _engage(self, msg: Inbound, group: GroupRow | None) -> Route:
         if group is None:

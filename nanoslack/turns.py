@@ -18,6 +18,13 @@ per instance, turns them into turns:
   before the output is recorded leaves the messages pending and the turn
   ``running``; the next start marks it ``abandoned`` and the turn runs again.
 
+Room control: a halted room starts no turn and its turns under way are cancelled
+(``halt``; also noticed on every poll, for a halt made by another process), and a
+turn whose room was halted while the agent answered records nothing but its row
+(``halted``): the messages stay pending. A room whose token budget is spent
+(``RoomBudget``) waits for an owner's answer the same way. A post that is only an
+acknowledgement or a silence marker is dropped (``ack filtered``).
+
 No bolt here: names of room members come through ``RoomDirectory``, which the Slack
 edge implements.
 """
@@ -34,6 +41,8 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
+from nanoslack.budgets import RoomBudget
+from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.replies import prepare_posts
@@ -82,6 +91,7 @@ class TurnDispatcher:
         limiter: asyncio.Semaphore,
         on_posts: Callable[[], None] | None = None,
         options: TurnOptions | None = None,
+        budget: RoomBudget | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
@@ -94,9 +104,12 @@ class TurnDispatcher:
         self._limiter = limiter
         self._on_posts = on_posts
         self._options = options or TurnOptions()
+        self.budget = budget  # the edge answers budget clicks through it
         self._wake = asyncio.Event()
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
         self._closing = False
+        # Turns cancelled because their room was halted (not a shutdown).
+        self._halting: set[ThreadKey] = set()
 
     def wake(self) -> None:
         self._wake.set()
@@ -137,18 +150,39 @@ class TurnDispatcher:
         if late:
             await asyncio.wait(late, timeout=within)
 
+    def halt(self, channel: str) -> None:
+        """The room was halted: cancel its turns under way; their messages stay pending."""
+        for key, task in list(self._busy.items()):
+            if key.channel == channel and key not in self._halting:
+                self._halting.add(key)
+                task.cancel()
+
     def _schedule(self) -> None:
         if self._closing:
             return
+        # Read on every poll: a halt made by another process (or the CLI) shows up here.
+        halted = self._store.rooms.halted_rooms()
+        for channel in halted:
+            self.halt(channel)
         for key, msgs in _by_thread(self._store.messages.pending(self.instance)).items():
-            if key in self._busy:
-                continue  # answered by the next turn, once this one is recorded
+            if key in self._busy or key.channel in halted or self._over_budget(key):
+                continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key, msgs), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
 
+    def _over_budget(self, key: ThreadKey) -> bool:
+        """A room whose daily token budget is spent waits for an owner's answer."""
+        if self.budget is None or not key.thread_key:
+            return False
+        over = self.budget.exhausted(key.channel)
+        if self.budget.take_posted() and self._on_posts is not None:
+            self._on_posts()
+        return over
+
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
+        self._halting.discard(key)
         self._wake.set()  # messages that came in during the turn
 
     async def _turn(self, key: ThreadKey, msgs: list[MessageRow]) -> None:
@@ -188,6 +222,10 @@ class TurnDispatcher:
             )
             try:
                 reply = await self._agent.run(turn)
+            except asyncio.CancelledError:
+                if key in self._halting:
+                    self._record_halted(turn_id)
+                raise
             except BudgetExhausted as exc:
                 self._record_budget(turn_id, turn, msgs, str(exc))
             except TurnFailed as exc:
@@ -256,10 +294,17 @@ class TurnDispatcher:
     def _record_reply(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], tokens: int
     ) -> None:
+        posts = self._without_acknowledgements(turn_id, posts)
         texts = prepare_posts(posts, self._siblings(), max_posts=self._options.max_posts)
         if len(posts) > self._options.max_posts:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
         with self._store.transaction():
+            if self._store.rooms.is_halted(turn.channel):
+                # Halted while the agent was answering: nothing is posted, the
+                # messages stay pending for the turn that runs after the resume.
+                self._store.turns.finish(turn_id, "halted", tokens=tokens)
+                log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
+                return
             if not self._store.turns.finish(
                 turn_id, "done" if texts else "silent", posts=len(texts), tokens=tokens
             ):
@@ -284,6 +329,17 @@ class TurnDispatcher:
         if texts and self._on_posts is not None:
             self._on_posts()
 
+    def _record_halted(self, turn_id: int) -> None:
+        self._store.turns.finish(turn_id, "halted")
+        log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
+
+    def _without_acknowledgements(self, turn_id: int, posts: Sequence[str]) -> list[str]:
+        """A post that only says "Acknowledged." or ``*(silent)*`` is silence."""
+        kept = [post for post in posts if not is_acknowledgement(post)]
+        if len(kept) < len(posts):
+            log.info(ACK_FILTERED, instance=self.instance, turn=turn_id, dropped=len(posts) - len(kept))
+        return kept
+
     def _record_failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
         # The messages are consumed: a back end that fails on them would fail again
         # on every poll. The turn row keeps the error for `nanoslack turns`.
@@ -306,7 +362,10 @@ class TurnDispatcher:
                 text=BUDGET_TEXT,
             )
         log.warning("turn refused: daily token budget spent", instance=self.instance, turn=turn_id)
-        if told is not None and self._on_posts is not None:
+        if self.budget is not None:
+            self.budget.instance_exhausted()  # the owners may allow one more day's worth
+        asked = self.budget is not None and self.budget.take_posted()
+        if (told is not None or asked) and self._on_posts is not None:
             self._on_posts()
 
     def _close(self, msgs: Sequence[MessageRow]) -> None:
@@ -332,7 +391,9 @@ class StoreLedger:
         self._store = store
 
     def used_today(self, instance: str) -> int:
-        return self._store.turns.used_today(instance)
+        # An owner's "Allow 1× more" forgives what was spent before it (budgets.py).
+        forgiven = self._store.rooms.grant("instance", instance, utc_day()).allowed
+        return max(0, self._store.turns.used_today(instance) - forgiven)
 
     def add(self, instance: str, tokens: int) -> None:
         self._store.turns.add_usage(instance, tokens)

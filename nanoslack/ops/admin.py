@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nanoslack.config import DEFAULT_DB, ConfigError, load_settings, parse_rooms, read_env_file, split_list
+from nanoslack.control import HALTED, RoomControl
 from nanoslack.gate import CLI_USER, Gate
 from nanoslack.store import ApprovalRow, Store, sqlite_url
 
@@ -126,6 +127,10 @@ def _rooms(store: Store, _args: argparse.Namespace, env: dict[str, str], out: Te
     ]
     header = ("ID", "INSTANCE", "ROOM", "KIND", "ENGAGE", "PATTERN", "POLICY", "A2A", "NAME")
     table(out, header, rows, "no messaging groups yet")
+    halts = [(h.room, h.halted_by, when(h.halted_at)) for h in store.rooms.halted()]
+    if halts:
+        print("", file=out)
+        table(out, ("HALTED ROOM", "BY", "SINCE"), halts, "")
     return 0
 
 
@@ -133,6 +138,43 @@ def rooms_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     p = _parser("rooms", "List messaging groups: one row per conversation and instance.")
     p.set_defaults(handler=_rooms)
     return _run("rooms", argv, p, out or sys.stdout)
+
+
+# -- halt / resume -------------------------------------------------------------------------------
+
+
+def _room_control(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    """Halt or resume as the operator; the notice goes out through an instance that
+    knows the room (the running fleet's poster sends it; its dispatchers notice the
+    halt on their next poll). A room no instance knows gets no notice: its rows
+    stay queued under ``cli``, which no poster sends."""
+    room = str(args.channel)
+    known = sorted({g.instance for g in store.groups.list() if g.channel == room})
+    control = RoomControl(
+        store, instance=known[0] if known else "cli", owners=split_list(env.get("SLACK_OWNER"))
+    )
+    with store.transaction():
+        if args.verb == "halt":
+            changed = control.halt(room, by_user=CLI_USER).reason == HALTED
+        else:
+            changed = control.resume(room, by_user=CLI_USER)
+    verb = "halted" if args.verb == "halt" else "resumed"
+    print(f"{room}: {verb}" if changed else f"{room}: already {verb}", file=out)
+    return 0
+
+
+def halt_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("halt", "Halt an A2A room: no bot message is admitted and no turn starts until resumed.")
+    p.add_argument("channel", help="conversation id (C…/G…)")
+    p.set_defaults(handler=_room_control, verb="halt")
+    return _run("halt", argv, p, out or sys.stdout)
+
+
+def resume_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("resume", "Resume a halted room.")
+    p.add_argument("channel", help="conversation id (C…/G…)")
+    p.set_defaults(handler=_room_control, verb="resume")
+    return _run("resume", argv, p, out or sys.stdout)
 
 
 # -- hops --------------------------------------------------------------------------------------
@@ -225,9 +267,15 @@ def senders_main(argv: list[str] | None = None, out: TextIO | None = None) -> in
 def main(argv: list[str] | None = None) -> int:
     """``admin rooms|hops|senders …`` in one entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
-    commands = {"rooms": rooms_main, "hops": hops_main, "senders": senders_main}
+    commands = {
+        "rooms": rooms_main,
+        "hops": hops_main,
+        "senders": senders_main,
+        "halt": halt_main,
+        "resume": resume_main,
+    }
     if not args or args[0] not in commands:
-        print("usage: admin {rooms,hops,senders} [options]", file=sys.stderr)
+        print("usage: admin {rooms,hops,senders,halt,resume} [options]", file=sys.stderr)
         return EXIT_USAGE
     return commands[args[0]](args[1:])
 

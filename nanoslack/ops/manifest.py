@@ -29,8 +29,16 @@ BOT_SCOPES: tuple[str, ...] = (
     "groups:history",
     "app_mentions:read",
     "users:read",
+    # An owner's 🛑 reaction halts a room (DESIGN §5 "Room control").
+    "reactions:read",
 )
-BOT_EVENTS: tuple[str, ...] = ("message.mpim", "message.im", "message.channels", "app_mention")
+BOT_EVENTS: tuple[str, ...] = (
+    "message.mpim",
+    "message.im",
+    "message.channels",
+    "app_mention",
+    "reaction_added",
+)
 
 # Slack caps an app's display name at 35 characters.
 MAX_APP_NAME = 35

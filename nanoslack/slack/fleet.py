@@ -11,6 +11,7 @@ from slack_sdk.errors import SlackApiError
 
 from nanoslack.agents import Agent, build_agent, make_http_client
 from nanoslack.config import ConfigError, InstanceSettings, Settings
+from nanoslack.config.values import warn_malformed
 from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
@@ -56,6 +57,7 @@ class Fleet:
             turns=turns or TurnOptions(),
             on_pending=on_pending,
             on_outcome=on_outcome,
+            room_tokens=_room_tokens(settings),
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
@@ -172,6 +174,17 @@ class Fleet:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             await self.stop()
+
+
+def _room_tokens(settings: Settings) -> int | None:
+    """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, with a warning."""
+    raw = (settings.value("NANOSLACK_ROOM_TOKENS") or "").strip()
+    if not raw:
+        return None
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    warn_malformed(log, "NANOSLACK_ROOM_TOKENS", raw, "an integer > 0", "unlimited")
+    return None
 
 
 def _disable_bolt_env_magic() -> None:

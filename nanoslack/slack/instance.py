@@ -17,7 +17,9 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.agents import Agent, Teammate, load_teammate
 from nanoslack.agents.teammates import SKILLS_DIRNAME
+from nanoslack.budgets import RoomBudget
 from nanoslack.config import A2AConfig, InstanceSettings
+from nanoslack.control import Effect
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome, build_pipeline
@@ -65,6 +67,8 @@ class Shared:
     turns: TurnOptions = TurnOptions()
     on_pending: Callable[[Inbound], None] | None = None
     on_outcome: Callable[[Inbound, Outcome], None] | None = None
+    # NANOSLACK_ROOM_TOKENS: a room's daily token budget, all instances together.
+    room_tokens: int | None = None
 
 
 class InstanceRuntime:
@@ -95,6 +99,7 @@ class InstanceRuntime:
             names=names,
             on_outbox=self._poster.wake,
             on_pending=self._pending,
+            on_control=self._room_control,
         )
         self.turns = TurnDispatcher(
             identity=self.identity,
@@ -107,6 +112,9 @@ class InstanceRuntime:
             limiter=shared.turn_limiter,
             on_posts=self._poster.wake,
             options=shared.turns,
+            budget=RoomBudget(
+                shared.store, instance=self.name, owners=shared.owners, room_tokens=shared.room_tokens
+            ),
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self.group_commit = GroupCommit(self.pipeline.accept_many)
@@ -150,6 +158,8 @@ class InstanceRuntime:
             submit=self._queue.put_nowait,
             on_click=self._on_click,
             on_activity=self._touch,
+            on_resume=self._on_resume,
+            on_budget=self._on_budget,
         )
         app.use(intake)
         handler = AsyncSocketModeHandler(
@@ -256,6 +266,33 @@ class InstanceRuntime:
             by=user,
             released=len(decision.released),
         )
+
+    def _room_control(self, channel: str, effect: Effect) -> None:
+        """After a halt or resume committed: cancel or restart this instance's turns there."""
+        if effect == "halted":
+            self.turns.halt(channel)
+        else:
+            self.turns.wake()
+        self._poster.wake()
+
+    async def _on_resume(self, room: str, user: str) -> None:
+        control = self.pipeline.control
+        if control is None or not control.is_owner_user(user):
+            log.info("resume click refused", instance=self.name, user=user, reason="not an owner")
+            return
+        with self._shared.store.transaction():
+            resumed = control.resume(room, by_user=user)
+        if resumed:
+            self._room_control(room, "resumed")
+
+    async def _on_budget(self, value: str, allow: bool, user: str) -> None:
+        budget = self.turns.budget
+        if budget is None or user not in self._shared.owners:
+            log.info("budget click refused", instance=self.name, user=user, reason="not an owner")
+            return
+        if budget.decide(value, allow=allow, by_user=user):
+            self._poster.wake()
+            self.turns.wake()
 
     async def _watchdog(self) -> None:
         opts = self._shared.socket

@@ -15,6 +15,8 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
+from nanoslack.budgets import ALLOW_ACTION_ID, STOP_ACTION_ID
+from nanoslack.control import RESUME_ACTION_ID
 from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
@@ -26,6 +28,7 @@ log = get_logger(__name__)
 Accept = Callable[[Inbound], Awaitable[bool]]
 Submit = Callable[[Inbound], None]
 OnClick = Callable[[str, bool, str], Awaitable[None]]  # (approval id, allow, clicking user)
+OnResume = Callable[[str, str], Awaitable[None]]  # (room, clicking user)
 
 
 class Intake(AsyncMiddleware):
@@ -37,12 +40,16 @@ class Intake(AsyncMiddleware):
         submit: Submit,
         on_click: OnClick | None = None,
         on_activity: Callable[[], None] | None = None,
+        on_resume: OnResume | None = None,
+        on_budget: OnClick | None = None,
     ) -> None:
         self.identity = identity
         self._accept = accept
         self._submit = submit
         self._on_click = on_click
         self._on_activity = on_activity
+        self._on_resume = on_resume
+        self._on_budget = on_budget  # (button value, allow, clicking user)
 
     @property
     def name(self) -> str:
@@ -119,6 +126,16 @@ class Intake(AsyncMiddleware):
         user = (body.get("user") or {}).get("id")
         for action in body.get("actions") or []:
             action_id = action.get("action_id") if isinstance(action, dict) else None
+            if action_id == RESUME_ACTION_ID and self._on_resume is not None:
+                value = action.get("value")
+                if isinstance(value, str) and isinstance(user, str):
+                    await self._on_resume(value, user)
+                continue
+            if action_id in (ALLOW_ACTION_ID, STOP_ACTION_ID) and self._on_budget is not None:
+                value = action.get("value")
+                if isinstance(value, str) and isinstance(user, str):
+                    await self._on_budget(value, action_id == ALLOW_ACTION_ID, user)
+                continue
             if action_id not in (APPROVE_ACTION_ID, DENY_ACTION_ID) or self._on_click is None:
                 continue
             value = action.get("value")

@@ -20,6 +20,7 @@ from typing import Any
 from nanoslack.inbound import Drop, Inbound, human_sender_id
 
 EVENT_TYPES = frozenset({"message", "app_mention"})
+REACTION_EVENT = "reaction_added"
 # Subtypes that carry a real message someone wrote; everything else (edits, deletions,
 # joins, topic changes, …) is bookkeeping the agents must not answer.
 KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_message"})
@@ -202,10 +203,53 @@ def _is_room_intro(event: Mapping[str, Any]) -> bool:
     return isinstance(metadata, Mapping) and metadata.get("event_type") == ROOM_INTRO_EVENT_TYPE
 
 
+def _parse_reaction(body: Mapping[str, Any], event: Mapping[str, Any], *, instance: str) -> Inbound | Drop:
+    """A reaction to a message (an owner's 🛑 halts a room): kept for room control only."""
+    item = event.get("item")
+    if not isinstance(item, Mapping) or item.get("type") != "message":
+        return Drop("reaction to something other than a message")
+    reaction = event.get("reaction")
+    if not isinstance(reaction, str) or not reaction:
+        return Drop("reaction without a name")
+    fields: dict[str, str] = {}
+    # The event's own ts (event_ts) keys it in the inbox; the message's is item.ts.
+    for key, value in (
+        ("channel", _opt_str(item, "channel")),
+        ("ts", _opt_str({"ts": event.get("event_ts")}, "ts")),
+        ("user", _opt_str(event, "user")),
+        ("item_ts", _opt_str(item, "ts")),
+    ):
+        if isinstance(value, Drop):
+            return value
+        if value is None:
+            return Drop(f"reaction without {key}")
+        fields[key] = value
+    event_id = body.get("event_id")
+    return Inbound(
+        instance=instance,
+        team_id=_installation(body)[0],
+        channel=fields["channel"],
+        channel_type=None,
+        ts=fields["ts"],
+        thread_ts=None,
+        user=fields["user"],
+        bot_id=None,
+        text="",
+        mentions=(),
+        event_type=REACTION_EVENT,
+        event_id=event_id if isinstance(event_id, str) else None,
+        sender_id=human_sender_id(fields["user"]),
+        reaction=reaction,
+        item_ts=fields["item_ts"],
+    )
+
+
 def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> Inbound | Drop:
     event = _envelope_checks(body, team_id)
     if isinstance(event, Drop):
         return event
+    if event.get("type") == REACTION_EVENT:
+        return _parse_reaction(body, event, instance=instance)
     subtype = _event_checks(event)
     if isinstance(subtype, Drop):
         return subtype

@@ -10,6 +10,7 @@ and ``mark_sent`` the next run finds the post instead of posting it twice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
+from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
 
@@ -45,6 +47,9 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
+# An update row without ``update_ts`` names, in its metadata payload, the outbox key of
+# the post it updates; the poster sends it once that post is out.
+UPDATE_OF_FIELD = UPDATE_OF
 
 
 class Poster:
@@ -76,12 +81,20 @@ class Poster:
         for row in self._store.outbox.in_doubt(self.instance):
             await self._recover(row)
         sent = 0
+        halted = self._store.rooms.halted_rooms()
         for row in self._store.outbox.queued(self.instance):
+            if _held(row, halted):
+                continue
             if await self._send(row):
                 sent += 1
         return sent
 
     async def _send(self, row: Any) -> bool:
+        if row.kind == "update" and not row.update_ts:
+            update_ts = self._updated_ts(row)
+            if update_ts is None:
+                return False  # the post it updates is not out yet: next drain
+            row = dataclasses.replace(row, update_ts=update_ts)
         try:
             channel = row.channel or await self._dm_channel(row.dm_user)
             if not self._store.outbox.mark_sending(row.id, channel):
@@ -105,6 +118,19 @@ class Poster:
             "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
         )
         return True
+
+    def _updated_ts(self, row: Any) -> str | None:
+        """The ts of the post an update was written for before Slack had answered it
+        (an owner clicked while their DM was still being posted)."""
+        custom = json.loads(row.metadata_json) if row.metadata_json else {}
+        key = (custom.get("event_payload") or {}).get(UPDATE_OF_FIELD)
+        original = self._store.outbox.get_by_key(key) if isinstance(key, str) else None
+        if original is None or original.status in ("failed", "cancelled"):
+            self._store.outbox.mark_failed(row.id, "nothing to update", final=True)
+            return None
+        if original.status != "sent" or not original.posted_ts:
+            return None
+        return str(original.posted_ts)
 
     async def _recover(self, row: Any) -> None:
         """A row left in ``sending``: adopt the post if it reached Slack, else requeue it."""
@@ -160,6 +186,12 @@ class Poster:
             resp = await self._client.conversations_open(users=user)
             self._dm_channels[user] = str((resp.get("channel") or {}).get("id"))
         return self._dm_channels[user]
+
+
+def _held(row: Any, halted: frozenset[str]) -> bool:
+    """An agent's post to a halted room waits for the resume (room control's own
+    notices go out: they say why the room is quiet)."""
+    return bool(halted) and row.channel in halted and str(row.dedupe_key).startswith("turn:")
 
 
 def _metadata(row: Any) -> dict[str, Any]:

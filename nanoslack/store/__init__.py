@@ -23,6 +23,7 @@ from nanoslack.store.leases import Leases
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
+from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
 
@@ -30,6 +31,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ApprovalRow",
     "GroupRow",
+    "HaltRow",
     "HopCount",
     "MessageRow",
     "OutboxRow",
@@ -59,6 +61,7 @@ class Store:
         self.outbox = Outbox(db)
         self.turns = Turns(db)
         self.leases = Leases(db)
+        self.rooms = Rooms(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -27,7 +27,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(RuntimeError):
@@ -127,10 +127,12 @@ def _v2_cache_version(conn: Connection) -> None:
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
-# missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``.
+# missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
+# adds tables too (``room_halts``, ``room_notices``, ``budget_grants``).
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
+    _create_tables,
 ]
 
 

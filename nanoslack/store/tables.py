@@ -198,7 +198,9 @@ class TurnRecord(SQLModel, table=True):
     and runs the turn again, its messages still pending), ``done`` (the agent's
     output is recorded: its posts are outbox rows), ``silent`` (done, nothing to
     post), ``failed`` (the back end failed; nothing posted), ``budget`` (refused:
-    the daily token cap was spent). ``through_ts`` is the newest message the turn
+    the daily token cap was spent), ``halted`` (cancelled or not recorded because an
+    owner halted the room: its messages stay pending for the turn after the resume).
+    ``through_ts`` is the newest message the turn
     answered: the next turn in the thread shows what came after it.
     """
 
@@ -256,3 +258,49 @@ class InstanceLease(SQLModel, table=True):
     holder: str  # "<host>:<pid>:<random>", unique per process
     expires_at: float
     heartbeat_at: float
+
+
+# -- schema version 3 ------------------------------------------------------------------
+
+
+class RoomHalt(SQLModel, table=True):
+    """A room an owner halted (DESIGN §5 "Room control"): no bot message, no turn, until resumed.
+
+    The row's insert decides who announces the halt: every instance in the room
+    hears the 🛑, the one whose insert landed posts the notice and the DMs.
+    """
+
+    __tablename__ = "room_halts"
+    room: str = Field(primary_key=True)  # conversation id
+    halted_by: str  # slack:U… of the owner, or "cli"
+    halted_at: float
+    instance: str | None = None  # the instance that announced it
+
+
+class RoomNotice(SQLModel, table=True):
+    """A notice posted once per (room, kind, epoch): e.g. one pause notice per hop-limit
+    pause, the epoch being the last human message the pausing instance saw."""
+
+    __tablename__ = "room_notices"
+    room: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)  # pause
+    epoch: str = Field(primary_key=True)
+    instance: str
+    created_at: float
+
+
+class BudgetGrant(SQLModel, table=True):
+    """An owner's answer when a daily token budget ran out (DESIGN §5 "Room control").
+
+    ``scope`` is ``room`` (``NANOSLACK_ROOM_TOKENS``, subject = conversation id) or
+    ``instance`` (``NANOSLACK_DAILY_TOKENS``, subject = instance name). Allow sets
+    ``allowed`` to what was spent plus one more budget; Stop sets ``stopped_by``.
+    """
+
+    __tablename__ = "budget_grants"
+    scope: str = Field(primary_key=True)
+    subject: str = Field(primary_key=True)
+    day: str = Field(primary_key=True)  # YYYY-MM-DD, UTC
+    allowed: int = 0
+    stopped_by: str | None = None
+    updated_at: float

@@ -81,16 +81,17 @@ def test_twenty_messages_from_unknown_bot_make_one_request_and_twenty_held(
     assert len(store.messages.held(INSTANCE, ELI)) == 20
 
 
-def test_approval_request_is_a_dm_to_the_first_owner_with_allow_and_deny_buttons(
+def test_approval_request_is_a_dm_to_every_owner_with_allow_and_deny_buttons(
     router: Router, store: Store
 ) -> None:
     gate = Gate(store, instance=INSTANCE, owners=[OWNER, "U0SECOND"])
     open_room(router, gate)
     store.users.ensure(ELI, kind="bot", display_name="eli")
     route_and_judge(router, gate, bot_message(mention=True, text="may I join?"))
-    (request,) = store.outbox.queued(INSTANCE)
+    request, second = store.outbox.queued(INSTANCE)
     approval = store.approvals.pending()[0]
     assert request.dm_user == OWNER and request.dedupe_key == f"approval:{approval.id}"
+    assert second.dm_user == "U0SECOND" and second.blocks == request.blocks
     assert request.blocks_list is not None
     section, actions = request.blocks_list
     assert "eli" in section["text"]["text"] and ELI in section["text"]["text"]

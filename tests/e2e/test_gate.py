@@ -185,7 +185,7 @@ async def test_one_approval_click_replays_the_held_message_exactly_once(
     assert _clicks_handled(events)[1].get("released") == 0
     assert room.sql("SELECT count(*) FROM agent_group_members WHERE user_id = ?", eli) == [(1,)]
     assert room.sql("SELECT status FROM pending_sender_approvals") == [("approved",)]
-    nxt = await room.bot_post("eli", f"{room.mention('dana')} thanks")
+    nxt = await room.bot_post("eli", f"{room.mention('dana')} thanks, here is the rest")
     await room.emu.wait_for(lambda: _processed(rec, "dana", nxt))
     assert _status(room, "dana", nxt) in ALLOWED
     assert len(_owner_dm_posts(room, alice)) == 1

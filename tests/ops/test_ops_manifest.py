@@ -15,9 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCOPES = (
     "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
-    "channels:history groups:history app_mentions:read users:read"
+    "channels:history groups:history app_mentions:read users:read reactions:read"
 ).split()
-EVENTS = "message.mpim message.im message.channels app_mention".split()
+EVENTS = "message.mpim message.im message.channels app_mention reaction_added".split()
 
 
 def test_socket_mode_and_interactivity_are_on_with_no_request_urls() -> None:

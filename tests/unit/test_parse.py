@@ -139,7 +139,7 @@ def parsed_team(result: Inbound | Drop) -> str | None:
     return result.team_id
 
 
-@pytest.mark.parametrize("event_type", ["reaction_added", "member_joined_channel", None, 3])
+@pytest.mark.parametrize("event_type", ["reaction_removed", "member_joined_channel", None, 3])
 def test_other_event_types_are_dropped(event_type: object) -> None:
     result = parse(body(type=event_type))
     assert isinstance(result, Drop) and result.reason.startswith("event type ignored")
@@ -271,3 +271,51 @@ def test_junk_ids_never_become_senders_or_room_keys(field: str, value: str) -> N
     result = parse(body(**{field: value}))
     assert isinstance(result, Drop)
     assert result.reason == f"malformed {field}"
+
+
+# -- reactions (room control) ---------------------------------------------------------------------
+
+
+def reaction(**overrides: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "reaction_added",
+        "user": "U0OWNER",
+        "reaction": "octagonal_sign",
+        "item_user": "U0B",
+        "item": {"type": "message", "channel": "G0A", "ts": "1.000100"},
+        "event_ts": "2.000200",
+    }
+    event.update(overrides)
+    return {"type": "event_callback", "team_id": TEAM, "event_id": "Ev02", "event": event}
+
+
+def test_a_reaction_to_a_message_is_kept_with_its_emoji_and_the_message_it_marks() -> None:
+    msg = parsed(reaction())
+    assert (msg.event_type, msg.reaction, msg.channel, msg.item_ts) == (
+        "reaction_added",
+        "octagonal_sign",
+        "G0A",
+        "1.000100",
+    )
+    # Keyed by the event's own ts: two reactions to one message are two events.
+    assert msg.ts == "2.000200"
+    assert msg.sender == "slack:U0OWNER" and not msg.is_bot
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"item": {"type": "file", "file": "F0"}}, "reaction to something other than a message"),
+        ({"reaction": 3}, "reaction without a name"),
+        ({"user": None}, "reaction without user"),
+        ({"item": {"type": "message", "channel": "G0A"}}, "reaction without item_ts"),
+        ({"item": {"type": "message", "channel": "x!", "ts": "1.0"}}, "malformed channel"),
+    ],
+)
+def test_malformed_reactions_are_dropped(overrides: dict[str, Any], reason: str) -> None:
+    assert parse(reaction(**overrides)) == Drop(reason)
+
+
+def test_a_reaction_survives_the_inbox_round_trip() -> None:
+    msg = parsed(reaction())
+    assert Inbound.from_payload(msg.to_payload()) == msg

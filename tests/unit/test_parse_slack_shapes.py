@@ -13,7 +13,7 @@ import pytest
 from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.config import A2AConfig
 from nanoslack.guard import Admitted, BotInboundGuard
-from nanoslack.inbound import Drop, Inbound
+from nanoslack.inbound import PAYLOAD_FIELDS, Drop, Inbound
 from nanoslack.slack.parse import parse_event
 from nanoslack.store import Store
 
@@ -374,5 +374,6 @@ def test_other_messages_are_not_intros(fields: dict[str, Any]) -> None:
 def test_intro_flag_survives_the_durable_inbox_and_older_payloads_resume_without_it() -> None:
     msg = kept(intro_post())
     assert Inbound.from_payload(msg.to_payload()) == msg
-    older = json.loads(msg.to_payload())[:-1]  # written before the field existed
+    # Written before the field existed (the version tag, then the fields before it).
+    older = json.loads(msg.to_payload())[: 1 + PAYLOAD_FIELDS.index("intro")]
     assert Inbound.from_payload(json.dumps(older)) == dataclasses.replace(msg, intro=False)
