@@ -50,6 +50,8 @@ SILENT_AGENT = {
 
 
 def env_lines(emu: Emulator, apps: list[App], db: Path, **extra: str) -> str:
+    if "NANOSLACK_AGENT_COMMAND" in extra:  # naming a command means running it
+        extra = {"NANOSLACK_AGENT": "command", **extra}
     extra = {**SILENT_AGENT, **extra}
     lines = [f"SLACK_API_URL={emu.api_url}", f"NANOSLACK_DB={db}"]
     names = [a.name for a in apps]
