@@ -165,8 +165,10 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     expect(thread.locator('.msg[data-author="fay"]')).to_contain_text("Reviewed, eli", timeout=STEP_MS)
     # fay hands back to dana on the last hop; dana wraps up, and the guard stops there.
     expect(thread.locator('.msg[data-author="dana"]').nth(1)).to_contain_text("Closing here", timeout=STEP_MS)
-    hop_limit = thread.locator('.note[data-kind="hop_limit"]')
+    hop_limit = thread.locator('.note[data-kind="hop_limit"]').first
     expect(hop_limit).to_contain_text("hop limit reached", timeout=STEP_MS)
+    # One bot says why the room went quiet (room control's pause notice), once.
+    expect(thread.locator(".msg", has_text="Paused after")).to_have_count(1, timeout=STEP_MS)
     expect(page.locator("#status .hops[data-room]")).to_contain_text("hops 3/3")
     _shot(page, "playground-room.png")
 
@@ -178,8 +180,10 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     reply.press("Enter")
     hops_reset = thread.locator('.note[data-kind="hops_reset"]')
     expect(hops_reset).to_contain_text("hop count 3 → 0", timeout=STEP_MS)
-    expect(thread.locator('.msg[data-author="dana"]').nth(2)).to_contain_text("On it, alice", timeout=STEP_MS)
-    expect(thread.locator('.msg[data-author="eli"]').nth(1)).to_contain_text("First cut", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="dana"]', has_text="On it, alice")).to_have_count(
+        2, timeout=STEP_MS
+    )
+    expect(thread.locator('.msg[data-author="eli"]', has_text="First cut")).to_have_count(2, timeout=STEP_MS)
 
     # The switch hides the fleet's notes and leaves the chat.
     page.locator("#show-notes").uncheck()

@@ -256,7 +256,7 @@ async def test_an_approval_from_another_process_replays_a_held_message_of_an_ins
     assert site.rows(
         "SELECT count(*) FROM messages WHERE instance = 'eli' AND status IN ('pending', 'done')"
     ) == [(2,)]
-    nxt = await site.bot_post("gus", f"{site.mention('eli')} thanks")
+    nxt = await site.bot_post("gus", f"{site.mention('eli')} thanks, here is the rest")
     await _finished(site, "eli", nxt)
     assert site.rows(status, nxt) in ([("pending",)], [("done",)])
 
