@@ -102,6 +102,7 @@ class TurnDispatcher:
     def recover(self) -> int:
         """At start: turns a previous run left ``running`` run again."""
         abandoned = self._store.turns.abandon_running(self.instance)
+        self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
         if abandoned:
             log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
         return abandoned
@@ -177,6 +178,8 @@ class TurnDispatcher:
         transcript = [self._line(row) for row in rows]
         transcript += self._own_posts(key, reply_thread, since)
         transcript.sort(key=lambda line: float(line.ts or 0))
+        # Not in Slack yet, so they will land after everything stored so far.
+        transcript += self._unsent_posts(key, reply_thread)
         members = await self._directory.member_names(key.channel)
         return Turn(
             instance=self.instance,
@@ -200,12 +203,22 @@ class TurnDispatcher:
         )
 
     def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:
-        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
-        name = self.identity.name or self.instance
+        me, name = self._me()
         return [
             Line(ts=ts, sender_id=me, sender_name=name, text=self._readable(text))
             for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
         ]
+
+    def _unsent_posts(self, key: ThreadKey, reply_thread: str) -> list[Line]:
+        me, name = self._me()
+        return [
+            Line(ts="", sender_id=me, sender_name=name, text=self._readable(text))
+            for text in self._store.turns.unsent_posts(self.instance, key.channel, reply_thread)
+        ]
+
+    def _me(self) -> tuple[str, str]:
+        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
+        return me, self.identity.name or self.instance
 
     def _name(self, sender_id: str) -> str:
         user = self._store.users.get(sender_id)
