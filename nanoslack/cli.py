@@ -19,6 +19,7 @@ commands:
   rooms       list messaging groups and A2A rooms
   hops        list current A2A hop counts
   senders     pending approvals; approve or deny a sender
+  turns       list recent agent turns (status, posts, tokens)
   manifest    print the Slack app manifest for an instance
 """
 
@@ -72,6 +73,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "rooms": _lazy("nanoslack.ops.admin", "rooms_main"),
     "hops": _lazy("nanoslack.ops.admin", "hops_main"),
     "senders": _lazy("nanoslack.ops.admin", "senders_main"),
+    "turns": _lazy("nanoslack.ops.admin", "turns_main"),
     "manifest": _lazy("nanoslack.ops.manifest"),
 }
 
