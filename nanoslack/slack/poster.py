@@ -57,6 +57,10 @@ class Poster:
         self._poll = poll_interval
         self._wake = asyncio.Event()
         self._dm_channels: dict[str, str] = {}
+        # One drain at a time: a second one (the final drain of a clean stop) would
+        # take the row the first is still sending for one left by a crash, find it
+        # not posted yet, and post it again.
+        self._draining = asyncio.Lock()
 
     def wake(self) -> None:
         self._wake.set()
@@ -73,13 +77,14 @@ class Poster:
             await self.drain()
 
     async def drain(self) -> int:
-        for row in self._store.outbox.in_doubt(self.instance):
-            await self._recover(row)
-        sent = 0
-        for row in self._store.outbox.queued(self.instance):
-            if await self._send(row):
-                sent += 1
-        return sent
+        async with self._draining:
+            for row in self._store.outbox.in_doubt(self.instance):
+                await self._recover(row)
+            sent = 0
+            for row in self._store.outbox.queued(self.instance):
+                if await self._send(row):
+                    sent += 1
+            return sent
 
     async def _send(self, row: Any) -> bool:
         try:

@@ -232,3 +232,26 @@ async def test_a_429_storm_on_chat_post_message_delays_replies_and_loses_none(
     assert [len(thread_posts(emu, room.channel, p, dana.bot_id)) for p in parents] == [1, 1, 1]
     assert len(bot_replies(emu, room.channel, dana.bot_id)) == 3
     assert room.sql("SELECT status, count(*) FROM outbox GROUP BY status") == [("sent", 3)]
+
+
+async def test_a_clean_stop_while_a_reply_is_rate_limited_posts_it_once(
+    room: Room, fleet_factory: FleetFactory, agent: TurnAgent
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent.reply("dana", "the answer")
+    fleet, _ = await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    emu.fail_next("chat.postMessage", n=1, error="ratelimited", retry_after=1)
+    parent = await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} a question")
+
+    def limited() -> int:
+        return sum(1 for c in emu.api_calls if c.method == "chat.postMessage" and c.status == 429)
+
+    # The poster waits out a 1 s Retry-After when the fleet is asked to stop. Any
+    # other attempt to post meanwhile meets a longer one, so it would land second.
+    await emu.wait_for(lambda: limited() == 1, timeout=10)
+    emu.fail_next("chat.postMessage", n=1, error="ratelimited", retry_after=2)
+    await fleet.stop()
+    # Whatever the stop left unsent, the next start sends.
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    await emu.wait_for(lambda: settled(room), timeout=15)
+    assert [p["text"] for p in thread_posts(emu, room.channel, parent, dana.bot_id)] == ["the answer"]
