@@ -255,3 +255,47 @@ async def test_a_clean_stop_while_a_reply_is_rate_limited_posts_it_once(
     await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
     await emu.wait_for(lambda: settled(room), timeout=15)
     assert [p["text"] for p in thread_posts(emu, room.channel, parent, dana.bot_id)] == ["the answer"]
+
+
+async def test_a_failing_or_hung_agent_posts_nothing_and_the_fleet_keeps_answering(
+    room: Room, fleet_factory: FleetFactory, agent: TurnAgent
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent.reply("dana", "answer {turn}")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env(NANOSLACK_AGENT_TIMEOUT="1"))
+    errors = "SELECT status, error FROM turns WHERE instance = 'dana' ORDER BY id"
+
+    async def ask(text: str, turns_done: int) -> str:
+        ts = await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} {text}")
+        await emu.wait_for(lambda: len(room.sql(errors)) == turns_done and settled(room), timeout=15)
+        return ts
+
+    agent.fail("dana")
+    crashed = await ask("crash", 1)
+    (agent.folder / "dana.fail").unlink()
+    agent.hold("dana")
+    hung = await ask("hang", 2)
+    agent.release("dana")
+    fine = await ask("fine", 3)
+
+    assert [s for s, _ in room.sql(errors)] == ["failed", "failed", "done"]
+    (_, exited), (_, timed_out), _ = room.sql(errors)
+    assert "exited with 3" in exited and "timed out" in timed_out
+    assert thread_posts(emu, room.channel, crashed) == thread_posts(emu, room.channel, hung) == []
+    assert [p["text"] for p in thread_posts(emu, room.channel, fine, dana.bot_id)] == ["answer 3"]
+
+
+async def test_a_dm_is_answered_at_top_level(
+    room: Room, fleet_factory: FleetFactory, agent: TurnAgent
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent.reply("dana", "hi alice")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    im = emu.create_conversation([alice, dana.bot_user_id], kind="im")
+    await emu.post_as_user(alice, im.id, "are you there?")
+    await emu.wait_for(lambda: bot_replies(emu, im.id, dana.bot_id), timeout=10)
+    [reply] = bot_replies(emu, im.id, dana.bot_id)
+    assert reply["text"] == "hi alice" and not reply.get("thread_ts")
+    [call] = agent.calls("dana")
+    assert call["thread_ts"] == "" and call["channel"] == im.id
+    assert call["stdin"] == "[Direct message with alice]\nalice: are you there?\nIt's your turn, dana."
