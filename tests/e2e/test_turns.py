@@ -126,7 +126,12 @@ async def test_bots_hand_a_thread_back_and_forth_until_the_hop_budget_stops_them
     assert [c["wrapping_up"] for c in agent.calls("eli")] == ["0", "1"]
     assert "wrapping up" in agent.calls("eli")[-1]["stdin"]
     assert agent.calls("eli")[0]["sender"] == f"slack:bot:{dana.bot_id}"
-    assert "It's your turn, eli." in agent.calls("eli")[0]["stdin"]
+    # Senders by name, mentions as @name, the other bot's post included.
+    assert agent.calls("eli")[0]["stdin"].splitlines()[1:] == [
+        "alice: @dana plan the release",
+        "dana: dana 1: over to you @eli",
+        "It's your turn, eli.",
+    ]
 
     again = await exchange("one more thing")
     assert len(again) == 5, "a human message did not start the exchange again"
