@@ -45,6 +45,11 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
+# Looking for a post a crash left in doubt: pages of this many messages, at most this
+# many pages (a thread of 4,000 replies).
+SEARCH_PAGE = 200
+MAX_SEARCH_PAGES = 20
+CLOCK_SKEW_S = 600.0
 
 
 class Poster:
@@ -131,19 +136,37 @@ class Poster:
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
     async def _find_posted(self, row: Any) -> str | None:
-        """The ts of the message carrying this row's key, searched among recent posts."""
-        if row.thread_ts:
-            resp = await self._client.conversations_replies(
-                channel=row.posted_channel, ts=row.thread_ts, include_all_metadata=True, limit=200
-            )
-        else:
-            resp = await self._client.conversations_history(
-                channel=row.posted_channel, include_all_metadata=True, limit=200
-            )
-        for message in resp.get("messages") or []:
-            payload = (message.get("metadata") or {}).get("event_payload") or {}
-            if payload.get(KEY_FIELD) == row.dedupe_key:
-                return str(message.get("ts"))
+        """The ts of the message carrying this row's key, searched among recent posts.
+
+        A thread is read page by page from its start (``conversations.replies`` is
+        oldest first), so a reply at the end of a long thread is still found; a
+        channel's history only back to when the row was written (Slack's clock and
+        ours may differ a little)."""
+        cursor: str | None = None
+        for _ in range(MAX_SEARCH_PAGES):
+            if row.thread_ts:
+                resp = await self._client.conversations_replies(
+                    channel=row.posted_channel,
+                    ts=row.thread_ts,
+                    include_all_metadata=True,
+                    limit=SEARCH_PAGE,
+                    cursor=cursor,
+                )
+            else:
+                resp = await self._client.conversations_history(
+                    channel=row.posted_channel,
+                    include_all_metadata=True,
+                    limit=SEARCH_PAGE,
+                    cursor=cursor,
+                    oldest=f"{row.created_at - CLOCK_SKEW_S:.6f}",
+                )
+            for message in resp.get("messages") or []:
+                payload = (message.get("metadata") or {}).get("event_payload") or {}
+                if payload.get(KEY_FIELD) == row.dedupe_key:
+                    return str(message.get("ts"))
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
         return None
 
     async def _post(self, row: Any, channel: str) -> tuple[str, str]:

@@ -20,6 +20,9 @@ from tests.e2e.conftest import env_lines
 from tests.e2e.test_crash import _events, _scalar, _start_fleet
 from tests.e2e.turn_agent import TurnAgent
 
+# More replies than one page of conversations.replies as the poster asks for it (200).
+LONG_THREAD = 230
+
 
 @dataclass
 class Setup:
@@ -137,3 +140,31 @@ async def test_a_turn_killed_while_the_agent_runs_answers_once_after_restart(set
     first, second = s.agent.calls("dana")
     assert "a question" in first["stdin"] and "a question" in second["stdin"]
     assert _events(s.tmp / "run2.log", "turns abandoned by a previous run")
+
+
+async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_again(setup: Setup) -> None:
+    """The thread is longer than one page of ``conversations.replies``: recovery must
+    look past the first page before it concludes the reply never reached Slack."""
+    s = setup
+    s.agent.reply("dana", "the summary")
+    fleet = s.start("run1.log", "outbox.posted=kill@1")
+    await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
+    parent = await s.emu.post_as_user(s.alice.id, s.channel, "a long discussion")
+    for i in range(LONG_THREAD):
+        await s.emu.post_as_user(s.alice.id, s.channel, f"point {i}", thread_ts=parent)
+    await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> summarize", thread_ts=parent)
+    assert await asyncio.to_thread(fleet.wait, 60) == -signal.SIGKILL, "the failpoint did not fire"
+    assert [r["text"] for r in s.replies(parent)] == ["the summary"]
+
+    fleet = s.start("run2.log")
+    try:
+        await s.emu.wait_for(
+            lambda: (
+                _events(s.tmp / "run2.log", "post recovered: already posted")
+                or _events(s.tmp / "run2.log", "post recovered: not found, resending")
+            ),
+            timeout=30,
+        )
+    finally:
+        assert await _stop(fleet) == 0
+    assert [r["text"] for r in s.replies(parent)] == ["the summary"]
