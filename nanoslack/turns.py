@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from nanoslack import failpoints
 from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
@@ -258,6 +259,7 @@ class TurnDispatcher:
                     text=text,
                     metadata={"event_type": TURN_EVENT, "event_payload": {"turn": turn_id, "part": i}},
                 )
+        failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
             instance=self.instance,

@@ -168,3 +168,24 @@ async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_agai
     finally:
         assert await _stop(fleet) == 0
     assert [r["text"] for r in s.replies(parent)] == ["the summary"]
+
+
+async def test_a_reply_recorded_but_not_sent_before_a_sigkill_is_sent_once_after_restart(
+    setup: Setup,
+) -> None:
+    s = setup
+    s.agent.reply("dana", "first part\n---\nsecond part")
+    fleet = s.start("run1.log", "turn.recorded=kill@1")
+    await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
+    parent = await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> a question")
+    assert await asyncio.to_thread(fleet.wait, 30) == -signal.SIGKILL, "the failpoint did not fire"
+    assert s.replies(parent) == []
+
+    fleet = s.start("run2.log")
+    try:
+        await s.emu.wait_for(lambda: len(s.replies(parent)) == 2, timeout=30)
+    finally:
+        assert await _stop(fleet) == 0
+    assert [r["text"] for r in s.replies(parent)] == ["first part", "second part"]
+    assert len(s.agent.calls("dana")) == 1, "the agent ran again although its output was recorded"
+    assert s.turn_statuses() == ["done"]
