@@ -204,22 +204,19 @@ class TurnDispatcher:
         )
 
     def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:
-        me, name = self._me()
+        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
+        name = self.identity.name or self.instance
         return [
             Line(ts=ts, sender_id=me, sender_name=name, text=self._readable(text))
             for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
         ]
 
     def _unsent_posts(self, key: ThreadKey, reply_thread: str) -> list[Line]:
-        me, name = self._me()
+        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
         return [
-            Line(ts="", sender_id=me, sender_name=name, text=self._readable(text))
+            Line(ts="", sender_id=me, sender_name=self.instance, text=self._readable(text))
             for text in self._store.turns.unsent_posts(self.instance, key.channel, reply_thread)
         ]
-
-    def _me(self) -> tuple[str, str]:
-        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
-        return me, self.identity.name or self.instance
 
     def _name(self, sender_id: str) -> str:
         user = self._store.users.get(sender_id)
