@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -108,14 +107,20 @@ async def settle(store: Store, turns: TurnDispatcher, *, turns_done: int) -> Non
         await asyncio.sleep(0.02)
 
 
-def turn_posts(db_path: Path) -> list[tuple[str, str]]:
+def turn_posts(store: Store) -> list[tuple[str, str]]:
     """(dedupe key, text) of every turn post ever enqueued, whatever became of it."""
-    conn = sqlite3.connect(db_path)
+    keys = (f"turn:{t.instance}:{t.id}:{i}" for t in reversed(store.turns.recent()) for i in range(3))
+    return [(row.dedupe_key, row.text) for row in map(store.outbox.get_by_key, keys) if row is not None]
+
+
+@pytest.fixture
+def db_ref(request: pytest.FixtureRequest) -> str:
+    """The store as an operator names it with ``--db``, whichever database the suite's
+    ``store`` fixture runs on (``db_arg`` where the suite runs several, else the file)."""
     try:
-        rows = conn.execute("SELECT dedupe_key, text FROM outbox WHERE dedupe_key LIKE 'turn:%' ORDER BY id")
-        return [(str(k), str(t)) for k, t in rows]
-    finally:
-        conn.close()
+        return str(request.getfixturevalue("db_arg"))
+    except pytest.FixtureLookupError:
+        return str(request.getfixturevalue("db_path"))
 
 
 def thread(parent: Inbound, **kw: object) -> Inbound:
@@ -211,7 +216,7 @@ async def test_silence_posts_nothing_and_closes_the_messages(
 
 
 async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher, db_path: Path
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
 ) -> None:
     program.reply("dana", "an answer")
     program.fail("dana")
@@ -219,7 +224,7 @@ async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
     await settle(store, turns, turns_done=1)
     [failed] = store.turns.recent()
     assert failed.status == "failed" and "exited with 3" in (failed.error or "")
-    assert turn_posts(db_path) == []
+    assert turn_posts(store) == []
     assert store.messages.get(parent.key).status == "done"  # type: ignore[union-attr]
 
     # Not retried on every poll; the next message is a fresh turn that starts after it.
@@ -228,7 +233,7 @@ async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
     await settle(store, turns, turns_done=2)
     assert len(program.calls()) == 2
     assert "doomed" not in program.calls()[1]["stdin"]
-    assert turn_posts(db_path) == [(f"turn:{INSTANCE}:2:0", "an answer")]
+    assert turn_posts(store) == [(f"turn:{INSTANCE}:2:0", "an answer")]
 
 
 async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
@@ -296,8 +301,8 @@ def recorded(store: Store) -> Iterator[None]:
     yield
 
 
-def test_turns_lists_recent_turns_newest_first(recorded: None, db_path: Path) -> None:
-    code, out = run_cli("--db", str(db_path))
+def test_turns_lists_recent_turns_newest_first(recorded: None, db_ref: str) -> None:
+    code, out = run_cli("--db", db_ref)
     header, *rows = out.splitlines()
     assert code == 0
     assert header.split() == [
@@ -312,22 +317,22 @@ def test_turns_lists_recent_turns_newest_first(recorded: None, db_path: Path) ->
     assert "agent command exited with 1: boom xxx" in rows[1] and rows[1].endswith("…")
 
 
-def test_turns_filters_by_instance_and_limits(recorded: None, db_path: Path) -> None:
-    _, out = run_cli("--db", str(db_path), "--instance", "dana", "--limit", "1")
+def test_turns_filters_by_instance_and_limits(recorded: None, db_ref: str) -> None:
+    _, out = run_cli("--db", db_ref, "--instance", "dana", "--limit", "1")
     assert [r.split()[0] for r in out.splitlines()[1:]] == ["3"]
-    _, out = run_cli("--db", str(db_path), "--instance", "fay")
+    _, out = run_cli("--db", db_ref, "--instance", "fay")
     assert out.strip() == "no turns yet"
 
 
-def test_turns_rejects_a_limit_below_one(db_path: Path, store: Store) -> None:
-    code, _ = run_cli("--db", str(db_path), "--limit", "0")
+def test_turns_rejects_a_limit_below_one(db_ref: str, store: Store) -> None:
+    code, _ = run_cli("--db", db_ref, "--limit", "0")
     assert code == 2
 
 
 def test_turns_is_a_nanoslack_command(
-    recorded: None, db_path: Path, capsys: pytest.CaptureFixture[str]
+    recorded: None, db_ref: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from nanoslack.cli import main
 
-    assert main(["turns", "--db", str(db_path), "--limit", "2"]) == 0
+    assert main(["turns", "--db", db_ref, "--limit", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
