@@ -336,3 +336,5 @@ def test_turns_is_a_nanoslack_command(
 
     assert main(["turns", "--db", db_ref, "--limit", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["--help"]) == 0
+    assert "  turns " in capsys.readouterr().out
