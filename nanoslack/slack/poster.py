@@ -83,13 +83,16 @@ class Poster:
 
     async def drain(self) -> int:
         async with self._draining:
-            for row in self._store.outbox.in_doubt(self.instance):
-                await self._recover(row)
-            sent = 0
-            for row in self._store.outbox.queued(self.instance):
-                if await self._send(row):
-                    sent += 1
-            return sent
+            return await self._drain()
+
+    async def _drain(self) -> int:
+        for row in self._store.outbox.in_doubt(self.instance):
+            await self._recover(row)
+        sent = 0
+        for row in self._store.outbox.queued(self.instance):
+            if await self._send(row):
+                sent += 1
+        return sent
 
     async def _send(self, row: Any) -> bool:
         try:
