@@ -273,11 +273,11 @@ def senders_main(argv: list[str] | None = None, out: TextIO | None = None) -> in
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``admin rooms|hops|senders|turns …`` in one entry point."""
+    """``admin rooms|hops|senders …`` in one entry point."""
     args = list(sys.argv[1:] if argv is None else argv)
-    commands = {"rooms": rooms_main, "hops": hops_main, "senders": senders_main, "turns": turns_main}
+    commands = {"rooms": rooms_main, "hops": hops_main, "senders": senders_main}
     if not args or args[0] not in commands:
-        print("usage: admin {rooms,hops,senders,turns} [options]", file=sys.stderr)
+        print("usage: admin {rooms,hops,senders} [options]", file=sys.stderr)
         return EXIT_USAGE
     return commands[args[0]](args[1:])
 

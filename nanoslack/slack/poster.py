@@ -26,6 +26,11 @@ METADATA_EVENT = "nanoslack_post"
 # Every post carries its outbox key in its metadata: that is how a restart tells
 # "posted, but the process died before recording it" from "never posted".
 KEY_FIELD = "nanoslack_key"
+# Looking for a post a crash left in doubt: pages of this many messages, at most this
+# many pages (a thread of 4,000 replies).
+SEARCH_PAGE = 200
+MAX_SEARCH_PAGES = 20
+CLOCK_SKEW_S = 600.0
 # Errors that will not change on a retry: give up on the row at once.
 FINAL_ERRORS = frozenset(
     {
@@ -45,11 +50,6 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
-# Looking for a post a crash left in doubt: pages of this many messages, at most this
-# many pages (a thread of 4,000 replies).
-SEARCH_PAGE = 200
-MAX_SEARCH_PAGES = 20
-CLOCK_SKEW_S = 600.0
 
 
 class Poster:
