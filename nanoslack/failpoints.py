@@ -8,8 +8,9 @@ failpoint costs one dict lookup.
 
 Points: ``inbox.recorded`` (after the inbox commit, before the ack),
 ``pipeline.committed`` (after a batch's transaction commits, before anything is
-logged or acknowledged downstream) and ``outbox.posted`` (Slack accepted a post,
-the outbox row is not yet marked sent).
+logged or acknowledged downstream), ``turn.recorded`` (a turn's output and its
+outbox rows committed, nothing sent yet) and ``outbox.posted`` (Slack accepted a
+post, the outbox row is not yet marked sent).
 """
 
 from __future__ import annotations

@@ -17,7 +17,10 @@ MAX_POSTS = 3
 MAX_CHARS = 3_900
 FENCE = "```"
 
-_HANDLE = re.compile(r"(?<![<\w@])@([a-z0-9_-]+)\b")
+# A Slack token (``<@U…>``, ``<https://…|label>``) is matched whole and kept as is, so
+# an ``@name`` inside a link is never rewritten; nor is one in a bare URL path
+# (``https://medium.com/@eli``) or an e-mail address. Models capitalise names.
+_HANDLE = re.compile(r"(<[^<>]*>)|(?<![\w@/])@([a-z0-9_-]+)\b", re.IGNORECASE)
 
 
 def link_mentions(text: str, siblings: Mapping[str, str]) -> str:
@@ -26,7 +29,9 @@ def link_mentions(text: str, siblings: Mapping[str, str]) -> str:
         return text
 
     def replace(m: re.Match[str]) -> str:
-        user_id = siblings.get(m.group(1).lower())
+        if m.group(1):
+            return m.group(0)
+        user_id = siblings.get(m.group(2).lower())
         return f"<@{user_id}>" if user_id else m.group(0)
 
     return _HANDLE.sub(replace, text)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from nanoslack import failpoints
 from nanoslack.agents import Agent, BudgetExhausted, Line, Teammate, Turn, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
@@ -117,6 +118,7 @@ class TurnDispatcher:
     def recover(self) -> int:
         """At start: turns a previous run left ``running`` run again."""
         abandoned = self._store.turns.abandon_running(self.instance)
+        self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
         if abandoned:
             log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
         return abandoned
@@ -243,6 +245,8 @@ class TurnDispatcher:
         transcript = [self._line(row) for row in rows]
         transcript += self._own_posts(key, reply_thread, since)
         transcript.sort(key=lambda line: float(line.ts or 0))
+        # Not in Slack yet, so they will land after everything stored so far.
+        transcript += self._unsent_posts(key, reply_thread)
         members = await self._directory.member_names(key.channel)
         return Turn(
             instance=self.instance,
@@ -272,6 +276,13 @@ class TurnDispatcher:
         return [
             Line(ts=ts, sender_id=me, sender_name=self.instance, text=self._readable(text))
             for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
+        ]
+
+    def _unsent_posts(self, key: ThreadKey, reply_thread: str) -> list[Line]:
+        me = f"slack:bot:{self.identity.bot_id}" if self.identity.bot_id else self.instance
+        return [
+            Line(ts="", sender_id=me, sender_name=self.instance, text=self._readable(text))
+            for text in self._store.turns.unsent_posts(self.instance, key.channel, reply_thread)
         ]
 
     def _name(self, sender_id: str) -> str:
@@ -319,6 +330,7 @@ class TurnDispatcher:
                     text=text,
                     metadata={"event_type": TURN_EVENT, "event_payload": {"turn": turn_id, "part": i}},
                 )
+        failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
             instance=self.instance,

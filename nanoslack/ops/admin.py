@@ -1,4 +1,4 @@
-"""Operator commands (DESIGN §6): ``rooms``, ``hops`` and ``senders``.
+"""Operator commands (DESIGN §6): ``rooms``, ``hops``, ``senders`` and ``turns``.
 
 ``senders pending`` lists open approval requests; ``senders approve|deny <instance>
 <sender_id>`` answers one as the operator (the same path as an owner's button, so
@@ -190,6 +190,56 @@ def hops_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     p = _parser("hops", "List consecutive bot-message (hop) counts per A2A room and instance.")
     p.set_defaults(handler=_hops)
     return _run("hops", argv, p, out or sys.stdout)
+
+
+# -- turns -------------------------------------------------------------------------------------
+
+# A failed turn's error is kept whole in the store; a table row shows its start.
+ERROR_WIDTH = 60
+
+
+def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    rows = [
+        (
+            t.id,
+            t.instance,
+            t.channel,
+            t.thread_key or "(dm)",
+            t.status,
+            t.messages,
+            t.posts,
+            t.tokens,
+            when(t.started_at),
+            _short(t.error or ""),
+        )
+        for t in store.turns.recent(instance=args.instance, limit=args.limit)
+    ]
+    header = ("ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "STARTED", "ERROR")
+    table(out, header, rows, "no turns yet")
+    return 0
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_WIDTH else text[: ERROR_WIDTH - 1] + "…"
+
+
+def _positive(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def turns_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("turns", "List recent agent turns, newest first.")
+    p.add_argument("--instance", help="only this instance's turns")
+    p.add_argument("--limit", type=_positive, default=20, help="how many turns (default 20)")
+    p.set_defaults(handler=_turns)
+    return _run("turns", argv, p, out or sys.stdout)
 
 
 # -- senders -----------------------------------------------------------------------------------

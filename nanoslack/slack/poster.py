@@ -28,6 +28,11 @@ METADATA_EVENT = "nanoslack_post"
 # Every post carries its outbox key in its metadata: that is how a restart tells
 # "posted, but the process died before recording it" from "never posted".
 KEY_FIELD = "nanoslack_key"
+# Looking for a post a crash left in doubt: pages of this many messages, at most this
+# many pages (a thread of 4,000 replies).
+SEARCH_PAGE = 200
+MAX_SEARCH_PAGES = 20
+CLOCK_SKEW_S = 600.0
 # Errors that will not change on a retry: give up on the row at once.
 FINAL_ERRORS = frozenset(
     {
@@ -62,6 +67,10 @@ class Poster:
         self._poll = poll_interval
         self._wake = asyncio.Event()
         self._dm_channels: dict[str, str] = {}
+        # One drain at a time: a second one (the final drain of a clean stop) would
+        # take the row the first is still sending for one left by a crash, find it
+        # not posted yet, and post it again.
+        self._draining = asyncio.Lock()
 
     def wake(self) -> None:
         self._wake.set()
@@ -78,6 +87,10 @@ class Poster:
             await self.drain()
 
     async def drain(self) -> int:
+        async with self._draining:
+            return await self._drain()
+
+    async def _drain(self) -> int:
         for row in self._store.outbox.in_doubt(self.instance):
             await self._recover(row)
         sent = 0
@@ -152,19 +165,37 @@ class Poster:
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
     async def _find_posted(self, row: Any) -> str | None:
-        """The ts of the message carrying this row's key, searched among recent posts."""
-        if row.thread_ts:
-            resp = await self._client.conversations_replies(
-                channel=row.posted_channel, ts=row.thread_ts, include_all_metadata=True, limit=200
-            )
-        else:
-            resp = await self._client.conversations_history(
-                channel=row.posted_channel, include_all_metadata=True, limit=200
-            )
-        for message in resp.get("messages") or []:
-            payload = (message.get("metadata") or {}).get("event_payload") or {}
-            if payload.get(KEY_FIELD) == row.dedupe_key:
-                return str(message.get("ts"))
+        """The ts of the message carrying this row's key, searched among recent posts.
+
+        A thread is read page by page from its start (``conversations.replies`` is
+        oldest first), so a reply at the end of a long thread is still found; a
+        channel's history only back to when the row was written (Slack's clock and
+        ours may differ a little)."""
+        cursor: str | None = None
+        for _ in range(MAX_SEARCH_PAGES):
+            if row.thread_ts:
+                resp = await self._client.conversations_replies(
+                    channel=row.posted_channel,
+                    ts=row.thread_ts,
+                    include_all_metadata=True,
+                    limit=SEARCH_PAGE,
+                    cursor=cursor,
+                )
+            else:
+                resp = await self._client.conversations_history(
+                    channel=row.posted_channel,
+                    include_all_metadata=True,
+                    limit=SEARCH_PAGE,
+                    cursor=cursor,
+                    oldest=f"{row.created_at - CLOCK_SKEW_S:.6f}",
+                )
+            for message in resp.get("messages") or []:
+                payload = (message.get("metadata") or {}).get("event_payload") or {}
+                if payload.get(KEY_FIELD) == row.dedupe_key:
+                    return str(message.get("ts"))
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
         return None
 
     async def _post(self, row: Any, channel: str) -> tuple[str, str]:

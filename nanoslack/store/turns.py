@@ -49,6 +49,13 @@ _ADD_USAGE = text(
     " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
 )
 _USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day = :day")
+# A turn's posts the poster has not sent yet: the next turn of the thread may start
+# before they reach Slack, and the agent must still see what it said.
+_UNSENT_POSTS = text(
+    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND status IN ('queued', 'sending')"
+    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND dedupe_key LIKE 'turn:%'"
+    " ORDER BY id"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +169,12 @@ class Turns:
             else:
                 rows = conn.execute(_RECENT_OF, {"instance": instance, "limit": limit}).all()
         return [_row(r) for r in rows]
+
+    def unsent_posts(self, instance: str, channel: str, thread_ts: str) -> list[str]:
+        """Texts of this instance's turn posts in a thread still waiting in the outbox."""
+        params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
+        with self._db.transaction() as conn:
+            return [str(r[0]) for r in conn.execute(_UNSENT_POSTS, params).all()]
 
     def add_usage(self, instance: str, tokens: int, *, day: str | None = None) -> None:
         if tokens <= 0:

@@ -1,0 +1,340 @@
+"""The turn dispatcher (DESIGN §5) on a real SQLite store with real agents, and the
+``nanoslack turns`` operator command.
+
+Messages reach the store the way the pipeline puts them there (router, then gate);
+the agent is the real ``command`` back end running a scripted program
+(``tests/e2e/turn_agent.py``), or the real OpenAI back end for the budget refusal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nanoslack.agents import Agent, OpenAIAgent, load_teammate
+from nanoslack.agents.command import CommandAgent
+from nanoslack.gate import Gate
+from nanoslack.inbound import Identity, Inbound
+from nanoslack.ops import admin
+from nanoslack.router import Router
+from nanoslack.store import Store
+from nanoslack.turns import BUDGET_TEXT, StoreLedger, TurnDispatcher, TurnOptions
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
+from tests.e2e.turn_agent import TurnAgent
+
+ELI_USER = "U0ELIBOT"
+ELI = "slack:bot:B0ELI"
+
+
+class Directory:
+    """The room as the Slack edge would describe it (``turns.RoomDirectory``)."""
+
+    def __init__(self) -> None:
+        self.names = {BOT_USER: "dana", ELI_USER: "eli", OWNER: "alice"}
+
+    async def member_names(self, channel: str) -> tuple[str, ...]:
+        return tuple(self.names.values())
+
+    def name_of_user(self, slack_user_id: str) -> str | None:
+        return self.names.get(slack_user_id)
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> TurnAgent:
+    return TurnAgent.install(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _names(store: Store) -> None:
+    store.users.ensure(f"slack:{OWNER}", kind="human", display_name="alice", slack_user_id=OWNER)
+    store.users.ensure(ELI, kind="bot", display_name="eli")
+
+
+def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnDispatcher:
+    return TurnDispatcher(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        agent=agent,
+        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+        siblings=lambda: {"dana": BOT_USER, "eli": ELI_USER},
+        limiter=asyncio.Semaphore(2),
+        options=TurnOptions(poll_interval=0.05),
+    )
+
+
+@pytest.fixture
+async def turns(store: Store, program: TurnAgent, tmp_path: Path) -> AsyncIterator[TurnDispatcher]:
+    """The dispatcher running the command agent, as an instance runs it."""
+    d = dispatcher(store, CommandAgent(program.command, timeout=30, instance=INSTANCE), tmp_path)
+    d.recover()
+    task = asyncio.create_task(d.run())
+    yield d
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def deliver(store: Store, router: Router, gate: Gate, msg: Inbound) -> Inbound:
+    """What the pipeline does with an admitted message: route it, judge it if engaged."""
+    with store.transaction():
+        route = router.route(msg)
+        if route.engaged:
+            gate.judge(msg, route)
+    return msg
+
+
+async def settle(store: Store, turns: TurnDispatcher, *, turns_done: int) -> None:
+    """Wait (bounded) until ``turns_done`` turns are recorded and nothing waits for one."""
+    turns.wake()
+    deadline = time.monotonic() + 15
+    while True:
+        rows = store.turns.recent(instance=INSTANCE, limit=100)
+        finished = [t for t in rows if t.status != "running"]
+        if (
+            len(finished) >= turns_done
+            and not store.messages.pending(INSTANCE)
+            and len(rows) == len(finished)
+        ):
+            return
+        assert time.monotonic() < deadline, f"turns did not settle: {rows}"
+        await asyncio.sleep(0.02)
+
+
+def turn_posts(store: Store) -> list[tuple[str, str]]:
+    """(dedupe key, text) of every turn post ever enqueued, whatever became of it."""
+    keys = (f"turn:{t.instance}:{t.id}:{i}" for t in reversed(store.turns.recent()) for i in range(3))
+    return [(row.dedupe_key, row.text) for row in map(store.outbox.get_by_key, keys) if row is not None]
+
+
+@pytest.fixture
+def db_ref(request: pytest.FixtureRequest) -> str:
+    """The store as an operator names it with ``--db``, whichever database the suite's
+    ``store`` fixture runs on (``db_arg`` where the suite runs several, else the file)."""
+    try:
+        return str(request.getfixturevalue("db_arg"))
+    except pytest.FixtureLookupError:
+        return str(request.getfixturevalue("db_path"))
+
+
+def thread(parent: Inbound, **kw: object) -> Inbound:
+    """A message in the thread under ``parent``."""
+    return message(thread_ts=parent.ts, **kw)  # type: ignore[arg-type]
+
+
+# -- what the agent is shown -------------------------------------------------------------------
+
+
+async def test_held_and_refused_messages_never_appear_in_a_prompt(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+) -> None:
+    parent = deliver(store, router, gate, message(user=OWNER, mention=True, text="owner question"))
+    refused = deliver(
+        store, router, gate, bot_message(mention=True, thread_ts=parent.ts, text="refused words")
+    )
+    [request] = store.approvals.pending()
+    gate.decide(request.id, allow=False, by_user=OWNER)
+    held = deliver(
+        store,
+        router,
+        gate,
+        bot_message("B0FAY", user="U0FAYBOT", mention=True, thread_ts=parent.ts, text="held words"),
+    )
+    assert store.messages.get(refused.key).status == "refused"  # type: ignore[union-attr]
+    assert store.messages.get(held.key).status == "held"  # type: ignore[union-attr]
+
+    await settle(store, turns, turns_done=1)
+    [call] = program.calls()
+    assert "alice: @dana owner question" in call["stdin"]
+    assert "refused words" not in call["stdin"] and "held words" not in call["stdin"]
+
+
+async def test_room_context_before_the_mention_is_shown_oldest_first(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+) -> None:
+    parent = deliver(store, router, gate, message(user=OWNER, text="context: the build is red"))
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="can you look?"))
+    await settle(store, turns, turns_done=1)
+    [call] = program.calls()
+    lines = call["stdin"].splitlines()
+    assert lines[1:4] == [
+        "alice: context: the build is red",
+        "alice: @dana can you look?",
+        "It's your turn, dana.",
+    ]
+    assert lines[0].startswith('[Group chat: "C0ROOM" - with ') and "eli" in lines[0]
+    assert call["thread_ts"] == parent.ts and call["sender"] == f"slack:{OWNER}"
+
+
+@pytest.mark.parametrize("sent", [True, False], ids=["sent", "still-in-the-outbox"])
+async def test_the_next_turn_sees_the_thread_since_the_last_one_and_its_own_posts(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher, sent: bool
+) -> None:
+    program.reply("dana", "reply {turn}")
+    parent = deliver(store, router, gate, message(user=OWNER, mention=True, text="first ask"))
+    await settle(store, turns, turns_done=1)
+    if sent:  # what the poster does once Slack took the post
+        [row] = store.outbox.queued(INSTANCE)
+        store.outbox.mark_sent(row.id, ROOM, next_ts())
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="second ask"))
+    await settle(store, turns, turns_done=2)
+
+    second = program.calls()[1]["stdin"].splitlines()
+    own, asked = "dana: reply 1", "alice: @dana second ask"
+    # A sent post sits where Slack put it; one still in the outbox will land last.
+    assert second[1:3] == ([own, asked] if sent else [asked, own])
+    assert "first ask" not in program.calls()[1]["stdin"]
+
+
+async def test_a_reply_is_linked_capped_at_three_posts_and_sent_to_the_thread(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+) -> None:
+    program.reply("dana", "ask @eli\n---\ntwo\n---\nthree\n---\nfour\n---\nfive")
+    parent = deliver(store, router, gate, message(user=OWNER, mention=True))
+    await settle(store, turns, turns_done=1)
+    rows = store.outbox.queued(INSTANCE)
+    assert [r.text for r in rows] == [f"ask <@{ELI_USER}>", "two", "three"]
+    assert {(r.channel, r.thread_ts) for r in rows} == {(ROOM, parent.ts)}
+    [turn] = store.turns.recent()
+    assert (turn.status, turn.posts, turn.messages) == ("done", 3, 1)
+
+
+async def test_silence_posts_nothing_and_closes_the_messages(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+) -> None:
+    msg = deliver(store, router, gate, message(user=OWNER, mention=True))
+    await settle(store, turns, turns_done=1)
+    assert store.outbox.queued(INSTANCE) == []
+    assert [t.status for t in store.turns.recent()] == ["silent"]
+    assert store.messages.get(msg.key).status == "done"  # type: ignore[union-attr]
+
+
+async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+) -> None:
+    program.reply("dana", "an answer")
+    program.fail("dana")
+    parent = deliver(store, router, gate, message(user=OWNER, mention=True, text="doomed"))
+    await settle(store, turns, turns_done=1)
+    [failed] = store.turns.recent()
+    assert failed.status == "failed" and "exited with 3" in (failed.error or "")
+    assert turn_posts(store) == []
+    assert store.messages.get(parent.key).status == "done"  # type: ignore[union-attr]
+
+    # Not retried on every poll; the next message is a fresh turn that starts after it.
+    (program.folder / "dana.fail").unlink()
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="try again"))
+    await settle(store, turns, turns_done=2)
+    assert len(program.calls()) == 2
+    assert "doomed" not in program.calls()[1]["stdin"]
+    assert turn_posts(store) == [(f"turn:{INSTANCE}:2:0", "an answer")]
+
+
+async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
+    store: Store, router: Router, gate: Gate, tmp_path: Path
+) -> None:
+    store.turns.add_usage(INSTANCE, 100)
+    async with httpx.AsyncClient() as http:
+        # Refused before any request: the base URL is a closed port.
+        agent = OpenAIAgent(
+            http,
+            base_url="http://127.0.0.1:9/v1",
+            model="m",
+            instance=INSTANCE,
+            ledger=StoreLedger(store),
+            daily_tokens=100,
+        )
+        d = dispatcher(store, agent, tmp_path)
+        task = asyncio.create_task(d.run())
+        try:
+            parent = deliver(store, router, gate, message(user=OWNER, mention=True))
+            await settle(store, d, turns_done=1)
+            deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="hello?"))
+            await settle(store, d, turns_done=2)
+            other = deliver(store, router, gate, message(user=OWNER, mention=True, text="new thread"))
+            await settle(store, d, turns_done=3)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert [t.status for t in store.turns.recent()] == ["budget"] * 3
+    notices = [(r.thread_ts, r.text) for r in store.outbox.queued(INSTANCE)]
+    assert notices == [(parent.ts, BUDGET_TEXT), (other.ts, BUDGET_TEXT)]
+
+
+# -- nanoslack turns ---------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_env_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = admin.turns_main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def recorded(store: Store) -> Iterator[None]:
+    """Three turns: dana done with 2 posts, eli failed, dana running."""
+    done = store.turns.start(
+        instance="dana", channel=ROOM, thread_key="1.1", reply_thread_ts="1.1", sender_id="slack:U0A",
+        through_ts="1.1", messages=2, wrapping_up=False,
+    )  # fmt: skip
+    store.turns.finish(done, "done", posts=2, tokens=345)
+    failed = store.turns.start(
+        instance="eli", channel=ROOM, thread_key="", reply_thread_ts="", sender_id="slack:U0A",
+        through_ts="1.2", messages=1, wrapping_up=False,
+    )  # fmt: skip
+    store.turns.finish(failed, "failed", error="agent command exited with 1:\n  boom " + "x" * 100)
+    store.turns.start(
+        instance="dana", channel=ROOM, thread_key="1.3", reply_thread_ts="1.3", sender_id="slack:U0A",
+        through_ts="1.3", messages=1, wrapping_up=True,
+    )  # fmt: skip
+    yield
+
+
+def test_turns_lists_recent_turns_newest_first(recorded: None, db_ref: str) -> None:
+    code, out = run_cli("--db", db_ref)
+    header, *rows = out.splitlines()
+    assert code == 0
+    assert header.split() == [
+        "ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "STARTED", "ERROR",
+    ]  # fmt: skip
+    assert [r.split()[:8] for r in rows] == [
+        ["3", "dana", ROOM, "1.3", "running", "1", "0", "0"],
+        ["2", "eli", ROOM, "(dm)", "failed", "1", "0", "0"],
+        ["1", "dana", ROOM, "1.1", "done", "2", "2", "345"],
+    ]
+    # The error fits on its line, shortened.
+    assert "agent command exited with 1: boom xxx" in rows[1] and rows[1].endswith("…")
+
+
+def test_turns_filters_by_instance_and_limits(recorded: None, db_ref: str) -> None:
+    _, out = run_cli("--db", db_ref, "--instance", "dana", "--limit", "1")
+    assert [r.split()[0] for r in out.splitlines()[1:]] == ["3"]
+    _, out = run_cli("--db", db_ref, "--instance", "fay")
+    assert out.strip() == "no turns yet"
+
+
+def test_turns_rejects_a_limit_below_one(db_ref: str, store: Store) -> None:
+    code, _ = run_cli("--db", db_ref, "--limit", "0")
+    assert code == 2
+
+
+def test_turns_is_a_nanoslack_command(
+    recorded: None, db_ref: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nanoslack.cli import main
+
+    assert main(["turns", "--db", db_ref, "--limit", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["--help"]) == 0
+    assert "  turns " in capsys.readouterr().out
