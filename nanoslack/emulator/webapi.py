@@ -123,6 +123,11 @@ async def read_params(request: web.Request) -> JSON:
     return params
 
 
+# ``fail_next(method, error=ACCEPTED_THEN_500)``: the call is carried out, then answered
+# with HTTP 500 (as when Slack's edge fails after the post landed).
+ACCEPTED_THEN_500 = "accepted_then_500"
+
+
 async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
     method = request.match_info["method"]
     params = await read_params(request)
@@ -150,7 +155,7 @@ async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
         if app_level != (method in APP_LEVEL_METHODS):
             raise EmulatorError("not_allowed_token_type")
         fault = engine.take_fault(method, app.app_id)
-        if fault is not None:
+        if fault is not None and fault[0] != ACCEPTED_THEN_500:
             err, retry_after = fault
             if err == "ratelimited":
                 status = 429
@@ -158,6 +163,10 @@ async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
             raise EmulatorError(err)
         body = await handler(Ctx(engine, params, app, app_level))
         body = {"ok": True, **body}
+        if fault is not None:
+            # Slack's worst answer: the call took effect, the client sees a 5xx.
+            status, body = 500, {"ok": False, "error": "fatal_error"}
+            error = "fatal_error"
     except EmulatorError as e:
         error = e.error
         body = {"ok": False, "error": e.error, **e.extra}

@@ -22,3 +22,18 @@ def make_web_client(token: str, api_url: str, *, timeout: int = 30) -> AsyncWebC
             AsyncConnectionErrorRetryHandler(max_retry_count=3),
         ],
     )
+
+
+def make_post_client(token: str, api_url: str, *, timeout: int = 30) -> AsyncWebClient:
+    """The poster's client: retries only a 429, which Slack answers without posting.
+
+    After a dropped connection or a 5xx the post may have landed; a blind retry
+    would post it twice. The poster leaves such a row in doubt instead, and finds
+    it by its metadata key before sending anything again.
+    """
+    return AsyncWebClient(
+        token=token,
+        base_url=api_url,
+        timeout=timeout,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=5)],
+    )

@@ -24,7 +24,7 @@ from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Outcome, build_pipeline
 from nanoslack.slack.batching import GroupCommit
-from nanoslack.slack.client import make_web_client
+from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.poster import Poster
@@ -88,7 +88,8 @@ class InstanceRuntime:
         self._shared = shared
         self.client = client
         self.identity = _identity(settings.name, auth_test)
-        self._poster = Poster(self.name, client, shared.store)
+        post_client = make_post_client(settings.bot_token.reveal(), shared.api_url)
+        self._poster = Poster(self.name, post_client, shared.store)
         names = SlackNames(client, shared.store, shared.siblings)
         self.pipeline = build_pipeline(
             self.identity,

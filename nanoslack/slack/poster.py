@@ -114,6 +114,11 @@ class Poster:
                 return False  # cancelled or taken meanwhile
             posted_channel, ts = await self._post(row, channel)
         except SlackApiError as exc:
+            if exc.response.status_code >= 500:
+                # A server error is no proof that nothing was posted: in doubt, like
+                # a dropped connection (the next drain looks before resending).
+                log.warning("post in doubt", instance=self.instance, key=row.dedupe_key, error="server error")
+                return False
             # Slack answered: nothing was posted, so trying again is safe.
             error = str(exc.response.get("error") or "unknown_error")
             final = error in FINAL_ERRORS or row.attempts + 1 >= MAX_ATTEMPTS

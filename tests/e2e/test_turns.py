@@ -309,3 +309,24 @@ async def test_a_dm_is_answered_at_top_level(
     [call] = agent.calls("dana")
     assert call["thread_ts"] == "" and call["channel"] == im.id
     assert call["stdin"] == "[Direct message with alice]\nalice: are you there?\nIt's your turn, dana."
+
+
+async def test_a_reply_that_slack_took_but_answered_with_a_500_is_posted_once(
+    room: Room, fleet_factory: FleetFactory, agent: TurnAgent
+) -> None:
+    """Slack can fail after the post landed. Retrying it blindly (the Web API client's
+    5xx retry, or the outbox treating the error as "not posted") would post it twice;
+    the poster keeps it in doubt and finds it by its metadata key instead."""
+    from nanoslack.emulator.webapi import ACCEPTED_THEN_500
+
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent.reply("dana", "answer {turn}")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    emu.fail_next("chat.postMessage", n=1, error=ACCEPTED_THEN_500)
+    parent = await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} one question")
+
+    await emu.wait_for(lambda: thread_posts(emu, room.channel, parent, dana.bot_id), timeout=20)
+    await emu.wait_for(lambda: settled(room), timeout=20)
+    assert [c.status for c in emu.api_calls if c.method == "chat.postMessage"] == [500]
+    assert len(thread_posts(emu, room.channel, parent, dana.bot_id)) == 1
+    assert room.sql("SELECT status, count(*) FROM outbox GROUP BY status") == [("sent", 1)]
