@@ -29,6 +29,7 @@ DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_DB = "data/nanoslack.db"
 DEFAULT_TEAMMATES = "teammates"
 DEFAULT_MAX_TURNS = 8
+DEFAULT_POST_RATE = 1.0
 DEFAULT_RETENTION_DAYS = 14
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -83,6 +84,8 @@ class Settings:
     max_turns: int = 8
     # Finished rows older than this are pruned (NANOSLACK_RETENTION_DAYS).
     retention_days: int = DEFAULT_RETENTION_DAYS
+    # Posts per second per channel and instance once a burst of 3 is spent (0: unpaced).
+    post_rate: float = DEFAULT_POST_RATE
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -132,6 +135,20 @@ def _positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> i
         return int(raw)
     warn_malformed(log, key, raw, "an integer > 0", default)
     return default
+
+
+def _post_rate(env: Mapping[str, str], log: Any) -> float:
+    raw = env.get("NANOSLACK_POST_RATE", "").strip()
+    if not raw:
+        return DEFAULT_POST_RATE
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = -1.0
+    if 0 <= rate < float("inf"):
+        return rate
+    warn_malformed(log, "NANOSLACK_POST_RATE", raw, "posts per second >= 0 (0: unpaced)", DEFAULT_POST_RATE)
+    return DEFAULT_POST_RATE
 
 
 def _parse_ttl(env: Mapping[str, str], log: Any) -> float:
@@ -281,6 +298,7 @@ def load_settings(
         teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
         max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
         retention_days=_positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
+        post_rate=_post_rate(env, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -55,6 +55,7 @@ class Fleet:
             turn_limiter=asyncio.Semaphore(settings.max_turns),
             siblings=self._siblings,
             turns=turns or TurnOptions(),
+            post_rate=settings.post_rate,
             on_pending=on_pending,
             on_outcome=on_outcome,
             room_tokens=_room_tokens(settings),

@@ -27,6 +27,7 @@ from nanoslack.slack.batching import GroupCommit
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
+from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.socket import EnvelopePump, install_envelope_handler
 from nanoslack.store import Store
@@ -65,6 +66,7 @@ class Shared:
     # Every running instance: name → bot user id (``@name`` → ``<@U…>`` in replies).
     siblings: Callable[[], Mapping[str, str]]
     turns: TurnOptions = TurnOptions()
+    post_rate: float = 1.0  # NANOSLACK_POST_RATE
     on_pending: Callable[[Inbound], None] | None = None
     on_outcome: Callable[[Inbound, Outcome], None] | None = None
     # NANOSLACK_ROOM_TOKENS: a room's daily token budget, all instances together.
@@ -89,7 +91,7 @@ class InstanceRuntime:
         self.client = client
         self.identity = _identity(settings.name, auth_test)
         post_client = make_post_client(settings.bot_token.reveal(), shared.api_url)
-        self._poster = Poster(self.name, post_client, shared.store)
+        self._poster = Poster(self.name, post_client, shared.store, pacer=ChannelPacer(rate=shared.post_rate))
         names = SlackNames(client, shared.store, shared.siblings)
         self.pipeline = build_pipeline(
             self.identity,

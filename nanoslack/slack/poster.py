@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack import failpoints
 from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
+from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.store import Store
 
 log = get_logger(__name__)
@@ -59,9 +60,16 @@ UPDATE_OF_FIELD = UPDATE_OF
 
 class Poster:
     def __init__(
-        self, instance: str, client: AsyncWebClient, store: Store, *, poll_interval: float = 2.0
+        self,
+        instance: str,
+        client: AsyncWebClient,
+        store: Store,
+        *,
+        poll_interval: float = 2.0,
+        pacer: ChannelPacer | None = None,
     ) -> None:
         self.instance = instance
+        self._pacer = pacer or ChannelPacer()
         self._client = client
         self._store = store
         self._poll = poll_interval
@@ -110,6 +118,8 @@ class Poster:
             row = dataclasses.replace(row, update_ts=update_ts)
         try:
             channel = row.channel or await self._dm_channel(row.dm_user)
+            if row.kind == "post":
+                await asyncio.sleep(self._pacer.reserve(channel))
             if not self._store.outbox.mark_sending(row.id, channel):
                 return False  # cancelled or taken meanwhile
             posted_channel, ts = await self._post(row, channel)

@@ -330,3 +330,24 @@ async def test_a_reply_that_slack_took_but_answered_with_a_500_is_posted_once(
     assert [c.status for c in emu.api_calls if c.method == "chat.postMessage"] == [500]
     assert len(thread_posts(emu, room.channel, parent, dana.bot_id)) == 1
     assert room.sql("SELECT status, count(*) FROM outbox GROUP BY status") == [("sent", 1)]
+
+
+async def test_posts_to_one_channel_are_paced_after_a_burst_of_three(
+    room: Room, fleet_factory: FleetFactory, agent: TurnAgent
+) -> None:
+    """Slack takes about one message a second per channel: after a burst of three the
+    poster spaces them out instead of collecting 429s. (A lower bound on the spacing
+    only: a slow machine cannot make this fail.)"""
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent.reply("dana", "\n---\n".join(f"part {i}" for i in range(1, 4)))
+    await fleet_factory(["dana"], SLACK_OWNER=alice, NANOSLACK_POST_RATE="2", **agent.env())
+    parents = [
+        await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} talk a lot {i}")
+        for i in range(2)
+    ]
+    await emu.wait_for(lambda: len(bot_replies(emu, room.channel, dana.bot_id)) == 6, timeout=20)
+    stamps = sorted(float(p["ts"]) for p in bot_replies(emu, room.channel, dana.bot_id))
+    # Three at once, then one every half second: the last three span at least one second.
+    assert stamps[5] - stamps[3] >= 0.9
+    assert not [c for c in emu.api_calls if c.method == "chat.postMessage" and c.status == 429]
+    assert all(thread_posts(emu, room.channel, p, dana.bot_id) for p in parents)

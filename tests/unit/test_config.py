@@ -354,3 +354,12 @@ def test_env_example_documents_every_design_key_with_a_comment_and_no_values() -
         (index,) = [i for i, line in enumerate(lines) if line.lstrip("# ").startswith(f"{key}=")]
         assert lines[index - 1].startswith("# "), key
         assert lines[index].split("=", 1)[1] == "", key
+
+
+def test_post_rate_takes_a_non_negative_number_and_warns_on_anything_else(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / ".env", {}).post_rate == 1.0
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_POST_RATE": "0"}).post_rate == 0.0
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_POST_RATE": "2.5"}).post_rate == 2.5
+    with capture_logs() as logs:
+        assert load_settings(tmp_path / ".env", {"NANOSLACK_POST_RATE": "-1"}).post_rate == 1.0
+    assert any(e.get("key") == "NANOSLACK_POST_RATE" for e in logs)
