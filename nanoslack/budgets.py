@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
 from nanoslack.store.turns import utc_day
@@ -153,29 +152,18 @@ class RoomBudget:
         verdict = f"{'Allowed 1× more' if allow else 'Stopped for today'} by <@{by_user}>"
         for owner in self.owners:
             key = ask.dm_key(owner)
-            if self._store.outbox.cancel(key):
-                continue
             sent = self._store.outbox.get_by_key(key)
-            if sent is None:
-                continue
-            self._store.outbox.enqueue(
+            if sent is not None and self._store.outbox.update_post(
+                key,
                 instance=sent.instance,
                 dedupe_key=f"{key}:answer",
-                kind="update",
-                channel=sent.posted_channel,
-                dm_user=None if sent.posted_channel else sent.dm_user,
-                # Clicked while the DM was still being posted: the poster fills in its ts.
-                update_ts=sent.posted_ts,
-                metadata=None
-                if sent.posted_ts
-                else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
                 text=f"{sent.text} {verdict}.",
                 blocks=[
                     {"type": "section", "text": {"type": "mrkdwn", "text": sent.text}},
                     {"type": "context", "elements": [{"type": "mrkdwn", "text": verdict}]},
                 ],
-            )
-            self._posted = True
+            ):
+                self._posted = True
 
     def _enqueue(
         self,

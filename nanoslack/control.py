@@ -100,9 +100,6 @@ def command_of(text: str) -> Command | None:
 # -- the room-control stage ------------------------------------------------------------------
 
 HALTED = "room halted"
-# An outbox update written before the post it updates had its ts names that post's key
-# here (event payload); the poster fills the ts in (``nanoslack.slack.poster``).
-UPDATE_OF = "update_of"
 RESUMED = "room resumed"
 REACTION_EVENT = "reaction_added"
 RESUME_ACTION_ID = "nanoslack_resume"
@@ -212,26 +209,15 @@ class RoomControl:
 
     def _retire_button(self, key: str, text: str) -> None:
         """Replace an owner's Resume button with who resumed (withdraw it if unsent)."""
-        outbox = self._store.outbox
-        if outbox.cancel(key):
-            return
-        sent = outbox.get_by_key(key)
-        if sent is None:
-            return
-        outbox.enqueue(
+        sent = self._store.outbox.get_by_key(key)
+        if sent is not None and self._store.outbox.update_post(
+            key,
             instance=sent.instance,
             dedupe_key=f"{key}:resumed",
-            kind="update",
-            channel=sent.posted_channel,
-            dm_user=None if sent.posted_channel else sent.dm_user,
-            update_ts=sent.posted_ts,
-            metadata=None
-            if sent.posted_ts
-            else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
             text=f"{sent.text} {text}",
             blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": f"{sent.text}\n{text}"}}],
-        )
-        self._posted = True
+        ):
+            self._posted = True
 
     def hop_limit_reached(self, msg: Inbound, max_hops: int) -> None:
         """One pause notice per pause: the epoch is the last human message this

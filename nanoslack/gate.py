@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nanoslack.control import UPDATE_OF
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route
@@ -327,32 +326,21 @@ class Gate:
             self._close_one(approval, key, allow, by_user)
 
     def _close_one(self, approval: ApprovalRow, key: str, allow: bool, by_user: str) -> None:
-        store = self._store
-        if store.outbox.cancel(key):
-            return
-        sent = store.outbox.get_by_key(key)
         first = key == approval.request_key
-        channel = (approval.request_channel if first else None) or (sent.posted_channel if sent else None)
-        ts = (approval.request_ts if first else None) or (sent.posted_ts if sent else None)
-        if sent is None and (not channel or not ts):
-            return
         who = "the operator (CLI)" if by_user == CLI_USER else f"<@{by_user}>"
         verdict = f"{'Allowed' if allow else 'Denied'} by {who}"
         summary = self._describe(approval)
-        store.outbox.enqueue(
+        self._store.outbox.update_post(
+            key,
             instance=approval.instance,
             dedupe_key=f"{key}:{approval.status}:{int(approval.decided_at or 0)}",
-            kind="update",
-            channel=channel,
-            # Clicked while the DM was still being posted: the poster fills in its ts.
-            dm_user=None if channel else (sent.dm_user if sent else None),
-            update_ts=ts,
-            metadata=None if ts else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
             text=f"{summary} {verdict}.",
             blocks=[
                 {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
                 {"type": "context", "elements": [{"type": "mrkdwn", "text": verdict}]},
             ],
+            channel=approval.request_channel if first else None,
+            ts=approval.request_ts if first else None,
         )
 
 

@@ -18,10 +18,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
-from nanoslack.control import UPDATE_OF
 from nanoslack.logs import get_logger
 from nanoslack.slack.pacing import ChannelPacer
-from nanoslack.store import Store
+from nanoslack.store import UPDATE_OF, Store
 
 log = get_logger(__name__)
 
@@ -53,9 +52,8 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
-# An update row without ``update_ts`` names, in its metadata payload, the outbox key of
-# the post it updates; the poster sends it once that post is out.
-UPDATE_OF_FIELD = UPDATE_OF
+# An update row without ``update_ts`` names, in its metadata payload (``UPDATE_OF``),
+# the outbox key of the post it updates; the poster sends it once that post is out.
 
 
 class Poster:
@@ -151,7 +149,7 @@ class Poster:
         """The ts of the post an update was written for before Slack had answered it
         (an owner clicked while their DM was still being posted)."""
         custom = json.loads(row.metadata_json) if row.metadata_json else {}
-        key = (custom.get("event_payload") or {}).get(UPDATE_OF_FIELD)
+        key = (custom.get("event_payload") or {}).get(UPDATE_OF)
         original = self._store.outbox.get_by_key(key) if isinstance(key, str) else None
         if original is None or original.status in ("failed", "cancelled"):
             self._store.outbox.mark_failed(row.id, "nothing to update", final=True)

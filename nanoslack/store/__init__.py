@@ -21,7 +21,7 @@ from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
 from nanoslack.store.leases import Leases
 from nanoslack.store.messages import MessageRow, Messages
-from nanoslack.store.outbox import Outbox, OutboxRow
+from nanoslack.store.outbox import UPDATE_OF, Outbox, OutboxRow
 from nanoslack.store.refusals import Refusals
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.turns import TurnRow, Turns
@@ -38,6 +38,7 @@ __all__ = [
     "Store",
     "StoreError",
     "TurnRow",
+    "UPDATE_OF",
     "UserRow",
     "sqlite_url",
 ]

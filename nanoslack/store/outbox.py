@@ -14,6 +14,10 @@ from sqlalchemy import text
 
 from nanoslack.store.db import Database
 
+# An update written before the post it updates had its ts names that post's key here
+# (metadata event payload); the poster fills the ts in once the post is sent.
+UPDATE_OF = "update_of"
+
 _COLUMNS = (
     "id, instance, dedupe_key, kind, channel, dm_user, thread_ts, update_ts, text, blocks, metadata_json,"
     " status, attempts, error, posted_channel, posted_ts, created_at, sent_at"
@@ -199,6 +203,42 @@ class Outbox:
         with self._db.transaction() as conn:
             rows = conn.execute(_SENT_POSTS, params).all()
         return [(str(r[0]), str(r[1])) for r in reversed(rows)]
+
+    def update_post(
+        self,
+        key: str,
+        *,
+        instance: str,
+        dedupe_key: str,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        channel: str | None = None,
+        ts: str | None = None,
+    ) -> bool:
+        """Answer the post queued as ``key`` (an owner's DM with buttons): withdraw it
+        if it has not gone out, else queue a ``chat.update`` of it. ``channel``/``ts``
+        default to where it was posted; while it is still being posted the update
+        names it (``UPDATE_OF``) and the poster fills in its ts. False when nothing
+        is to be updated (withdrawn, or never queued)."""
+        if self.cancel(key):
+            return False
+        sent = self.get_by_key(key)
+        channel = channel or (sent.posted_channel if sent else None)
+        ts = ts or (sent.posted_ts if sent else None)
+        if sent is None and (not channel or not ts):
+            return False
+        self.enqueue(
+            instance=instance,
+            dedupe_key=dedupe_key,
+            kind="update",
+            channel=channel,
+            dm_user=None if channel else (sent.dm_user if sent else None),
+            update_ts=ts,
+            metadata=None if ts else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
+            text=text,
+            blocks=blocks,
+        )
+        return True
 
     def cancel(self, dedupe_key: str) -> bool:
         """Withdraw a post that has not gone out yet (e.g. a request already answered)."""
