@@ -347,14 +347,11 @@ def _check_one_turn_per_message(soak: Soak) -> None:
         f"{len(wrong)} messages were answered by {set(wrong.values())} recorded turns, e.g. {list(wrong)[:3]}"
     )
     assert not set(consumed) - set(woke), "a turn consumed a message that never woke an agent"
-    bots = [
-        key
-        for key in woke
-        if soak.scalar(
-            "SELECT count(*) FROM messages WHERE instance = ? AND ts = ? AND sender_id LIKE 'slack:bot:%'",
-            *key,
-        )
-    ]
+    bots = soak.scalar(
+        "SELECT count(*) FROM messages WHERE channel = ? AND status = 'done'"
+        " AND sender_id LIKE 'slack:bot:%'",
+        soak.room,
+    )
     assert bots, "no bot message ever woke an agent: the soak did not exercise A2A turns"
     failed = soak.sql("SELECT id, error FROM turns WHERE status = 'failed'")
     assert not failed, f"turns failed: {failed[:3]}"
@@ -420,7 +417,22 @@ def _report(soak: Soak) -> None:
         f" turns={dict(turns)} agent_runs={len(_agent_turns(soak))}"
         f" hop_drops={hop_drops}"
         f" redelivered={soak.emu.stats().redelivered} faults={dict(soak.faults)}"
+        f" recovered={ {name: _logged(soak, name) for name in RECOVERIES} }"
     )
+
+
+RECOVERIES = (
+    "inbox resumed",
+    "turns abandoned by a previous run",
+    "post recovered: already posted",
+    "post recovered: not found, resending",
+)
+
+
+def _logged(soak: Soak, event: str) -> int:
+    """How many log lines of all runs name ``event`` (what the kills left to recover)."""
+    needle = f'"event": "{event}"'
+    return sum(log.read_text(errors="replace").count(needle) for log in soak.logs)
 
 
 # -- the tests ---------------------------------------------------------------------------------
