@@ -347,6 +347,13 @@ def _check_one_turn_per_message(soak: Soak) -> None:
         f"{len(wrong)} messages were answered by {set(wrong.values())} recorded turns, e.g. {list(wrong)[:3]}"
     )
     assert not set(consumed) - set(woke), "a turn consumed a message that never woke an agent"
+    recorded = soak.scalar(
+        "SELECT coalesce(sum(messages), 0) FROM turns WHERE status IN ('done', 'silent', 'failed')"
+    )
+    everywhere = soak.scalar("SELECT count(*) FROM soak_consumed")
+    assert recorded == everywhere, (
+        f"recorded turns answered {recorded} messages, the store closed {everywhere}"
+    )
     bots = soak.scalar(
         "SELECT count(*) FROM messages WHERE channel = ? AND status = 'done'"
         " AND sender_id LIKE 'slack:bot:%'",
