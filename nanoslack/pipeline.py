@@ -81,6 +81,7 @@ class Pipeline:
         on_pending: Callable[[Inbound], None] | None = None,
         control: RoomControl | None = None,
         on_control: Callable[[str, Effect], None] | None = None,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
@@ -91,13 +92,24 @@ class Pipeline:
         self._names = names
         self._on_outbox = on_outbox
         self._on_pending = on_pending
+        # Several hosts (DESIGN §10): whether this process still holds the instance's
+        # lease, asked inside each batch's transaction.
+        self._fence = fence
         self.control = control  # the edge answers Resume clicks through it
         self._on_control = on_control
 
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
         """Record before ack, a burst in one commit (the intake's group commit);
-        False for a duplicate (Slack retry, ``app_mention`` twin)."""
+        False for a duplicate (Slack retry, ``app_mention`` twin).
+
+        Fenced like processing: a process that lost the instance's lease records
+        nothing (``LeaseLost``), so the envelopes stay unacked and Slack brings them
+        to the new holder; what it recorded while it held the lease committed before
+        the takeover, and the new holder resumes it.
+        """
         with self._store.transaction():
+            if self._fence is not None and not self._fence():
+                raise LeaseLost()
             return [self._store.inbox.record(msg) for msg in msgs]
 
     def unfinished(self) -> list[Inbound]:
@@ -119,12 +131,12 @@ class Pipeline:
         if self._names is not None:
             await self._names.ensure_many(msgs)
         try:
-            outcomes = self._run_batch(msgs, isolate=False)  # optimistic: no savepoints
-        except Exception as exc:
-            if len(msgs) == 1:
-                outcomes = [_failed(exc)]
-            else:
-                outcomes = self._run_batch(msgs, isolate=True)
+            outcomes = self._run_batch_fenced(msgs)
+        except LeaseLost:
+            # Another process runs the instance now and resumes these entries: touch
+            # nothing (no failure recorded, no side effect).
+            log.warning("batch skipped: lease lost", instance=self.instance, messages=len(msgs))
+            return [Outcome("failed", LeaseLost.reason) for _ in msgs]
         failpoints.hit("pipeline.committed", len(msgs))
         for msg, outcome in zip(msgs, outcomes, strict=True):
             self._after_commit(msg, outcome)
@@ -132,9 +144,21 @@ class Pipeline:
             self._on_outbox()
         return outcomes
 
+    def _run_batch_fenced(self, msgs: Sequence[Inbound]) -> list[Outcome]:
+        try:
+            return self._run_batch(msgs, isolate=False)  # optimistic: no savepoints
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            if len(msgs) == 1:
+                return [_failed(exc)]
+            return self._run_batch(msgs, isolate=True)
+
     def _run_batch(self, msgs: Sequence[Inbound], *, isolate: bool) -> list[Outcome]:
         outcomes: list[Outcome] = []
         with self._store.transaction():
+            if self._fence is not None and not self._fence():
+                raise LeaseLost()
             for msg in msgs:
                 if not isolate:
                     outcomes.append(self._process_one(msg))  # a failure aborts the whole batch
@@ -190,6 +214,10 @@ class Pipeline:
         )
 
 
+class LeaseLost(Exception):
+    reason = "lease lost"
+
+
 def _failed(exc: Exception) -> Outcome:
     return Outcome("failed", f"{type(exc).__name__}: {exc}")
 
@@ -204,6 +232,7 @@ def build_pipeline(
     names: NameResolver | None = None,
     on_outbox: Callable[[], None] | None = None,
     on_pending: Callable[[Inbound], None] | None = None,
+    fence: Callable[[], bool] | None = None,
     on_control: Callable[[str, Effect], None] | None = None,
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance."""
@@ -228,6 +257,7 @@ def build_pipeline(
         names=names,
         on_outbox=on_outbox,
         on_pending=on_pending,
+        fence=fence,
         control=control,
         on_control=on_control,
     )

@@ -56,6 +56,7 @@ class Fleet:
             siblings=self._siblings,
             turns=turns or TurnOptions(),
             post_rate=settings.post_rate,
+            holds_lease=self._holds_lease,
             on_pending=on_pending,
             on_outcome=on_outcome,
             room_tokens=_room_tokens(settings),
@@ -65,6 +66,9 @@ class Fleet:
         self._ledger = StoreLedger(self.store)
         self._stopping = asyncio.Event()
         self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
+
+    def _holds_lease(self, name: str) -> bool:
+        return self.store.leases.holds(name, self.leases.holder)
 
     def _siblings(self) -> dict[str, str]:
         return {name: rt.identity.bot_user_id for name, rt in self.instances.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -67,6 +68,8 @@ class Shared:
     siblings: Callable[[], Mapping[str, str]]
     turns: TurnOptions = TurnOptions()
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
+    # Whether this process still holds an instance's lease (DESIGN §10), by name.
+    holds_lease: Callable[[str], bool] | None = None
     on_pending: Callable[[Inbound], None] | None = None
     on_outcome: Callable[[Inbound, Outcome], None] | None = None
     # NANOSLACK_ROOM_TOKENS: a room's daily token budget, all instances together.
@@ -103,6 +106,7 @@ class InstanceRuntime:
             on_outbox=self._poster.wake,
             on_pending=self._pending,
             on_control=self._room_control,
+            fence=functools.partial(shared.holds_lease, self.name) if shared.holds_lease else None,
         )
         self.turns = TurnDispatcher(
             identity=self.identity,

@@ -32,6 +32,10 @@ _RENEW = text(
     "UPDATE instance_leases SET expires_at = :expires, heartbeat_at = :now"
     " WHERE instance = :instance AND holder = :holder"
 )
+# Inside a batch's transaction: is this process still the holder? FOR SHARE makes a
+# takeover (an UPDATE of the row) wait until the batch has committed.
+_HOLDER = text("SELECT holder FROM instance_leases WHERE instance = :instance")
+_HOLDER_PG = text("SELECT holder FROM instance_leases WHERE instance = :instance FOR SHARE")
 _RELEASE = text("DELETE FROM instance_leases WHERE instance = :instance AND holder = :holder")
 
 
@@ -84,3 +88,11 @@ class Leases:
     def release(self, instance: str, holder: str) -> bool:
         with self._db.transaction() as conn:
             return conn.execute(_RELEASE, {"instance": instance, "holder": holder}).rowcount == 1
+
+    def holds(self, instance: str, holder: str) -> bool:
+        """Whether ``holder`` still holds ``instance``: the fence every batch passes, so
+        a process that lost its lease (frozen, then thawed) never finishes work the
+        new holder has taken over."""
+        with self._db.transaction() as conn:
+            row = conn.execute(_HOLDER if self._db.is_sqlite else _HOLDER_PG, {"instance": instance}).first()
+        return row is not None and str(row[0]) == holder
