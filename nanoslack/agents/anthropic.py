@@ -8,12 +8,10 @@ private scratch; no tool use is silence. Usage = ``input_tokens + output_tokens`
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
 
-from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep
 from nanoslack.agents.llm import (
     SEND_MESSAGE,
     SEND_MESSAGE_DESCRIPTION,
@@ -25,7 +23,6 @@ from nanoslack.agents.llm import (
     system_text,
 )
 from nanoslack.agents.types import Turn
-from nanoslack.agents.usage import TokenLedger
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -40,34 +37,14 @@ SEND_MESSAGE_TOOL: dict[str, Any] = {
 
 class AnthropicAgent(LLMAgent):
     name = "anthropic"
+    DEFAULT_BASE_URL = DEFAULT_BASE_URL
+    ENDPOINT = "/v1/messages"
 
     def __init__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str | None = None,
-        api_key: str | None,
-        model: str,
-        instance: str,
-        ledger: TokenLedger | None = None,
-        daily_tokens: int | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        attempts: int = DEFAULT_ATTEMPTS,
-        sleep: Sleep = asyncio.sleep,
+        self, client: httpx.AsyncClient, *, max_tokens: int = DEFAULT_MAX_TOKENS, **options: Any
     ) -> None:
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.max_tokens = max_tokens
-        super().__init__(
-            client,
-            url=f"{self.base_url}/v1/messages",
-            api_key=api_key,
-            model=model,
-            instance=instance,
-            ledger=ledger,
-            daily_tokens=daily_tokens,
-            attempts=attempts,
-            sleep=sleep,
-        )
+        super().__init__(client, **options)
 
     def headers(self) -> dict[str, str]:
         return {"x-api-key": self._key.reveal(), "anthropic-version": API_VERSION}

@@ -57,13 +57,16 @@ class LLMAgent:
     """Base of ``OpenAIAgent``/``AnthropicAgent``: budget, one request, usage, posts."""
 
     name = "llm"
+    # Each back end names its server's default base URL and the endpoint under it.
+    DEFAULT_BASE_URL = ""
+    ENDPOINT = ""
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         *,
-        url: str,
-        api_key: str | None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         model: str,
         instance: str,
         ledger: TokenLedger | None = None,
@@ -72,7 +75,8 @@ class LLMAgent:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.client = client
-        self.url = url
+        self.base_url = (base_url or self.DEFAULT_BASE_URL).rstrip("/")
+        self.url = self.base_url + self.ENDPOINT
         self.model = model
         self.instance = instance
         self.daily_tokens = daily_tokens

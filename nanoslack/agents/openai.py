@@ -11,13 +11,9 @@ send) is accepted too, and a malformed call is skipped with a warning.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-import httpx
-
-from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep
 from nanoslack.agents.llm import (
     SEND_MESSAGE,
     SEND_MESSAGE_DESCRIPTION,
@@ -29,7 +25,6 @@ from nanoslack.agents.llm import (
     system_text,
 )
 from nanoslack.agents.types import Turn
-from nanoslack.agents.usage import TokenLedger
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -41,32 +36,8 @@ SEND_MESSAGE_TOOL: dict[str, Any] = {
 
 class OpenAIAgent(LLMAgent):
     name = "openai"
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        model: str,
-        instance: str,
-        ledger: TokenLedger | None = None,
-        daily_tokens: int | None = None,
-        attempts: int = DEFAULT_ATTEMPTS,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
-        super().__init__(
-            client,
-            url=f"{self.base_url}/chat/completions",
-            api_key=api_key,
-            model=model,
-            instance=instance,
-            ledger=ledger,
-            daily_tokens=daily_tokens,
-            attempts=attempts,
-            sleep=sleep,
-        )
+    DEFAULT_BASE_URL = DEFAULT_BASE_URL
+    ENDPOINT = "/chat/completions"
 
     def headers(self) -> dict[str, str]:
         key = self._key.reveal()
