@@ -30,9 +30,6 @@ _ADD = text(
     " ON CONFLICT DO NOTHING"
 )
 _GET = text(f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts")
-_SET_STATUS = text(
-    "UPDATE messages SET status = :status WHERE instance = :instance AND channel = :channel AND ts = :ts"
-)
 _SET_STATUS_FROM = text(
     "UPDATE messages SET status = :status"
     " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = :from_status"
@@ -50,13 +47,8 @@ _MOVE_HELD = text(
     " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
     " RETURNING channel, ts"
 )
-# What an agent may read of a room: never held or refused messages, which come
-# from senders nobody has let in.
-_CONTEXT = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts > :since"
-    " AND status IN ('context', 'pending', 'done') ORDER BY ts LIMIT :limit"
-)
-# A thread as the agent may read it: its messages after the instance's last turn there.
+# A thread as the agent may read it: its messages after the instance's last turn there,
+# never held or refused ones (from senders nobody has let in).
 _THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND ts > :since AND status IN ('context', 'pending', 'done')"
@@ -127,12 +119,6 @@ class Messages:
             r = conn.execute(_GET, key._asdict()).first()
         return _row(r) if r else None
 
-    def set_status(self, key: InboxKey, status: str, *, from_status: str | None = None) -> bool:
-        """Move one message; with ``from_status`` only from that state (False otherwise)."""
-        params = {**key._asdict(), "status": status, "from_status": from_status}
-        with self._db.transaction() as conn:
-            return conn.execute(_SET_STATUS_FROM if from_status else _SET_STATUS, params).rowcount == 1
-
     def set_statuses(self, keys: Sequence[InboxKey], status: str, *, from_status: str) -> int:
         with self._db.transaction() as conn:
             return sum(
@@ -158,14 +144,6 @@ class Messages:
         with self._db.transaction() as conn:
             rows = conn.execute(_MOVE_HELD, params).all()
         return sorted(InboxKey(instance, str(r[0]), str(r[1])) for r in rows)
-
-    def context(
-        self, instance: str, channel: str, since_ts: str | None = None, *, limit: int = 200
-    ) -> list[MessageRow]:
-        """The room as the agent may see it, oldest first, after ``since_ts``."""
-        params = {"instance": instance, "channel": channel, "since": since_ts or "", "limit": limit}
-        with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_CONTEXT, params).all()]
 
     def thread(
         self, instance: str, channel: str, thread_key: str, since_ts: str | None = None, *, limit: int = 100
