@@ -307,8 +307,8 @@ async def phase_fleet(
                 "redelivered": s["redelivered"] - base["redelivered"],
                 "outcomes": dict(outcomes.statuses),
                 "inbox_rows": rows,
-                "group_commits": sum(rt.group_commit.batches for rt in fleet.instances.values()),
-                "group_commit_records": sum(rt.group_commit.records for rt in fleet.instances.values()),
+                "group_commits": sum(rt.core.inbox_batches for rt in fleet.instances.values()),
+                "group_commit_records": sum(rt.core.inbox_records for rt in fleet.instances.values()),
             }
             if latency is not None:
                 # The burst above left one turn per mention queued (5,000 at the default

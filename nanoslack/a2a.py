@@ -61,9 +61,9 @@ class A2APolicy:
         if not msg.bot_id:
             # The guard only asks about bot-authored messages; never admit without Slack's id.
             return Drop("bot message without bot_id")
-        if msg.intro:
-            # The room's intro (open-a2a-room) is not a turn in a conversation: it
-            # takes no hop, and the router keeps it as context only.
+        if msg.from_fleet:
+            # The room's intro (open-a2a-room) and the fleet's notices are not turns in
+            # a conversation: they take no hop, and the router keeps them as context.
             return Admit(sender_id=bot_sender_id(msg.bot_id))
         return self._reserve(msg, msg.bot_id, config.max_hops)
 

@@ -1,10 +1,12 @@
 """Room control (DESIGN §5 "Room control"): what an owner's word and a bot's small talk mean.
 
-Text rules first: the router and the turn dispatcher ask ``is_acknowledgement``
+Text rules first: the router and the turn recorder ask ``is_acknowledgement``
 (a bot's "thanks!" wakes nobody, an agent's "Acknowledged." is silence). Then the
 room-control stage (``RoomControl``), which the pipeline runs before the guard: an
-owner's 🛑 or bare ``stop`` halts a room, ``resume`` resumes it, a halted room
-drops bot messages; and the pause notice the A2A policy asks for at the hop limit.
+owner's 🛑 or bare ``stop`` halts a room (a notice there, and every owner asked
+whether to resume: ``nanoslack.asks``), ``resume`` resumes it, a halted room drops
+bot messages; and the pause notice the A2A policy asks for at the hop limit.
+``Halts`` is the one reader of which rooms are halted.
 
 Acknowledgements (case, punctuation, emoji shortcodes, emoji and mentions ignored;
 a message made only of these phrases, e.g. "Ok, thanks!"):
@@ -17,13 +19,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from nanoslack.inbound import Inbound, human_sender_id
+from nanoslack import mrkdwn
+from nanoslack.asks import HALT, OwnerAsks, by_id, who
+from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
-from nanoslack.store import HaltRow, Store
+from nanoslack.store import Store
 
 log = get_logger(__name__)
 
@@ -102,8 +105,6 @@ def command_of(text: str) -> Command | None:
 HALTED = "room halted"
 RESUMED = "room resumed"
 REACTION_EVENT = "reaction_added"
-RESUME_ACTION_ID = "nanoslack_resume"
-CLI_USER = "cli"
 PAUSE_TEXT = "⏸️ Paused after {n} bot messages — a human message resumes."
 HALT_TEXT = (
     "🛑 Halted by {who}: the bots stay quiet here until an owner resumes"
@@ -124,6 +125,21 @@ class Control:
     effect: Effect | None = None  # what the instance must do after the commit
 
 
+class Halts:
+    """The one reader of the halt state. Room control, the turn scheduler and the
+    poster ask it; the store's ``room_halts`` rows are the truth, so a halt made by
+    another process (or ``nanoslack halt``) is seen on the next question."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def is_halted(self, room: str) -> bool:
+        return self._store.rooms.is_halted(room)
+
+    def rooms(self) -> frozenset[str]:
+        return self._store.rooms.halted_rooms()
+
+
 class RoomControl:
     """Runs before the guard, inside the batch transaction; the A2A policy calls
     ``hop_limit_reached`` in the same transaction as the failed hop reservation.
@@ -132,27 +148,18 @@ class RoomControl:
     observer: a halt must not reset the hop counts it is meant to freeze.
     """
 
-    def __init__(self, store: Store, *, instance: str, owners: Sequence[str]) -> None:
+    def __init__(self, store: Store, asks: OwnerAsks, halts: Halts) -> None:
         self._store = store
-        self.instance = instance
-        self.owners = tuple(owners)
-        self._owner_set = frozenset(self.owners)
-        self._posted = False
-
-    def take_posted(self) -> bool:
-        """Whether notices were written since the last call (wake the poster after commit)."""
-        posted, self._posted = self._posted, False
-        return posted
-
-    def is_owner_user(self, user: str | None) -> bool:
-        return user is not None and user in self._owner_set
+        self._asks = asks
+        self.halts = halts
+        self.instance = asks.instance
 
     def decide(self, msg: Inbound) -> Control | None:
         """None: not a room-control matter, the guard goes on with it."""
         if msg.event_type == REACTION_EVENT:
             return self._reaction(msg)
         if msg.is_bot:
-            if self._store.rooms.is_halted(msg.channel):
+            if self.halts.is_halted(msg.channel):
                 log.info(
                     "bot message dropped",
                     instance=self.instance,
@@ -162,7 +169,7 @@ class RoomControl:
                 )
                 return Control("dropped", HALTED)
             return None
-        if msg.is_dm or not self.is_owner_user(msg.user):
+        if msg.is_dm or not self._asks.is_owner(msg.user):
             return None
         command = command_of(msg.text)
         if command == "halt":
@@ -172,117 +179,54 @@ class RoomControl:
         return None  # "resume" in a running room is just a word
 
     def _reaction(self, msg: Inbound) -> Control:
-        if (
-            msg.reaction in HALT_REACTIONS
-            and self.is_owner_user(msg.user)
-            and not msg.channel.startswith("D")  # a DM is not a room
-        ):
+        if msg.reaction in HALT_REACTIONS and self._asks.is_owner(msg.user) and not msg.is_dm:
             return self.halt(msg.channel, by_user=str(msg.user))
         return Control("dropped", "reaction ignored")
 
     def halt(self, room: str, *, by_user: str) -> Control:
         """Halt the room; only the instance whose halt landed announces it."""
-        who = _who(by_user)
-        if not self._store.rooms.halt(room, by=_by(by_user), instance=self.instance):
+        if not self._store.rooms.halt(room, by=by_id(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
-        stamp = _stamp(self._store.rooms.get(room))
-        self._post(f"halt:{room}:{stamp}", channel=room, text=HALT_TEXT.format(who=who))
-        for owner in self.owners:
-            text = HALT_DM_TEXT.format(who=who, room=f"<#{room}>")
-            self._post(
-                f"halt:{room}:{stamp}:{owner}", dm_user=owner, text=text, blocks=_resume_blocks(room, text)
-            )
+        halt = self._store.rooms.get(room)
+        stamp = f"{halt.halted_at:.6f}" if halt else "0"
+        self._notice(f"halt:{room}:{stamp}", room, HALT_TEXT.format(who=who(by_user)))
+        self._asks.open(HALT, room, HALT_DM_TEXT.format(who=who(by_user), room=mrkdwn.room(room)))
         log.info(HALTED, instance=self.instance, room=room, by=by_user)
         return Control("processed", HALTED, "halted")
 
     def resume(self, room: str, *, by_user: str) -> bool:
         """False when the room was not halted (a second click, a stale button)."""
-        halt = self._store.rooms.get(room)
         if not self._store.rooms.resume(room):
             return False
-        text = RESUME_TEXT.format(who=_who(by_user))
-        self._post(f"resume:{room}:{time.time():.6f}", channel=room, text=text)
-        for owner in self.owners:
-            self._retire_button(f"halt:{room}:{_stamp(halt)}:{owner}", text)
+        text = RESUME_TEXT.format(who=who(by_user))
+        self._notice(f"resume:{room}:{time.time():.6f}", room, text)
+        # Every owner's Resume button becomes who resumed.
+        self._asks.close(HALT, room, choice="resume", by_user=by_user, verdict=text)
         log.info(RESUMED, instance=self.instance, room=room, by=by_user)
         return True
-
-    def _retire_button(self, key: str, text: str) -> None:
-        """Replace an owner's Resume button with who resumed (withdraw it if unsent)."""
-        sent = self._store.outbox.get_by_key(key)
-        if sent is not None and self._store.outbox.update_post(
-            key,
-            instance=sent.instance,
-            dedupe_key=f"{key}:resumed",
-            text=f"{sent.text} {text}",
-            blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": f"{sent.text}\n{text}"}}],
-        ):
-            self._posted = True
 
     def hop_limit_reached(self, msg: Inbound, max_hops: int) -> None:
         """One pause notice per pause: the epoch is the last human message this
         instance saw in the room, so every instance that hits the limit before the
-        next human message claims the same row, and only the first one posts."""
-        epoch = self._store.rooms.last_human_ts(self.instance, msg.channel)
-        if not self._store.rooms.claim_notice(msg.channel, "pause", epoch, instance=self.instance):
-            return
-        self._post(
+        next human message writes the same outbox key, and only the first row lands."""
+        epoch = self._store.messages.last_human_ts(self.instance, msg.channel)
+        if self._notice(
             f"pause:{msg.channel}:{epoch}",
-            channel=msg.channel,
-            thread_ts=msg.thread_ts or msg.ts,
-            text=PAUSE_TEXT.format(n=max_hops),
-        )
-        log.info("pause notice", instance=self.instance, room=msg.channel, max=max_hops, epoch=epoch)
+            msg.channel,
+            PAUSE_TEXT.format(n=max_hops),
+            msg.thread_ts or msg.ts,
+        ):
+            log.info("pause notice", instance=self.instance, room=msg.channel, max=max_hops, epoch=epoch)
 
-    def _post(
-        self,
-        key: str,
-        *,
-        text: str,
-        channel: str | None = None,
-        dm_user: str | None = None,
-        thread_ts: str | None = None,
-        blocks: list[dict[str, Any]] | None = None,
-    ) -> None:
-        self._store.outbox.enqueue(
+    def _notice(self, key: str, room: str, text: str, thread_ts: str | None = None) -> bool:
+        """A notice in the room (marked as the fleet's, so no bot answers it); False when
+        this key was posted before."""
+        queued = self._store.outbox.enqueue(
             instance=self.instance,
             dedupe_key=key,
-            channel=channel,
-            dm_user=dm_user,
+            purpose="notice",
+            channel=room,
             thread_ts=thread_ts,
             text=text,
-            blocks=blocks,
         )
-        self._posted = True
-
-
-def _stamp(halt: HaltRow | None) -> str:
-    """Which halt of the room: keys its notice and DMs, so the resume finds them."""
-    return f"{halt.halted_at:.6f}" if halt else "0"
-
-
-def _by(user: str) -> str:
-    return user if user == CLI_USER else human_sender_id(user)
-
-
-def _who(user: str) -> str:
-    return "the operator" if user == CLI_USER else f"<@{user}>"
-
-
-def _resume_blocks(room: str, text: str) -> list[dict[str, Any]]:
-    return [
-        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
-        {
-            "type": "actions",
-            "block_id": f"nanoslack_resume_{room}",
-            "elements": [
-                {
-                    "type": "button",
-                    "action_id": RESUME_ACTION_ID,
-                    "style": "primary",
-                    "text": {"type": "plain_text", "text": "Resume"},
-                    "value": room,
-                }
-            ],
-        },
-    ]
+        return queued is not None

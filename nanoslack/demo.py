@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.config import env_suffix, load_settings
-from nanoslack.gate import APPROVE_ACTION_ID
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
 from nanoslack.pipeline import Outcome
+from nanoslack.slack.blocks import action_id
 
 MAX_HOPS = 3
 DEFAULT_PORT = 8787
@@ -157,7 +157,7 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
             await room_log.until(lambda m: m["user"] == apps["dana"].bot_user_id)
             dm = await _wait_approval_dm(emu, alice.id)
             out(f'     hold: awaiting approval — alice got a DM from eli: "{dm["text"]}"')
-            await emu.click_button(alice.id, dm["channel"], dm["ts"], APPROVE_ACTION_ID, dm["value"])
+            await emu.click_button(alice.id, dm["channel"], dm["ts"], action_id("approve"), dm["value"])
             out("     alice clicks Allow → dana joins eli's agent group; the held message is answered once")
             await room_log.until(lambda m: "closing" in m["text"].lower(), within=30)
 
@@ -201,7 +201,7 @@ async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:
             for msg in emu.conversation_messages(conv.id):
                 for block in msg.get("blocks") or []:
                     for element in block.get("elements") or []:
-                        if element.get("action_id") == APPROVE_ACTION_ID:
+                        if element.get("action_id") == action_id("approve"):
                             return {
                                 "channel": conv.id,
                                 "ts": msg["ts"],

@@ -8,8 +8,8 @@ allowed, ``held`` while an owner is asked, ``refused`` otherwise.
 - Anyone else meets the room's ``unknown_sender_policy``: ``strict`` refuses;
   ``decline_notify`` answers a DM with one polite line (at most once a day per
   sender) and is ``strict`` in groups; ``request_approval`` holds the message and
-  asks every owner once per (agent group, sender) with Allow / Deny buttons; the
-  first click decides and every owner's DM is updated to say who decided.
+  asks the owners once per (agent group, sender), Allow or Deny (``nanoslack.asks``:
+  one DM per owner, the first answer decides, every DM then says who decided).
 
 The approvals row is unique per (agent group, sender): that is what keeps twenty
 messages at one question, and what remembers a Deny. Membership is cached per
@@ -19,10 +19,11 @@ to the next message.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from nanoslack import mrkdwn
+from nanoslack.asks import APPROVAL, OPERATOR, OwnerAsks, who
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route
@@ -34,9 +35,6 @@ log = get_logger(__name__)
 # refuse: not let in (``refused``); decline: refused, and told so once a day (DMs).
 Action = Literal["allow", "hold", "refuse", "decline"]
 
-APPROVE_ACTION_ID = "nanoslack_approve"
-DENY_ACTION_ID = "nanoslack_deny"
-CLI_USER = "cli"
 DECLINE_TEXT = "Sorry, I can only talk with people my owner has let in. Please ask them for access."
 DECLINE_EVERY_S = 24 * 3600.0
 HELD_TEXT_PREVIEW = 300
@@ -57,10 +55,6 @@ class Decision:
     applied: bool = False  # False: unknown id, or already decided (a double click)
 
 
-class NotAnOwner(PermissionError):
-    """Only an owner (or the operator CLI) may answer an approval request."""
-
-
 def approve_command(instance: str, sender_id: str) -> str:
     return f"nanoslack senders approve {instance} {sender_id}"
 
@@ -72,19 +66,17 @@ def slack_user_of(sender_id: str) -> str | None:
     return None
 
 
-def room_mention(platform_id: str | None) -> str:
+def _room(platform_id: str | None) -> str:
     channel = (platform_id or "").removeprefix("slack:")
-    if channel[:1] in ("C", "G", "D") and channel[1:].isalnum():
-        return f"<#{channel}>"
-    return channel or "an unknown room"
+    return mrkdwn.room(channel) if channel else "an unknown room"
 
 
 class Gate:
-    def __init__(self, store: Store, *, instance: str, owners: Sequence[str]) -> None:
+    def __init__(self, store: Store, asks: OwnerAsks) -> None:
         self._store = store
-        self.instance = instance
-        self.owners = tuple(owners)
-        self._owner_set = frozenset(self.owners)
+        self._asks = asks
+        self.instance = asks.instance
+        self.owners = asks.owners
         self._version: tuple[int, ...] = ()
         self._agent_group_id: int | None = None
         self._members: frozenset[str] = frozenset()
@@ -113,8 +105,7 @@ class Gate:
         return self._agent_group_id
 
     def is_owner(self, sender_id: str) -> bool:
-        user = slack_user_of(sender_id)
-        return user is not None and user in self._owner_set
+        return self._asks.is_owner(slack_user_of(sender_id))
 
     def _judge(self, msg: Inbound, group: GroupRow | None) -> Verdict:
         sender = msg.sender
@@ -185,6 +176,7 @@ class Gate:
             self._store.outbox.enqueue(
                 instance=self.instance,
                 dedupe_key=f"decline:{self.instance}:{msg.channel}:{msg.ts}",
+                purpose="notice",
                 channel=msg.channel,
                 text=DECLINE_TEXT,
             )
@@ -214,16 +206,14 @@ class Gate:
                 command=approve_command(self.instance, approval.sender_id),
             )
             return
-        text, blocks = self._request_message(approval, msg.text)
-        for key, owner in self._request_keys(approval):
-            self._store.outbox.enqueue(
-                instance=self.instance,
-                dedupe_key=key,
-                dm_user=owner,
-                text=text,
-                blocks=blocks,
-                metadata={"event_type": "nanoslack_approval", "event_payload": {"approval_id": approval.id}},
-            )
+        summary = self._describe(approval)
+        self._asks.open(
+            APPROVAL,
+            str(approval.id),
+            summary,
+            detail=_quoted(msg.text),
+            text=f"{summary} Allow or deny?",
+        )
         # The first owner is the one the request row names; every owner is asked.
         self._store.approvals.set_owner(approval.id, self.owners[0])
         log.info(
@@ -236,55 +226,27 @@ class Gate:
             approval_id=approval.id,
         )
 
-    def _request_keys(self, approval: ApprovalRow) -> list[tuple[str, str]]:
-        """(outbox key, owner) of each owner's request DM; the first owner's key is the
-        request's own, so a fleet with one owner writes what it always wrote."""
-        return [
-            (approval.request_key if i == 0 else f"{approval.request_key}:to:{owner}", owner)
-            for i, owner in enumerate(self.owners)
-        ]
-
     def _describe(self, approval: ApprovalRow) -> str:
         user = self._store.users.get(approval.sender_id)
         who = user.label if user else approval.sender_id
-        return f"*{who}* wants to talk to *{self.instance}* in {room_mention(approval.platform_id)}."
-
-    def _request_message(self, approval: ApprovalRow, held_text: str) -> tuple[str, list[dict[str, Any]]]:
-        summary = self._describe(approval)
-        preview = (
-            held_text if len(held_text) <= HELD_TEXT_PREVIEW else held_text[: HELD_TEXT_PREVIEW - 1] + "…"
-        )
-        quoted = "\n".join("> " + line for line in (preview or "(no text)").splitlines() or [""])
-        blocks: list[dict[str, Any]] = [
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"{summary}\n{quoted}"}},
-            {
-                "type": "actions",
-                "block_id": f"nanoslack_approval_{approval.id}",
-                "elements": [
-                    _button(APPROVE_ACTION_ID, "Allow", "primary", approval.id),
-                    _button(DENY_ACTION_ID, "Deny", "danger", approval.id),
-                ],
-            },
-        ]
-        return f"{summary} Allow or deny?", blocks
+        return f"*{who}* wants to talk to *{self.instance}* in {_room(approval.platform_id)}."
 
     # -- decisions -------------------------------------------------------------------------
 
     def decide(self, approval_id: int, *, allow: bool, by_user: str, override: bool = False) -> Decision:
-        """An owner's click (``by_user`` = their U…) or the operator CLI (``"cli"``).
+        """An owner's click (``by_user`` = their U…) or the operator CLI (``OPERATOR``).
 
         Idempotent: a second answer to the same request changes nothing (``applied``
-        False). ``override`` (CLI only) reverses an earlier answer.
+        False). ``override`` (the operator only) reverses an earlier answer.
         """
-        if by_user != CLI_USER and by_user not in self._owner_set:
-            raise NotAnOwner(f"{by_user} is not an owner (SLACK_OWNER); only owners answer approval requests")
-        if override and by_user != CLI_USER:
-            raise NotAnOwner("only the operator CLI may reverse an approval decision")
+        self._asks.authorize(by_user)
+        if override:
+            self._asks.authorize_operator(by_user)
         with self._store.transaction():
             approval = self._store.approvals.decide(approval_id, allow=allow, by=by_user, override=override)
             if approval is None:
                 return Decision(self._store.approvals.get(approval_id))
-            decision = self._apply(approval, allow, by_user)
+            decision = self._apply(approval, allow, by_user, override)
         log.info(
             "sender approved" if allow else "sender denied",
             instance=approval.instance,
@@ -296,7 +258,7 @@ class Gate:
         )
         return decision
 
-    def _apply(self, approval: ApprovalRow, allow: bool, by_user: str) -> Decision:
+    def _apply(self, approval: ApprovalRow, allow: bool, by_user: str, override: bool) -> Decision:
         store = self._store
         if allow:
             store.agents.add_member(approval.agent_group_id, approval.sender_id, added_by=by_user)
@@ -315,40 +277,24 @@ class Gate:
                     "denied",
                     n=len(refused),
                 )
-        self._close_request(approval, allow, by_user)
+        # Every owner's DM now says who decided (one still unsent is withdrawn).
+        answer = self._asks.reverse if override else self._asks.close
+        verdict = f"{'Allowed' if allow else 'Denied'} by {_who(by_user)}."
+        answer(
+            APPROVAL,
+            str(approval.id),
+            choice="approve" if allow else "deny",
+            by_user=by_user,
+            verdict=verdict,
+        )
         return Decision(approval, released, refused, applied=True)
 
-    def _close_request(self, approval: ApprovalRow, allow: bool, by_user: str) -> None:
-        """Replace every owner's buttons with the answer (who decided), or withdraw a
-        request not yet sent."""
-        keys = [key for key, _ in self._request_keys(approval)] or [approval.request_key]
-        for key in keys:
-            self._close_one(approval, key, allow, by_user)
 
-    def _close_one(self, approval: ApprovalRow, key: str, allow: bool, by_user: str) -> None:
-        first = key == approval.request_key
-        who = "the operator (CLI)" if by_user == CLI_USER else f"<@{by_user}>"
-        verdict = f"{'Allowed' if allow else 'Denied'} by {who}"
-        summary = self._describe(approval)
-        self._store.outbox.update_post(
-            key,
-            instance=approval.instance,
-            dedupe_key=f"{key}:{approval.status}:{int(approval.decided_at or 0)}",
-            text=f"{summary} {verdict}.",
-            blocks=[
-                {"type": "section", "text": {"type": "mrkdwn", "text": summary}},
-                {"type": "context", "elements": [{"type": "mrkdwn", "text": verdict}]},
-            ],
-            channel=approval.request_channel if first else None,
-            ts=approval.request_ts if first else None,
-        )
+def _who(by_user: str) -> str:
+    return "the operator (CLI)" if by_user == OPERATOR else who(by_user)
 
 
-def _button(action_id: str, label: str, style: str, approval_id: int) -> dict[str, Any]:
-    return {
-        "type": "button",
-        "action_id": action_id,
-        "style": style,
-        "text": {"type": "plain_text", "text": label},
-        "value": str(approval_id),
-    }
+def _quoted(held_text: str) -> str:
+    """The held message as the owners see it under the question: quoted, cut short."""
+    preview = held_text if len(held_text) <= HELD_TEXT_PREVIEW else held_text[: HELD_TEXT_PREVIEW - 1] + "…"
+    return "\n".join("> " + line for line in (preview or "(no text)").splitlines() or [""])

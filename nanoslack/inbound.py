@@ -84,6 +84,9 @@ class Inbound:
     # message it was added to; ``ts`` is then the event's own ``event_ts``.
     reaction: str | None = None
     item_ts: str | None = None
+    # One of the fleet's own notices (pause, halt, resume, budget; its metadata says so):
+    # room context like the intro, never a hop, never a reason to wake an agent.
+    notice: bool = False
 
     @property
     def key(self) -> InboxKey:
@@ -117,6 +120,11 @@ class Inbound:
         if self.bot_id:
             return bot_sender_id(self.bot_id)
         return human_sender_id(self.user) if self.user else ""
+
+    @property
+    def from_fleet(self) -> bool:
+        """The fleet explaining the room (the intro, a notice), not a turn in a conversation."""
+        return self.intro or self.notice
 
     @property
     def platform_id(self) -> str:
@@ -159,7 +167,7 @@ PAYLOAD_FIELDS = (
     "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
     "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
     # Appended with a default: a shorter version-1 payload still reads (the default fills in).
-    "intro", "reaction", "item_ts",
+    "intro", "reaction", "item_ts", "notice",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 

@@ -7,12 +7,13 @@ halted room; ``nanoslack.control``), the guard (admits or drops), the router (en
 ignores), the gate (allows, holds, refuses or declines) and closes the inbox entry.
 That transaction is what makes delivery exactly-once: a crash before it commits
 leaves the entries open for ``unfinished`` (resumed at start), a crash after it
-leaves nothing to redo. Only after the commit do the side effects run: the guard's
-``on_accepted``, waking the outbox, handing allowed messages to ``on_pending``.
+leaves nothing to redo. After the commit the guard's ``on_accepted`` runs, and each
+message's ``Outcome`` goes back to the caller, the instance's core
+(``nanoslack.core``), which starts what comes next: a turn, a halt.
 
-``build_pipeline`` is the composition root: the fleet, the tests and the benchmark
-all assemble guard, A2A policy, router and gate through it. No bolt here: the edge
-(``nanoslack.slack``) hands in parsed ``Inbound`` values.
+``build_pipeline`` assembles guard, A2A policy, router and gate around one room-control
+stage; the instance's core, the tests and the benchmark all build it that way. No bolt
+here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Literal, Protocol
 
 from nanoslack import failpoints
 from nanoslack.a2a import A2APolicy, install_a2a_policy
+from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
-from nanoslack.control import Effect, RoomControl
+from nanoslack.control import Effect, Halts, RoomControl
 from nanoslack.gate import Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound
@@ -73,30 +75,24 @@ class Pipeline:
         *,
         identity: Identity,
         store: Store,
+        control: RoomControl,
         guard: BotInboundGuard,
         router: Router,
         gate: Gate,
         names: NameResolver | None = None,
-        on_outbox: Callable[[], None] | None = None,
-        on_pending: Callable[[Inbound], None] | None = None,
-        control: RoomControl | None = None,
-        on_control: Callable[[str, Effect], None] | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
+        self.control = control
         self.guard = guard
-        self.gate = gate  # the edge answers approval clicks through it
+        self.gate = gate
         self._store = store
         self._router = router
         self._names = names
-        self._on_outbox = on_outbox
-        self._on_pending = on_pending
         # Several hosts (DESIGN §10): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
         self._fence = fence
-        self.control = control  # the edge answers Resume clicks through it
-        self._on_control = on_control
 
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
         """Record before ack, a burst in one commit (the intake's group commit);
@@ -140,8 +136,6 @@ class Pipeline:
         failpoints.hit("pipeline.committed", len(msgs))
         for msg, outcome in zip(msgs, outcomes, strict=True):
             self._after_commit(msg, outcome)
-        if self.control is not None and self.control.take_posted() and self._on_outbox is not None:
-            self._on_outbox()
         return outcomes
 
     def _run_batch_fenced(self, msgs: Sequence[Inbound]) -> list[Outcome]:
@@ -171,7 +165,7 @@ class Pipeline:
         return outcomes
 
     def _process_one(self, msg: Inbound) -> Outcome:
-        control = self.control.decide(msg) if self.control is not None else None
+        control = self.control.decide(msg)
         if control is not None:
             self._store.inbox.finish(
                 msg.key, "done" if control.status == "processed" else "dropped", control.reason
@@ -191,16 +185,8 @@ class Pipeline:
     def _after_commit(self, msg: Inbound, outcome: Outcome) -> None:
         if outcome.status == "failed":
             self._record_failure(msg, outcome.reason)
-            return
-        if outcome.control is not None and self._on_control is not None:
-            self._on_control(msg.channel, outcome.control)
-        if outcome.admitted is not None:
+        elif outcome.admitted is not None:
             outcome.admitted.accepted()
-        action = outcome.verdict.action if outcome.verdict else None
-        if action == "allow" and self._on_pending is not None:
-            self._on_pending(outcome.admitted.msg if outcome.admitted else msg)
-        if action in ("decline", "hold") and self._on_outbox is not None:
-            self._on_outbox()
 
     def _record_failure(self, msg: Inbound, error: str) -> None:
         parked = self._store.inbox.note_failure(msg.key, error)
@@ -226,19 +212,20 @@ def build_pipeline(
     identity: Identity,
     store: Store,
     *,
-    owners: Sequence[str],
     a2a_config: Callable[[], A2AConfig],
+    owners: Sequence[str] = (),
     hop_scope: str = "identity",
+    asks: OwnerAsks | None = None,
+    halts: Halts | None = None,
     names: NameResolver | None = None,
-    on_outbox: Callable[[], None] | None = None,
-    on_pending: Callable[[Inbound], None] | None = None,
     fence: Callable[[], bool] | None = None,
-    on_control: Callable[[str, Effect], None] | None = None,
 ) -> Pipeline:
-    """Room control, guard with the A2A policy installed, router and gate for one instance."""
+    """Room control, guard with the A2A policy installed, router and gate for one instance.
+    ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``."""
     instance = identity.instance
+    asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    control = RoomControl(store, instance=instance, owners=owners)
+    control = RoomControl(store, asks, halts or Halts(store))
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,
@@ -251,13 +238,10 @@ def build_pipeline(
     return Pipeline(
         identity=identity,
         store=store,
+        control=control,
         guard=guard,
         router=Router(store, instance=instance, bot_user_id=identity.bot_user_id),
-        gate=Gate(store, instance=instance, owners=owners),
+        gate=Gate(store, asks),
         names=names,
-        on_outbox=on_outbox,
-        on_pending=on_pending,
         fence=fence,
-        control=control,
-        on_control=on_control,
     )

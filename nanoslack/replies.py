@@ -41,11 +41,10 @@ def prepare_posts(
     posts: Sequence[str],
     siblings: Mapping[str, str],
     *,
-    max_posts: int = MAX_POSTS,
     max_chars: int = MAX_CHARS,
 ) -> list[str]:
-    """The messages to send for one turn, in order: linked, capped, split."""
-    kept = [p.strip() for p in posts if p.strip()][:max_posts]
+    """The messages to send for one turn, in order: linked, capped at ``MAX_POSTS``, split."""
+    kept = [p.strip() for p in posts if p.strip()][:MAX_POSTS]
     out: list[str] = []
     for post in kept:
         out.extend(split_text(link_mentions(post, siblings), max_chars))

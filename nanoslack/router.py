@@ -61,11 +61,12 @@ class Router:
         with self._store.transaction():
             self._refresh()
             self._ensure_user(msg)
-            if msg.intro:
-                # open-a2a-room's intro mentions everyone: it explains the room, it
-                # asks nobody anything. Room context only, and no messaging group.
+            if msg.from_fleet:
+                # open-a2a-room's intro mentions everyone, a pause notice answers a bot:
+                # they explain the room and ask nobody anything. Room context only, and
+                # no messaging group.
                 group = self._known_group(msg.platform_id)
-                route = Route(group, False, "room intro")
+                route = Route(group, False, "room intro" if msg.intro else "fleet notice")
             else:
                 group = self._group_for(msg)
                 route = self._acknowledged(msg, group) or self._engage(msg, group)

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from nanoslack.asks import OPERATOR, OwnerAsks
 from nanoslack.config import DEFAULT_DB, ConfigError, load_settings, parse_rooms, read_env_file, split_list
-from nanoslack.control import HALTED, RoomControl
-from nanoslack.gate import CLI_USER, Gate
+from nanoslack.control import HALTED, Halts, RoomControl
+from nanoslack.gate import Gate
 from nanoslack.store import ApprovalRow, Store, sqlite_url
 
 EXIT_ERROR = 1
@@ -150,14 +151,15 @@ def _room_control(store: Store, args: argparse.Namespace, env: dict[str, str], o
     stay queued under ``cli``, which no poster sends."""
     room = str(args.channel)
     known = sorted({g.instance for g in store.groups.list() if g.channel == room})
-    control = RoomControl(
-        store, instance=known[0] if known else "cli", owners=split_list(env.get("SLACK_OWNER"))
+    asks = OwnerAsks(
+        store, instance=known[0] if known else OPERATOR, owners=split_list(env.get("SLACK_OWNER"))
     )
+    control = RoomControl(store, asks, Halts(store))
     with store.transaction():
         if args.verb == "halt":
-            changed = control.halt(room, by_user=CLI_USER).reason == HALTED
+            changed = control.halt(room, by_user=OPERATOR).reason == HALTED
         else:
-            changed = control.resume(room, by_user=CLI_USER)
+            changed = control.resume(room, by_user=OPERATOR)
     verb = "halted" if args.verb == "halt" else "resumed"
     print(f"{room}: {verb}" if changed else f"{room}: already {verb}", file=out)
     return 0
@@ -271,7 +273,7 @@ def _pending(store: Store, _args: argparse.Namespace, env: dict[str, str], out: 
 def _decide(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     allow = args.verb == "approve"
     owners = tuple(split_list(env.get("SLACK_OWNER")))
-    gate = Gate(store, instance=args.instance, owners=owners)
+    gate = Gate(store, OwnerAsks(store, instance=args.instance, owners=owners))
     approval = store.approvals.find(args.instance, args.sender_id)
     if approval is None:
         return _without_request(store, args, allow, out)
@@ -279,7 +281,7 @@ def _decide(store: Store, args: argparse.Namespace, env: dict[str, str], out: Te
     if approval.status == wanted:
         out.write(f"{args.sender_id} is already {wanted} on {args.instance}\n")
         return 0
-    decision = gate.decide(approval.id, allow=allow, by_user=CLI_USER, override=approval.status != "pending")
+    decision = gate.decide(approval.id, allow=allow, by_user=OPERATOR, override=approval.status != "pending")
     out.write(_summary(approval, allow, len(decision.released), len(decision.refused)) + "\n")
     return 0
 
@@ -288,7 +290,7 @@ def _without_request(store: Store, args: argparse.Namespace, allow: bool, out: T
     if not allow:
         raise AdminError(f"no approval request from {args.sender_id} on {args.instance}")
     agent_group = store.agents.ensure(args.instance)
-    store.agents.add_member(agent_group.id, args.sender_id, added_by=CLI_USER)
+    store.agents.add_member(agent_group.id, args.sender_id, added_by=OPERATOR)
     out.write(f"approved {args.sender_id} on {args.instance}: now a member (no request was open)\n")
     return 0
 

@@ -1,4 +1,10 @@
-"""The Slack edge, the only package that imports bolt and slack-sdk: the Socket Mode
-envelope handler (``socket``), the intake middleware (``intake``), payload parsing
-(``parse``), the group commit (``batching``), one instance's runtime (``instance``),
-the fleet (``fleet``), posting (``poster``) and sender names (``names``)."""
+"""The Slack edge, the only package that imports bolt and slack-sdk.
+
+In the order an envelope meets them: ``socket`` (the envelope pump and handler, the
+watchdog), ``intake`` (screening for the pump, owners' clicks for bolt), ``parse``
+(payload → ``Inbound``), then the instance's core (``nanoslack.core``) decides, and
+``poster`` sends what it queued, rendering owners' questions with ``blocks``.
+``instance`` wires one instance's bolt app, socket and poster; ``fleet`` runs them all
+(leases: ``lease``); ``names`` asks Slack who people are; ``client`` and ``pacing``
+are how the edge calls the Web API.
+"""

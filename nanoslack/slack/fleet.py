@@ -1,26 +1,30 @@
-"""The fleet: every configured instance in one asyncio process (``nanoslack run``)."""
+"""The fleet: every configured instance in one asyncio process (``nanoslack run``).
+
+What the instances are made of is built by ``nanoslack.core.FleetCore``; the fleet
+takes each instance's lease, connects it to Slack (``SlackInstance``) and stops it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
-from collections.abc import Callable
 
 from slack_sdk.errors import SlackApiError
 
-from nanoslack.agents import Agent, build_agent, make_http_client
-from nanoslack.config import ConfigError, InstanceSettings, Settings
-from nanoslack.config.values import warn_malformed
+from nanoslack.agents import Agent
+from nanoslack.config import InstanceSettings, Settings
+from nanoslack.core import Directory, FleetCore, InstanceCore, Observers, OnOutcome, OnPending
 from nanoslack.housekeeping import PruneSchedule, prune_forever
-from nanoslack.inbound import Inbound
+from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
-from nanoslack.pipeline import Outcome
-from nanoslack.slack.instance import InstanceRuntime, Shared, SocketOptions
+from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
+from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
-from nanoslack.turns import StoreLedger, TurnOptions
+from nanoslack.turns import TurnOptions
 
 log = get_logger(__name__)
 
@@ -33,8 +37,8 @@ class Fleet:
         store: Store | None = None,
         socket: SocketOptions | None = None,
         turns: TurnOptions | None = None,
-        on_pending: Callable[[Inbound], None] | None = None,
-        on_outcome: Callable[[Inbound, Outcome], None] | None = None,
+        on_pending: OnPending | None = None,
+        on_outcome: OnOutcome | None = None,
         prune: PruneSchedule | None = None,
     ) -> None:
         self.settings = settings
@@ -42,28 +46,21 @@ class Fleet:
         self._prune_task: asyncio.Task[None] | None = None
         self._own_store = store is None
         self.store = store or Store.open(settings.db_url)
-        self._a2a = settings.a2a_source()
-        self.instances: dict[str, InstanceRuntime] = {}
-        self._shared = Shared(
-            store=self.store,
-            api_url=settings.api_url,
-            owners=settings.owners,
-            hop_scope=settings.hop_scope,
-            a2a_config=self._a2a.get,
-            socket=socket or SocketOptions(),
-            teammates_dir=settings.teammates_dir,
-            turn_limiter=asyncio.Semaphore(settings.max_turns),
+        self.instances: dict[str, SlackInstance] = {}
+        self.core = FleetCore(
+            settings,
+            self.store,
             siblings=self._siblings,
-            turns=turns or TurnOptions(),
-            post_rate=settings.post_rate,
-            holds_lease=self._holds_lease,
-            on_pending=on_pending,
-            on_outcome=on_outcome,
-            room_tokens=_room_tokens(settings),
+            turns=turns,
+            observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
         )
-        # One HTTP client for every LLM back end of the fleet (connection reuse).
-        self._http = make_http_client()
-        self._ledger = StoreLedger(self.store)
+        self._edge = EdgeOptions(
+            api_url=settings.api_url,
+            store=self.store,
+            siblings=self._siblings,
+            socket=socket or SocketOptions(),
+            post_rate=settings.post_rate,
+        )
         self._stopping = asyncio.Event()
         self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
 
@@ -76,8 +73,8 @@ class Fleet:
     async def start(self) -> list[str]:
         """Connect every instance that can run; the others are logged and skipped."""
         _disable_bolt_env_magic()
-        a2a = self._a2a.get()  # read now: a malformed value is warned about at start
-        agents = {inst.name: self._agent_for(inst.name) for inst in self.settings.instances}
+        a2a = self.core.a2a.get()  # read now: a malformed value is warned about at start
+        agents = {inst.name: self.core.agent_for(inst.name) for inst in self.settings.instances}
         runnable = [(inst, agent) for inst in self.settings.instances if (agent := agents[inst.name])]
         started = await asyncio.gather(*(self._start_one(inst, agent) for inst, agent in runnable))
         names = [inst.name for (inst, _), ok in zip(runnable, started, strict=True) if ok]
@@ -95,19 +92,6 @@ class Fleet:
         )
         return names
 
-    def _agent_for(self, name: str) -> Agent | None:
-        try:
-            return build_agent(
-                self.settings.value,
-                name,
-                http=self._http,
-                ledger=self._ledger,
-                teammates_dir=self.settings.teammates_dir,
-            )
-        except ConfigError as exc:
-            log.error("instance skipped: agent not configured", instance=name, error=str(exc))
-            return None
-
     async def _start_one(self, settings: InstanceSettings, agent: Agent) -> bool:
         """True once the instance runs here, or waits as a standby for its lease."""
         # DESIGN §10: one process per instance; a standby runs _start_one again on takeover.
@@ -123,14 +107,19 @@ class Fleet:
         rt = self.instances.pop(name, None)
         if rt is not None:
             await rt.stop()
-        agent = rt.agent if rt is not None else self._agent_for(name)
+        agent = rt.core.agent if rt is not None else self.core.agent_for(name)
         if agent is not None:
             await self._start_one(next(i for i in self.settings.instances if i.name == name), agent)
 
     async def _connect(self, settings: InstanceSettings, agent: Agent) -> bool:
         name = settings.name
+        fence = functools.partial(self._holds_lease, name)
+
+        def build_core(identity: Identity, directory: Directory) -> InstanceCore:
+            return self.core.instance(identity, agent, directory=directory, fence=fence)
+
         try:
-            rt = await InstanceRuntime.connect(settings, self._shared, agent)
+            rt = await SlackInstance.connect(settings, self._edge, build_core)
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
             return False
@@ -155,7 +144,7 @@ class Fleet:
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
         await self.leases.stop()
-        await self._http.aclose()
+        await self.core.close()
         if self._own_store:
             self.store.close()
         log.info("fleet stopped")
@@ -179,17 +168,6 @@ class Fleet:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
             await self.stop()
-
-
-def _room_tokens(settings: Settings) -> int | None:
-    """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, with a warning."""
-    raw = (settings.value("NANOSLACK_ROOM_TOKENS") or "").strip()
-    if not raw:
-        return None
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    warn_malformed(log, "NANOSLACK_ROOM_TOKENS", raw, "an integer > 0", "unlimited")
-    return None
 
 
 def _disable_bolt_env_magic() -> None:

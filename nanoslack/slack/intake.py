@@ -1,9 +1,12 @@
-"""The first stage after the socket: parse, self filter, durable inbox, then ack.
+"""What the edge makes of an envelope before the core sees it.
 
-Installed as a bolt global middleware that never calls ``next()``: every envelope
-is acked here (bolt would leave unmatched events unacked and Slack would retry
-them), and the ack goes out only after the event is in the inbox, because bolt's
-Socket Mode adapter sends it when ``async_dispatch`` returns.
+For the envelope pump (``socket.EnvelopePump``), which takes every ``events_api``
+envelope: ``screen`` (parse, self filter: the message to record, or None with the
+reason logged) and ``accepted`` (a recorded message goes to the core, a repeat is
+ignored). For everything else that reaches bolt (interactive payloads, the odd
+envelope): a bolt global middleware that never calls ``next()`` and acks every
+envelope itself; an owner's click on one of the core's questions becomes an
+``Answer`` for the core (``blocks.answers_of``).
 """
 
 from __future__ import annotations
@@ -15,20 +18,20 @@ from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
-from nanoslack.budgets import ALLOW_ACTION_ID, STOP_ACTION_ID
-from nanoslack.control import RESUME_ACTION_ID
-from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID
+from nanoslack.asks import Answer
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
+from nanoslack.slack.blocks import answers_of
 from nanoslack.slack.parse import is_self, parse_event
-from nanoslack.slack.socket import RETRY_STATUS
 
 log = get_logger(__name__)
 
-Accept = Callable[[Inbound], Awaitable[bool]]
+# What the middleware answers when the envelope must not be acked: our side could not
+# take it, Slack's retry brings it back (the envelope handler sends no ack for it).
+RETRY_STATUS = 503
+
 Submit = Callable[[Inbound], None]
-OnClick = Callable[[str, bool, str], Awaitable[None]]  # (approval id, allow, clicking user)
-OnResume = Callable[[str, str], Awaitable[None]]  # (room, clicking user)
+OnAnswer = Callable[[Answer], Awaitable[None]]
 
 
 class Intake(AsyncMiddleware):
@@ -36,20 +39,14 @@ class Intake(AsyncMiddleware):
         self,
         identity: Identity,
         *,
-        accept: Accept,
         submit: Submit,
-        on_click: OnClick | None = None,
+        on_answer: OnAnswer,
         on_activity: Callable[[], None] | None = None,
-        on_resume: OnResume | None = None,
-        on_budget: OnClick | None = None,
     ) -> None:
         self.identity = identity
-        self._accept = accept
         self._submit = submit
-        self._on_click = on_click
+        self._on_answer = on_answer
         self._on_activity = on_activity
-        self._on_resume = on_resume
-        self._on_budget = on_budget  # (button value, allow, clicking user)
 
     @property
     def name(self) -> str:
@@ -58,17 +55,13 @@ class Intake(AsyncMiddleware):
     async def async_process(
         self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
-        if self._on_activity is not None:
-            self._on_activity()
+        self.touch()
         body = req.body
         kind = body.get("type") if isinstance(body, dict) else None
         try:
-            if kind == "event_callback":
-                if not await self._record(body):
-                    # The inbox could not take it: no ack, so Slack retries later.
-                    return BoltResponse(status=RETRY_STATUS, body="")
-            elif kind == "block_actions":
-                await self._click(body)
+            if kind == "block_actions":
+                for answer in answers_of(body):
+                    await self._on_answer(answer)
             else:
                 log.info(
                     "envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type"
@@ -79,20 +72,6 @@ class Intake(AsyncMiddleware):
             )
             return BoltResponse(status=RETRY_STATUS, body="")
         return await req.context.ack()
-
-    async def _record(self, body: dict[str, Any]) -> bool:
-        parsed = self.screen(body)
-        if parsed is None:
-            return True
-        try:
-            fresh = await self._accept(parsed)
-        except Exception as exc:
-            log.error(
-                "inbox write failed", instance=self.identity.instance, ts=parsed.ts, error=type(exc).__name__
-            )
-            return False
-        self.accepted(parsed, fresh)
-        return True
 
     def touch(self) -> None:
         if self._on_activity is not None:
@@ -114,32 +93,10 @@ class Intake(AsyncMiddleware):
         return parsed
 
     def accepted(self, msg: Inbound, fresh: bool) -> None:
-        """``msg`` is durable: a new one goes to the worker, a repeat is ignored."""
+        """``msg`` is durable: a new one goes to the core, a repeat is ignored."""
         if fresh:
             self._submit(msg)
         else:
             log.debug(
                 "duplicate delivery ignored", instance=self.identity.instance, channel=msg.channel, ts=msg.ts
             )
-
-    async def _click(self, body: dict[str, Any]) -> None:
-        user = (body.get("user") or {}).get("id")
-        for action in body.get("actions") or []:
-            action_id = action.get("action_id") if isinstance(action, dict) else None
-            if action_id == RESUME_ACTION_ID and self._on_resume is not None:
-                value = action.get("value")
-                if isinstance(value, str) and isinstance(user, str):
-                    await self._on_resume(value, user)
-                continue
-            if action_id in (ALLOW_ACTION_ID, STOP_ACTION_ID) and self._on_budget is not None:
-                value = action.get("value")
-                if isinstance(value, str) and isinstance(user, str):
-                    await self._on_budget(value, action_id == ALLOW_ACTION_ID, user)
-                continue
-            if action_id not in (APPROVE_ACTION_ID, DENY_ACTION_ID) or self._on_click is None:
-                continue
-            value = action.get("value")
-            if not isinstance(value, str) or not isinstance(user, str):
-                log.info("approval click ignored", instance=self.identity.instance, reason="malformed action")
-                continue
-            await self._on_click(value, action_id == APPROVE_ACTION_ID, user)

@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from nanoslack.inbound import Drop, Inbound, human_sender_id
+from nanoslack.mrkdwn import extract_mentions
+
+__all__ = ["extract_mentions", "is_self", "parse_event"]
 
 EVENT_TYPES = frozenset({"message", "app_mention"})
 REACTION_EVENT = "reaction_added"
@@ -30,7 +33,9 @@ SLACKBOT_USER = "USLACKBOT"
 # The message metadata ``event_type`` that marks the room intro ``open-a2a-room``
 # posts: the fleet keeps it as room context, never as a conversation turn.
 ROOM_INTRO_EVENT_TYPE = "nanoslack_room_intro"
-MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+# The metadata ``event_type`` of the fleet's own notices (pause, halt, resume, budget):
+# room context like the intro, never a hop and never a reason to wake an agent.
+NOTICE_EVENT_TYPE = "nanoslack_notice"
 # The shapes Slack mints. Anything else in these fields is junk that must not
 # become a sender id, a room key or a row in the store.
 ID_SHAPES: dict[str, re.Pattern[str]] = {
@@ -55,11 +60,6 @@ def parse_event(body: Mapping[str, Any], *, instance: str, team_id: str | None) 
 def is_self(msg: Inbound, *, bot_user_id: str | None, bot_id: str | None) -> bool:
     """The instance's own post, echoed back by Slack (both ids come from ``auth.test``)."""
     return bool(bot_user_id and msg.user == bot_user_id) or bool(bot_id and msg.bot_id == bot_id)
-
-
-def extract_mentions(text: str) -> tuple[str, ...]:
-    """User ids of ``<@U…>`` / ``<@W…|name>`` tokens, in order, first occurrence only."""
-    return tuple(dict.fromkeys(MENTION_RE.findall(text)))
 
 
 def _clip(value: object) -> str:
@@ -198,9 +198,10 @@ def _with_attachments(text: str, event: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _is_room_intro(event: Mapping[str, Any]) -> bool:
+def _metadata_type(event: Mapping[str, Any]) -> str | None:
     metadata = event.get("metadata")
-    return isinstance(metadata, Mapping) and metadata.get("event_type") == ROOM_INTRO_EVENT_TYPE
+    kind = metadata.get("event_type") if isinstance(metadata, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _parse_reaction(body: Mapping[str, Any], event: Mapping[str, Any], *, instance: str) -> Inbound | Drop:
@@ -229,7 +230,8 @@ def _parse_reaction(body: Mapping[str, Any], event: Mapping[str, Any], *, instan
         instance=instance,
         team_id=_installation(body)[0],
         channel=fields["channel"],
-        channel_type=None,
+        # Slack's IM ids start with D (and only IMs'): a reaction carries no channel_type.
+        channel_type="im" if fields["channel"].startswith("D") else None,
         ts=fields["ts"],
         thread_ts=None,
         user=fields["user"],
@@ -297,5 +299,6 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         sender_id="" if bot_id is not None else human_sender_id(str(user)),
         bot_name=_bot_name(event) if bot_id is not None else None,
         # Only an app can attach metadata; a human-authored message is never an intro.
-        intro=bot_id is not None and _is_room_intro(event),
+        intro=bot_id is not None and _metadata_type(event) == ROOM_INTRO_EVENT_TYPE,
+        notice=bot_id is not None and _metadata_type(event) == NOTICE_EVENT_TYPE,
     )

@@ -1,17 +1,21 @@
-"""Sends what the pipeline put in the outbox (declines, approval requests, updates).
+"""Sends what the core put in the outbox: replies, notices, the owners' questions, updates.
 
 The outbox row is written in the same transaction as the decision behind it, so
 a post is never forgotten, and ``dedupe_key`` makes it one row however often the
 decision is replayed. A row is marked ``sending`` before Slack is called and
 carries its key in the message metadata, so after a crash between Slack's answer
 and ``mark_sent`` the next run finds the post instead of posting it twice.
+
+What Slack sees is decided here, from what the row is (``purpose``): an owner ask's
+DM is rendered as Block Kit buttons (``blocks``), and every post's metadata says
+what it is (a reply names its turn; a notice is marked so that no bot answers it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
+from collections.abc import Callable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -19,12 +23,20 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
 from nanoslack.logs import get_logger
+from nanoslack.slack.blocks import ask_blocks
 from nanoslack.slack.pacing import ChannelPacer
-from nanoslack.store import UPDATE_OF, Store
+from nanoslack.slack.parse import NOTICE_EVENT_TYPE
+from nanoslack.store import OutboxRow, Store
 
 log = get_logger(__name__)
 
-METADATA_EVENT = "nanoslack_post"
+# The metadata event type of each kind of post (``outbox.purpose``).
+EVENT_TYPES = {
+    "reply": "nanoslack_turn",
+    "notice": NOTICE_EVENT_TYPE,
+    "ask": "nanoslack_ask",
+    "post": "nanoslack_post",
+}
 # Every post carries its outbox key in its metadata: that is how a restart tells
 # "posted, but the process died before recording it" from "never posted".
 KEY_FIELD = "nanoslack_key"
@@ -52,8 +64,6 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
-# An update row without ``update_ts`` names, in its metadata payload (``UPDATE_OF``),
-# the outbox key of the post it updates; the poster sends it once that post is out.
 
 
 class Poster:
@@ -63,10 +73,13 @@ class Poster:
         client: AsyncWebClient,
         store: Store,
         *,
+        held_rooms: Callable[[], frozenset[str]] = frozenset,
         poll_interval: float = 2.0,
         pacer: ChannelPacer | None = None,
     ) -> None:
         self.instance = instance
+        # Rooms whose replies wait (halted: room control's own notices still go out).
+        self._held_rooms = held_rooms
         self._pacer = pacer or ChannelPacer()
         self._client = client
         self._store = store
@@ -100,15 +113,15 @@ class Poster:
         for row in self._store.outbox.in_doubt(self.instance):
             await self._recover(row)
         sent = 0
-        halted = self._store.rooms.halted_rooms()
+        held = self._held_rooms()
         for row in self._store.outbox.queued(self.instance):
-            if _held(row, halted):
-                continue
+            if row.purpose == "reply" and row.channel in held:
+                continue  # an agent's reply to a halted room waits for the resume
             if await self._send(row):
                 sent += 1
         return sent
 
-    async def _send(self, row: Any) -> bool:
+    async def _send(self, row: OutboxRow) -> bool:
         if row.kind == "update" and not row.update_ts:
             update_ts = self._updated_ts(row)
             if update_ts is None:
@@ -145,12 +158,10 @@ class Poster:
         )
         return True
 
-    def _updated_ts(self, row: Any) -> str | None:
+    def _updated_ts(self, row: OutboxRow) -> str | None:
         """The ts of the post an update was written for before Slack had answered it
         (an owner clicked while their DM was still being posted)."""
-        custom = json.loads(row.metadata_json) if row.metadata_json else {}
-        key = (custom.get("event_payload") or {}).get(UPDATE_OF)
-        original = self._store.outbox.get_by_key(key) if isinstance(key, str) else None
+        original = self._store.outbox.get_by_key(row.update_of) if row.update_of else None
         if original is None or original.status in ("failed", "cancelled"):
             self._store.outbox.mark_failed(row.id, "nothing to update", final=True)
             return None
@@ -158,13 +169,13 @@ class Poster:
             return None
         return str(original.posted_ts)
 
-    async def _recover(self, row: Any) -> None:
+    async def _recover(self, row: OutboxRow) -> None:
         """A row left in ``sending``: adopt the post if it reached Slack, else requeue it."""
         if row.kind != "post" or not row.posted_channel:
             self._store.outbox.requeue(row.id)  # chat.update is idempotent: just redo it
             return
         try:
-            found = await self._find_posted(row)
+            found = await self._find_posted(row, row.posted_channel)
         except Exception as exc:
             log.warning(
                 "post recovery failed", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__
@@ -177,7 +188,7 @@ class Poster:
             self._store.outbox.mark_sent(row.id, row.posted_channel, found)
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
-    async def _find_posted(self, row: Any) -> str | None:
+    async def _find_posted(self, row: OutboxRow, channel: str) -> str | None:
         """The ts of the message carrying this row's key, searched among recent posts.
 
         A thread is read page by page from its start (``conversations.replies`` is
@@ -188,7 +199,7 @@ class Poster:
         for _ in range(MAX_SEARCH_PAGES):
             if row.thread_ts:
                 resp = await self._client.conversations_replies(
-                    channel=row.posted_channel,
+                    channel=channel,
                     ts=row.thread_ts,
                     include_all_metadata=True,
                     limit=SEARCH_PAGE,
@@ -196,7 +207,7 @@ class Poster:
                 )
             else:
                 resp = await self._client.conversations_history(
-                    channel=row.posted_channel,
+                    channel=channel,
                     include_all_metadata=True,
                     limit=SEARCH_PAGE,
                     cursor=cursor,
@@ -211,17 +222,23 @@ class Poster:
                 break
         return None
 
-    async def _post(self, row: Any, channel: str) -> tuple[str, str]:
-        blocks = json.loads(row.blocks) if row.blocks else None
+    async def _post(self, row: OutboxRow, channel: str) -> tuple[str, str]:
+        blocks = self._blocks(row)
         if row.kind == "update":
-            resp = await self._client.chat_update(
-                channel=channel, ts=row.update_ts, text=row.text, blocks=blocks
-            )
-            return channel, str(resp.get("ts") or row.update_ts)
+            ts = row.update_ts or ""  # filled in by _send before it gets here
+            resp = await self._client.chat_update(channel=channel, ts=ts, text=row.text, blocks=blocks)
+            return channel, str(resp.get("ts") or ts)
         resp = await self._client.chat_postMessage(
             channel=channel, text=row.text, thread_ts=row.thread_ts, blocks=blocks, metadata=_metadata(row)
         )
         return str(resp.get("channel") or channel), str(resp.get("ts"))
+
+    def _blocks(self, row: OutboxRow) -> list[dict[str, Any]] | None:
+        """An owner ask's buttons (or, once answered, its verdict), as it stands now."""
+        if row.ask_id is not None:
+            ask = self._store.asks.get(row.ask_id)
+            return ask_blocks(ask) if ask is not None else None
+        return row.blocks_list  # a row queued before the poster rendered asks
 
     async def _dm_channel(self, user: str | None) -> str:
         if not user:
@@ -232,14 +249,8 @@ class Poster:
         return self._dm_channels[user]
 
 
-def _held(row: Any, halted: frozenset[str]) -> bool:
-    """An agent's post to a halted room waits for the resume (room control's own
-    notices go out: they say why the room is quiet)."""
-    return bool(halted) and row.channel in halted and str(row.dedupe_key).startswith("turn:")
-
-
-def _metadata(row: Any) -> dict[str, Any]:
-    custom: dict[str, Any] = json.loads(row.metadata_json) if row.metadata_json else {}
-    payload = dict(custom.get("event_payload") or {})
-    payload[KEY_FIELD] = row.dedupe_key
-    return {"event_type": custom.get("event_type") or METADATA_EVENT, "event_payload": payload}
+def _metadata(row: OutboxRow) -> dict[str, Any]:
+    payload: dict[str, Any] = {KEY_FIELD: row.dedupe_key}
+    if row.turn_id is not None:
+        payload["turn"] = row.turn_id
+    return {"event_type": EVENT_TYPES.get(row.purpose, EVENT_TYPES["post"]), "event_payload": payload}

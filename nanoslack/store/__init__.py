@@ -15,13 +15,15 @@ from sqlalchemy import Connection
 
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
+from nanoslack.store.asks import AskRow, Asks
+from nanoslack.store.budgets import Grant, Grants
 from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
 from nanoslack.store.leases import Leases
 from nanoslack.store.messages import MessageRow, Messages
-from nanoslack.store.outbox import UPDATE_OF, Outbox, OutboxRow
+from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.turns import TurnRow, Turns
@@ -30,15 +32,17 @@ from nanoslack.store.users import UserRow, Users
 __all__ = [
     "SCHEMA_VERSION",
     "ApprovalRow",
+    "AskRow",
+    "Grant",
     "GroupRow",
     "HaltRow",
     "HopCount",
     "MessageRow",
     "OutboxRow",
+    "Purpose",
     "Store",
     "StoreError",
     "TurnRow",
-    "UPDATE_OF",
     "UserRow",
     "sqlite_url",
 ]
@@ -63,6 +67,8 @@ class Store:
         self.turns = Turns(db)
         self.leases = Leases(db)
         self.rooms = Rooms(db)
+        self.asks = Asks(db)
+        self.grants = Grants(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

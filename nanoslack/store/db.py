@@ -13,6 +13,7 @@ lock around migrations, and the ``cache_version`` row kept by triggers.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -20,14 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RootTransaction, TextClause, create_engine, event, text
+from sqlalchemy import Connection, Engine, RootTransaction, TextClause, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class StoreError(RuntimeError):
@@ -124,15 +125,61 @@ def _v2_cache_version(conn: Connection) -> None:
         )
 
 
+def _v4_asks(conn: Connection) -> None:
+    """Version 4: ``owner_asks``; outbox rows say what they are (``purpose``, ``ask_id``,
+    ``turn_id``) instead of a key prefix; ``room_notices`` gone (a notice's outbox key is
+    its once-only claim)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
+    for column, ddl in (
+        ("purpose", "TEXT NOT NULL DEFAULT 'post'"),
+        ("ask_id", "INTEGER"),
+        ("turn_id", "INTEGER"),
+        ("update_of", "TEXT"),
+    ):
+        if column not in have:
+            conn.exec_driver_sql(f"ALTER TABLE outbox ADD COLUMN {column} {ddl}")
+    # Rows written before v4 say what they are in their metadata only: replies (the
+    # poster holds one to a halted room, the next turn shows an unsent one) and updates
+    # waiting for the ts of the post they update.
+    rows = conn.execute(
+        text("SELECT id, metadata_json FROM outbox WHERE metadata_json IS NOT NULL AND purpose = 'post'")
+    ).all()
+    for row_id, raw in rows:
+        metadata = _metadata(raw)
+        payload = metadata.get("event_payload") or {}
+        if metadata.get("event_type") == "nanoslack_turn":
+            turn = payload.get("turn")
+            conn.execute(
+                text("UPDATE outbox SET purpose = 'reply', turn_id = :turn WHERE id = :id"),
+                {"id": row_id, "turn": turn if isinstance(turn, int) else None},
+            )
+        elif isinstance(payload.get("update_of"), str):
+            conn.execute(
+                text("UPDATE outbox SET update_of = :key WHERE id = :id"),
+                {"id": row_id, "key": payload["update_of"]},
+            )
+    conn.exec_driver_sql("DROP TABLE IF EXISTS room_notices")
+
+
+def _metadata(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
-# adds tables too (``room_halts``, ``room_notices``, ``budget_grants``).
+# adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
     _create_tables,
+    _v4_asks,
 ]
 
 
@@ -245,11 +292,13 @@ class Transaction:
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         db = self._db
+        root = self._root
+        if root is None:
+            db._depth -= 1
+            db._lock.release()
+            return
+        callbacks, db._after_commit = db._after_commit, []
         try:
-            root = self._root
-            if root is None:
-                db._depth -= 1
-                return
             db._depth = 0
             if exc_type is not None:
                 root.rollback()
@@ -262,6 +311,9 @@ class Transaction:
                 raise
         finally:
             db._lock.release()
+        # Committed: what waits for this transaction's writes may look now.
+        for callback in callbacks:
+            callback()
 
 
 class Database:
@@ -278,6 +330,7 @@ class Database:
         self._version = 0
         self._savepoints = 0
         self._rollback_listeners: list[Callable[[], None]] = []
+        self._after_commit: list[Callable[[], None]] = []
         event.listen(self.engine, "rollback", lambda *_: self._rolled_back())
         with self.transaction() as conn:
             migrate(conn)
@@ -344,6 +397,20 @@ class Database:
             run: Callable[[str], object] = _driver(self._conn).execute
             return run
         return self._conn.exec_driver_sql
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the current transaction has committed (at once outside
+        one); never when it rolls back. Registering the same callback twice in one
+        transaction runs it once: it says "something changed", not what."""
+        with self._lock:
+            if not self._depth:
+                pending = True
+            else:
+                pending = False
+                if callback not in self._after_commit:
+                    self._after_commit.append(callback)
+        if pending:
+            callback()
 
     def on_rollback(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` whenever work is undone (a transaction or a savepoint),

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute
+from nanoslack.store.db import Database, hot_execute, hot_first
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -51,9 +51,21 @@ _MOVE_HELD = text(
 # never held or refused ones (from senders nobody has let in).
 _THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
-    " AND thread_key = :thread_key AND ts > :since AND status IN ('context', 'pending', 'done')"
+    " AND thread_key = :thread_key AND ts > :since AND ts <= :until"
+    " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )
+_PENDING_IN_THREAD = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending'"
+    " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
+)
+# The last human message this instance saw in the room: a pause lasts until the next one.
+_LAST_HUMAN = text(
+    "SELECT ts FROM messages WHERE instance = :instance AND channel = :room"
+    " AND sender_id NOT LIKE 'slack:bot:%' ORDER BY CAST(ts AS REAL) DESC LIMIT 1"
+)
+# Later than any ts Slack mints (compared as text, like every ts here).
+_LAST_TS = "999999999999.999999999"
 _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
 
 
@@ -132,6 +144,11 @@ class Messages:
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
 
+    def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
+        params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_PENDING_IN_THREAD, params).all()]
+
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
         with self._db.transaction() as conn:
             return [
@@ -146,21 +163,34 @@ class Messages:
         return sorted(InboxKey(instance, str(r[0]), str(r[1])) for r in rows)
 
     def thread(
-        self, instance: str, channel: str, thread_key: str, since_ts: str | None = None, *, limit: int = 100
+        self,
+        instance: str,
+        channel: str,
+        thread_key: str,
+        since_ts: str | None = None,
+        *,
+        until: str | None = None,
+        limit: int = 100,
     ) -> list[MessageRow]:
-        """The newest ``limit`` messages of a thread after ``since_ts``, oldest first;
-        never held or refused ones."""
+        """The newest ``limit`` messages of a thread after ``since_ts`` and up to
+        ``until`` (both ts), oldest first; never held or refused ones."""
         params = {
             "instance": instance,
             "channel": channel,
             "thread_key": thread_key,
             "since": since_ts or "",
+            "until": until or _LAST_TS,
             "limit": limit,
         }
         with self._db.transaction() as conn:
             rows = [_row(r) for r in conn.execute(_THREAD, params).all()]
         rows.reverse()
         return rows
+
+    def last_human_ts(self, instance: str, room: str) -> str:
+        with self._db.transaction() as conn:
+            row = hot_first(conn, _LAST_HUMAN, {"instance": instance, "room": room})
+        return str(row[0]) if row else ""
 
     def counts(self, instance: str) -> dict[str, int]:
         with self._db.transaction() as conn:

@@ -1,32 +1,31 @@
 """The outbox: posts decided in a transaction, sent later by the poster (DESIGN §5, §8).
 
-``dedupe_key`` is unique, so a decision replayed after a crash enqueues nothing new.
+``dedupe_key`` is unique, so a decision replayed after a crash enqueues nothing new. A
+row says what it is in typed columns (``purpose``, ``ask_id``, ``turn_id``), never in
+its key: the key is an idempotency token and nothing else.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import text
 
 from nanoslack.store.db import Database
 
-# An update written before the post it updates had its ts names that post's key here
-# (metadata event payload); the poster fills the ts in once the post is sent.
-UPDATE_OF = "update_of"
-
 _COLUMNS = (
-    "id, instance, dedupe_key, kind, channel, dm_user, thread_ts, update_ts, text, blocks, metadata_json,"
-    " status, attempts, error, posted_channel, posted_ts, created_at, sent_at"
+    "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
+    " update_ts, text, blocks, status, attempts, error, posted_channel, posted_ts, created_at, sent_at"
 )
 _ENQUEUE = text(
-    "INSERT INTO outbox (instance, dedupe_key, kind, channel, dm_user, thread_ts, update_ts, text, blocks,"
-    " metadata_json, status, attempts, created_at)"
-    " VALUES (:instance, :dedupe_key, :kind, :channel, :dm_user, :thread_ts, :update_ts, :text, :blocks,"
-    " :metadata, 'queued', 0, :now)"
+    "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
+    " thread_ts, update_ts, text, status, attempts, created_at)"
+    " VALUES (:instance, :dedupe_key, :kind, :purpose, :ask_id, :turn_id, :update_of, :channel, :dm_user,"
+    " :thread_ts, :update_ts, :text, 'queued', 0, :now)"
     " ON CONFLICT DO NOTHING RETURNING id"
 )
 _QUEUED = text(
@@ -46,6 +45,14 @@ _SENT_POSTS = text(
     " AND posted_channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND posted_ts > :since"
     " ORDER BY posted_ts DESC LIMIT :limit"
 )
+# A turn's replies the poster has not sent yet: the next turn of the thread may start
+# before they reach Slack, and the agent must still see what it said.
+_UNSENT_REPLIES = text(
+    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND purpose = 'reply'"
+    " AND status IN ('queued', 'sending') AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
+    " ORDER BY id"
+)
+_ASKING = text(f"SELECT {_COLUMNS} FROM outbox WHERE ask_id = :ask_id AND kind = 'post' ORDER BY id")
 _BY_KEY = text(f"SELECT {_COLUMNS} FROM outbox WHERE dedupe_key = :key")
 _SENT = text(
     "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
@@ -58,6 +65,8 @@ _FAILED = text(
 )
 _CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
 
+Purpose = Literal["reply", "notice", "ask", "post"]
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
@@ -65,13 +74,16 @@ class OutboxRow:
     instance: str
     dedupe_key: str
     kind: str  # post | update
+    purpose: str  # reply | notice | ask | post
+    ask_id: int | None  # the owner ask this DM (or its update) belongs to
+    turn_id: int | None  # the turn this reply belongs to
+    update_of: str | None  # an update waiting for the ts of the post with this key
     channel: str | None
     dm_user: str | None
     thread_ts: str | None
     update_ts: str | None
     text: str
-    blocks: str | None  # JSON, as stored (``blocks_list`` decodes it)
-    metadata_json: str | None  # JSON {event_type, event_payload}
+    blocks: str | None  # JSON Block Kit of a row queued before schema v4
     status: str  # queued | sending (in doubt if the process died) | sent | failed | cancelled
     attempts: int
     error: str | None
@@ -84,10 +96,6 @@ class OutboxRow:
     def blocks_list(self) -> list[dict[str, Any]] | None:
         return json.loads(self.blocks) if self.blocks else None
 
-    @property
-    def metadata(self) -> dict[str, Any] | None:
-        return json.loads(self.metadata_json) if self.metadata_json else None
-
 
 def _row(r: Any) -> OutboxRow:
     return OutboxRow(
@@ -95,30 +103,36 @@ def _row(r: Any) -> OutboxRow:
         str(r[1]),
         str(r[2]),
         str(r[3]),
-        r[4],
-        r[5],
-        r[6],
+        str(r[4]),
+        None if r[5] is None else int(r[5]),
+        None if r[6] is None else int(r[6]),
         r[7],
-        str(r[8]),
+        r[8],
         r[9],
         r[10],
-        str(r[11]),
-        int(r[12]),
+        r[11],
+        str(r[12]),
         r[13],
-        r[14],
-        r[15],
-        float(r[16]),
-        None if r[17] is None else float(r[17]),
+        str(r[14]),
+        int(r[15]),
+        r[16],
+        r[17],
+        r[18],
+        float(r[19]),
+        None if r[20] is None else float(r[20]),
     )
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
 class Outbox:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # instance → what to call once a transaction that queued a row for it commits.
+        self._listeners: dict[str, Callable[[], None]] = {}
+
+    def subscribe(self, instance: str, on_queued: Callable[[], None]) -> None:
+        """Call ``on_queued`` after every commit that queued a row for ``instance`` (its
+        poster wakes then); rows queued by another process are found by the poll."""
+        self._listeners[instance] = on_queued
 
     def enqueue(
         self,
@@ -126,30 +140,38 @@ class Outbox:
         instance: str,
         dedupe_key: str,
         text: str,
+        purpose: Purpose = "post",
         channel: str | None = None,
         dm_user: str | None = None,
         thread_ts: str | None = None,
-        blocks: list[dict[str, Any]] | None = None,
-        metadata: dict[str, Any] | None = None,
+        ask_id: int | None = None,
+        turn_id: int | None = None,
         kind: str = "post",
         update_ts: str | None = None,
+        update_of: str | None = None,
     ) -> int | None:
-        """The new row's id; None when ``dedupe_key`` was enqueued before."""
+        """The new row's id; None when ``dedupe_key`` was enqueued before (which makes
+        the key a once-only claim: the pause notice of one pause is one row)."""
         params = {
             "instance": instance,
             "dedupe_key": dedupe_key,
             "kind": kind,
+            "purpose": purpose,
+            "ask_id": ask_id,
+            "turn_id": turn_id,
+            "update_of": update_of,
             "channel": channel,
             "dm_user": dm_user,
             "thread_ts": thread_ts,
             "update_ts": update_ts,
             "text": text,
-            "blocks": _json(blocks),
-            "metadata": _json(metadata),
             "now": time.time(),
         }
         with self._db.transaction() as conn:
             r = conn.execute(_ENQUEUE, params).first()
+            listener = self._listeners.get(instance)
+            if r and listener is not None:
+                self._db.after_commit(listener)
         return int(r[0]) if r else None
 
     def queued(self, instance: str, limit: int = 50) -> list[OutboxRow]:
@@ -204,39 +226,40 @@ class Outbox:
             rows = conn.execute(_SENT_POSTS, params).all()
         return [(str(r[0]), str(r[1])) for r in reversed(rows)]
 
-    def update_post(
-        self,
-        key: str,
-        *,
-        instance: str,
-        dedupe_key: str,
-        text: str,
-        blocks: list[dict[str, Any]] | None = None,
-        channel: str | None = None,
-        ts: str | None = None,
-    ) -> bool:
-        """Answer the post queued as ``key`` (an owner's DM with buttons): withdraw it
-        if it has not gone out, else queue a ``chat.update`` of it. ``channel``/``ts``
-        default to where it was posted; while it is still being posted the update
-        names it (``UPDATE_OF``) and the poster fills in its ts. False when nothing
-        is to be updated (withdrawn, or never queued)."""
-        if self.cancel(key):
+    def unsent_replies(self, instance: str, channel: str, thread_ts: str) -> list[str]:
+        """Texts of this instance's turn replies in a thread still waiting to be sent."""
+        params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
+        with self._db.transaction() as conn:
+            return [str(r[0]) for r in conn.execute(_UNSENT_REPLIES, params).all()]
+
+    def asking(self, ask_id: int) -> list[OutboxRow]:
+        """The DMs that put an owner ask to each owner."""
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_ASKING, {"ask_id": ask_id}).all()]
+
+    def update_post(self, post: OutboxRow, *, dedupe_key: str, text: str) -> bool:
+        """Answer a post (an owner's DM with buttons): withdraw it if it has not gone
+        out, else queue a ``chat.update`` of it; while it is still being posted the
+        update names it (``update_of``) and the poster fills in its ts once it is out.
+        False when nothing is to be updated (withdrawn, failed, cancelled)."""
+        if self.cancel(post.dedupe_key):
             return False
-        sent = self.get_by_key(key)
-        channel = channel or (sent.posted_channel if sent else None)
-        ts = ts or (sent.posted_ts if sent else None)
-        if sent is None and (not channel or not ts):
+        current = self.get(post.id) or post
+        if current.status in ("failed", "cancelled"):
             return False
+        ts = current.posted_ts if current.status == "sent" else None
+        channel = current.posted_channel or current.channel
         self.enqueue(
-            instance=instance,
+            instance=current.instance,
             dedupe_key=dedupe_key,
             kind="update",
+            purpose=current.purpose,  # type: ignore[arg-type]  # a stored purpose is one of them
+            ask_id=current.ask_id,
             channel=channel,
-            dm_user=None if channel else (sent.dm_user if sent else None),
+            dm_user=None if channel else current.dm_user,
             update_ts=ts,
-            metadata=None if ts else {"event_type": "nanoslack_update", "event_payload": {UPDATE_OF: key}},
+            update_of=None if ts else current.dedupe_key,
             text=text,
-            blocks=blocks,
         )
         return True
 

@@ -9,8 +9,8 @@ most one batch. What is never pruned:
 - a ``pending`` or ``held`` message (waiting for a turn or an approval);
 - a ``running`` turn, nor the newest finished turn of a thread: its ``through_ts``
   is where the next turn's transcript starts;
-- an outbox row still to send, nor an approval request (a decision long after
-  still edits it);
+- an outbox row still to send, nor the DM of an owner ask still open (its answer
+  edits it, however late it comes);
 - hop rows and engaged threads: they are state, not history, and a human message
   clears the former.
 """
@@ -43,7 +43,8 @@ _MESSAGES = text(
 _OUTBOX = text(
     "DELETE FROM outbox WHERE id IN ("
     " SELECT id FROM outbox WHERE status IN ('sent', 'failed', 'cancelled')"
-    " AND coalesce(sent_at, created_at) < :cutoff AND dedupe_key NOT LIKE 'approval:%'"
+    " AND coalesce(sent_at, created_at) < :cutoff"
+    " AND NOT EXISTS (SELECT 1 FROM owner_asks a WHERE a.id = outbox.ask_id AND a.status = 'open')"
     " LIMIT :batch)"
 )
 _FINISHED_TURN = "('done', 'silent', 'failed', 'budget', 'abandoned')"

@@ -175,13 +175,24 @@ class OutboxPost(SQLModel, table=True):
     instance: str
     dedupe_key: str = Field(sa_column=Column(String, unique=True, nullable=False))
     kind: str = "post"  # post | update
+    # What the row is, so nobody reads it off the key: reply (a turn's post), notice
+    # (the fleet's own word in a room: pause, halt, budget, a decline), ask (an owner's
+    # DM with choices, ``ask_id``), post (anything else, and rows from before v4).
+    purpose: str = Field(default="post", sa_column=Column(String, nullable=False, server_default="post"))
+    ask_id: int | None = None  # owner_asks.id for purpose ask (the DM and its updates)
+    turn_id: int | None = None  # turns.id for purpose reply
+    # An update written before the post it updates had its ts names that post's key;
+    # the poster fills the ts in once that post is sent.
+    update_of: str | None = None
     channel: str | None = None  # a conversation id, or None with dm_user set
     dm_user: str | None = None  # open an IM with this user first
     thread_ts: str | None = None
     update_ts: str | None = None  # for kind=update
     text: str
-    blocks: str | None = None  # JSON
-    metadata_json: str | None = None  # JSON {event_type, event_payload}
+    # Before v4 the deciding code wrote Block Kit and Slack metadata here; the poster now
+    # renders both from the row (``blocks`` is still sent for a row queued before then).
+    blocks: str | None = None
+    metadata_json: str | None = None
     status: str = "queued"  # queued | sent | failed | cancelled
     attempts: int = 0
     error: str | None = None
@@ -277,18 +288,6 @@ class RoomHalt(SQLModel, table=True):
     instance: str | None = None  # the instance that announced it
 
 
-class RoomNotice(SQLModel, table=True):
-    """A notice posted once per (room, kind, epoch): e.g. one pause notice per hop-limit
-    pause, the epoch being the last human message the pausing instance saw."""
-
-    __tablename__ = "room_notices"
-    room: str = Field(primary_key=True)
-    kind: str = Field(primary_key=True)  # pause
-    epoch: str = Field(primary_key=True)
-    instance: str
-    created_at: float
-
-
 class BudgetGrant(SQLModel, table=True):
     """An owner's answer when a daily token budget ran out (DESIGN §5 "Room control").
 
@@ -304,3 +303,40 @@ class BudgetGrant(SQLModel, table=True):
     allowed: int = 0
     stopped_by: str | None = None
     updated_at: float
+
+
+# -- schema version 4 ------------------------------------------------------------------
+
+
+class OwnerAsk(SQLModel, table=True):
+    """A question put to the owners (``nanoslack.asks``): a sender approval, a halted
+    room's Resume, a spent budget's Allow/Stop. One DM per owner (outbox rows with
+    ``purpose = 'ask'``); the first answer decides and every DM is updated with it.
+
+    At most one open ask per (kind, ref): the insert that lands decides which instance
+    asks when several notice the same thing at once.
+    """
+
+    __tablename__ = "owner_asks"
+    __table_args__ = (
+        Index(
+            "owner_asks_open",
+            "kind",
+            "ref",
+            unique=True,
+            sqlite_where=text("status = 'open'"),
+            postgresql_where=text("status = 'open'"),
+        ),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str  # approval | halt | budget
+    ref: str  # what the answer is about (an approval id, a room, a budget): the button's value
+    instance: str  # the instance that asked (its app sends the DMs)
+    question: str  # mrkdwn, one line
+    detail: str | None = None  # shown under the question while the ask is open
+    status: str = "open"  # open | answered
+    choice: str | None = None
+    answered_by: str | None = None
+    verdict: str | None = None  # shown in place of the buttons once answered
+    created_at: float
+    answered_at: float | None = None

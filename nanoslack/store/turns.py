@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_first
 
 _START = text(
     "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"
@@ -49,12 +49,9 @@ _ADD_USAGE = text(
     " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
 )
 _USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day = :day")
-# A turn's posts the poster has not sent yet: the next turn of the thread may start
-# before they reach Slack, and the agent must still see what it said.
-_UNSENT_POSTS = text(
-    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND status IN ('queued', 'sending')"
-    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND dedupe_key LIKE 'turn:%'"
-    " ORDER BY id"
+# Tokens the room's turns used since a moment, every instance together (NANOSLACK_ROOM_TOKENS).
+_ROOM_TOKENS = text(
+    "SELECT coalesce(sum(tokens), 0) FROM turns WHERE channel = :room AND started_at >= :since"
 )
 
 
@@ -170,11 +167,10 @@ class Turns:
                 rows = conn.execute(_RECENT_OF, {"instance": instance, "limit": limit}).all()
         return [_row(r) for r in rows]
 
-    def unsent_posts(self, instance: str, channel: str, thread_ts: str) -> list[str]:
-        """Texts of this instance's turn posts in a thread still waiting in the outbox."""
-        params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
+    def room_tokens(self, room: str, *, since: float) -> int:
         with self._db.transaction() as conn:
-            return [str(r[0]) for r in conn.execute(_UNSENT_POSTS, params).all()]
+            row = hot_first(conn, _ROOM_TOKENS, {"room": room, "since": since})
+        return int(row[0]) if row and row[0] is not None else 0
 
     def add_usage(self, instance: str, tokens: int, *, day: str | None = None) -> None:
         if tokens <= 0:

@@ -8,7 +8,7 @@ import pytest
 from nanoslack.gate import Gate
 from nanoslack.router import Router
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER
+from tests.core.core_helpers import BOT_USER, INSTANCE, make_gate
 
 
 @pytest.fixture
@@ -18,4 +18,4 @@ def router(store: Store) -> Router:
 
 @pytest.fixture
 def gate(store: Store) -> Gate:
-    return Gate(store, instance=INSTANCE, owners=[OWNER])
+    return make_gate(store)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from collections.abc import Sequence
+
+from nanoslack.asks import OwnerAsks
+from nanoslack.gate import Gate
 from nanoslack.inbound import Inbound, bot_sender_id, human_sender_id
+from nanoslack.store import Store
 
 INSTANCE = "dana"
 BOT_USER = "U0DANABOT"  # dana's bot user: what a mention of dana names
@@ -56,3 +61,8 @@ def message(
 
 def bot_message(bot_id: str = "B0ELI", **kw: Any) -> Inbound:
     return message(bot_id=bot_id, user=kw.pop("user", "U0ELIBOT"), **kw)
+
+
+def make_gate(store: Store, owners: Sequence[str] = (OWNER,)) -> Gate:
+    """The gate as an instance's core builds it: asking ``owners`` through its asks."""
+    return Gate(store, OwnerAsks(store, instance=INSTANCE, owners=owners))

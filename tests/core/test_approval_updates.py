@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 from nanoslack.gate import Gate
 from nanoslack.router import Router
 from nanoslack.store import Store
-from tests.core.core_helpers import INSTANCE, OWNER, bot_message, message
+from tests.core.core_helpers import INSTANCE, OWNER, bot_message, make_gate, message
 
 SECOND = "U0SECOND"
 
 
 def _ask_two_owners(router: Router, store: Store) -> tuple[Gate, int]:
-    gate = Gate(store, instance=INSTANCE, owners=[OWNER, SECOND])
+    gate = make_gate(store, [OWNER, SECOND])
     for msg in (message(mention=True, user=OWNER), bot_message(mention=True, text="may I join?")):
         with store.transaction():
             route = router.route(msg)
@@ -40,7 +38,7 @@ def test_a_click_while_another_owners_dm_is_in_flight_updates_that_dm_once_it_is
     assert (done.channel, done.update_ts) == ("D0FIRST", "1700000001.000001")
     assert f"Allowed by <@{OWNER}>" in done.text and f"Allowed by <@{OWNER}>" in waiting.text
     # The poster sends it once the DM it updates has its ts.
-    assert json.loads(waiting.metadata_json or "{}")["event_payload"]["update_of"] == second.dedupe_key
+    assert waiting.update_of == second.dedupe_key
 
 
 def test_a_dm_not_yet_sent_is_withdrawn_instead_of_updated(router: Router, store: Store) -> None:

@@ -6,11 +6,13 @@ from collections.abc import Callable
 import pytest
 from structlog.testing import capture_logs
 
-from nanoslack.gate import APPROVE_ACTION_ID, DENY_ACTION_ID, Gate, NotAnOwner, Verdict
+from nanoslack.asks import NotAnOwner
+from nanoslack.gate import Gate, Verdict
 from nanoslack.inbound import Inbound
 from nanoslack.router import Router
 from nanoslack.store import Store
-from tests.core.core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, message
+from nanoslack.slack.blocks import action_id, ask_blocks
+from tests.core.core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, make_gate, message
 
 ELI = "slack:bot:B0ELI"
 
@@ -84,23 +86,27 @@ def test_twenty_messages_from_unknown_bot_make_one_request_and_twenty_held(
 def test_approval_request_is_a_dm_to_every_owner_with_allow_and_deny_buttons(
     router: Router, store: Store
 ) -> None:
-    gate = Gate(store, instance=INSTANCE, owners=[OWNER, "U0SECOND"])
+    gate = make_gate(store, [OWNER, "U0SECOND"])
     open_room(router, gate)
     store.users.ensure(ELI, kind="bot", display_name="eli")
     route_and_judge(router, gate, bot_message(mention=True, text="may I join?"))
     request, second = store.outbox.queued(INSTANCE)
     approval = store.approvals.pending()[0]
-    assert request.dm_user == OWNER and request.dedupe_key == f"approval:{approval.id}"
-    assert second.dm_user == "U0SECOND" and second.blocks == request.blocks
-    assert request.blocks_list is not None
-    section, actions = request.blocks_list
+    assert (request.dm_user, request.purpose) == (OWNER, "ask")
+    assert second.dm_user == "U0SECOND" and second.ask_id == request.ask_id is not None
+    ask = store.asks.get(request.ask_id)
+    assert ask is not None and (ask.kind, ask.ref) == ("approval", str(approval.id))
+    # What the owners see: the edge renders the ask as Block Kit.
+    section, actions = ask_blocks(ask)
     assert "eli" in section["text"]["text"] and ELI in section["text"]["text"]
     assert f"<#{ROOM}>" in section["text"]["text"] and "may I join?" in section["text"]["text"]
     buttons = {b["action_id"]: b for b in actions["elements"]}
-    assert buttons[APPROVE_ACTION_ID]["style"] == "primary"
-    assert buttons[APPROVE_ACTION_ID]["text"]["text"] == "Allow"
-    assert buttons[DENY_ACTION_ID]["style"] == "danger"
-    assert buttons[DENY_ACTION_ID]["text"]["text"] == "Deny"
+    approve, deny = action_id("approve"), action_id("deny")
+    assert (approve, deny) == ("nanoslack_approve", "nanoslack_deny")
+    assert buttons[approve]["style"] == "primary"
+    assert buttons[approve]["text"]["text"] == "Allow"
+    assert buttons[deny]["style"] == "danger"
+    assert buttons[deny]["text"]["text"] == "Deny"
     assert {b["value"] for b in buttons.values()} == {str(approval.id)}
     assert approval.owner_id == OWNER
 
@@ -156,7 +162,9 @@ def test_unanswered_request_is_withdrawn_when_decided_before_it_was_sent(
     verdict = route_and_judge(router, gate, bot_message(mention=True))
     assert verdict is not None and verdict.approval_id is not None
     gate.decide(verdict.approval_id, allow=True, by_user="cli")
-    request = store.outbox.get_by_key(f"approval:{verdict.approval_id}")
+    ask = store.asks.latest("approval", str(verdict.approval_id))
+    assert ask is not None
+    (request,) = store.outbox.asking(ask.id)
     assert request is not None and request.status == "cancelled"
     assert store.outbox.queued(INSTANCE) == []
 
@@ -214,7 +222,7 @@ def test_decline_notify_in_a_group_is_strict(
 
 
 def test_no_owner_configured_logs_the_cli_command_and_holds(router: Router, store: Store) -> None:
-    gate = Gate(store, instance=INSTANCE, owners=[])
+    gate = make_gate(store, [])
     route_and_judge(router, gate, message(mention=True, user="U0HUMAN"))
     with capture_logs() as logs:
         verdict = route_and_judge(router, gate, bot_message(mention=True))

@@ -15,15 +15,9 @@ from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 
 
-def make_pipeline(store: Store, pending: list[Inbound] | None = None) -> Pipeline:
+def make_pipeline(store: Store) -> Pipeline:
     config = A2AConfig(frozenset({ROOM}), 6)
-    return build_pipeline(
-        IDENTITY,
-        store,
-        owners=[OWNER],
-        a2a_config=lambda: config,
-        on_pending=pending.append if pending is not None else None,
-    )
+    return build_pipeline(IDENTITY, store, owners=[OWNER], a2a_config=lambda: config)
 
 
 def break_writes_of(sql: Callable[[str], int], store: Store, ts: str) -> None:
@@ -65,13 +59,13 @@ async def test_a_failing_message_rolls_back_alone_and_consumes_no_hop(
 
 async def test_a_whole_batch_commits_once_and_duplicates_are_recorded_once(store: Store) -> None:
     msgs = [message(user=OWNER, mention=True) for _ in range(5)]
-    pending: list[Inbound] = []
-    pipeline = make_pipeline(store, pending)
+    pipeline = make_pipeline(store)
     assert pipeline.accept_many([*msgs, msgs[0]]) == [True] * 5 + [False]
     outcomes = await pipeline.process_many(msgs)
     assert {o.status for o in outcomes} == {"processed"}
     assert [o.verdict.action if o.verdict else None for o in outcomes] == ["allow"] * 5
-    assert [m.ts for m in pending] == [m.ts for m in msgs]
+    # What goes on to a turn, in order: each message once.
+    assert [o.msg.ts for o in outcomes if o.msg] == [m.ts for m in msgs]
     assert pipeline.unfinished() == []
 
 

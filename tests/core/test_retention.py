@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from nanoslack.housekeeping import prune_once
 from nanoslack.inbound import Inbound
+from nanoslack.asks import APPROVAL, OwnerAsks
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from tests.core.core_helpers import INSTANCE, ROOM, message
@@ -88,7 +89,10 @@ def test_sent_posts_are_pruned_but_queued_posts_and_approval_requests_stay(
 ) -> None:
     sent = store.outbox.enqueue(instance=INSTANCE, dedupe_key="turn:1:0", channel=ROOM, text="hi")
     queued = store.outbox.enqueue(instance=INSTANCE, dedupe_key="turn:2:0", channel=ROOM, text="later")
-    request = store.outbox.enqueue(instance=INSTANCE, dedupe_key="approval:7", dm_user="U0OWNER", text="?")
+    # An approval request still open: its DM is edited whenever the answer comes.
+    assert OwnerAsks(store, instance=INSTANCE, owners=["U0OWNER"]).open(APPROVAL, "7", "may eli talk?")
+    (dm,) = [r for r in store.outbox.queued(INSTANCE) if r.purpose == "ask"]
+    request = dm.id
     assert sent and queued and request
     store.outbox.mark_sent(sent, ROOM, "1700000001.000001")
     store.outbox.mark_sent(request, "D0OWNER", "1700000001.000002")

@@ -16,7 +16,7 @@ from nanoslack.gate import Gate, Verdict
 from nanoslack.inbound import Inbound
 from nanoslack.router import Router
 from nanoslack.store import SCHEMA_VERSION, Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, make_gate, message
 
 ELI = "slack:bot:B0ELI"
 
@@ -36,9 +36,7 @@ def route_and_judge(store: Store, router: Router, gate: Gate, msg: Inbound) -> V
 
 
 def fleet(store: Store) -> tuple[Router, Gate]:
-    return Router(store, instance=INSTANCE, bot_user_id=BOT_USER), Gate(
-        store, instance=INSTANCE, owners=[OWNER]
-    )
+    return Router(store, instance=INSTANCE, bot_user_id=BOT_USER), make_gate(store)
 
 
 def test_a_bot_message_stores_its_sender_and_a_later_name_is_kept_never_erased(store: Store) -> None:
@@ -53,7 +51,7 @@ def test_a_bot_message_stores_its_sender_and_a_later_name_is_kept_never_erased(s
 def test_reopening_a_store_keeps_the_schema_at_the_current_version(store_url: str, store: Store) -> None:
     with Store.open(store_url) as again, again.transaction() as conn:
         version = conn.execute(text("SELECT value FROM schema_meta WHERE key='version'")).scalar_one()
-    assert int(version) == SCHEMA_VERSION == 3
+    assert int(version) == SCHEMA_VERSION == 4
 
 
 def test_a_policy_change_made_with_psql_applies_to_the_next_message_in_every_process(

@@ -1,4 +1,4 @@
-"""The turn dispatcher (DESIGN §5) on a real SQLite store with real agents, and the
+"""The turn stage (DESIGN §5) on a real SQLite store with real agents, and the
 ``nanoslack turns`` operator command.
 
 Messages reach the store the way the pipeline puts them there (router, then gate);
@@ -24,7 +24,9 @@ from nanoslack.inbound import Identity, Inbound
 from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
-from nanoslack.turns import BUDGET_TEXT, StoreLedger, TurnDispatcher, TurnOptions
+from nanoslack.budgets import StoreLedger
+from nanoslack.core import build_turns
+from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
 
@@ -56,11 +58,11 @@ def _names(store: Store) -> None:
     store.users.ensure(ELI, kind="bot", display_name="eli")
 
 
-def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnDispatcher:
-    return TurnDispatcher(
-        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
-        store=store,
-        agent=agent,
+def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnScheduler:
+    return build_turns(
+        Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store,
+        agent,
         teammate=load_teammate(tmp_path / "teammates", INSTANCE),
         skills_dir=tmp_path / "teammates" / "_skills",
         directory=Directory(),
@@ -71,7 +73,7 @@ def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnDispatcher:
 
 
 @pytest.fixture
-async def turns(store: Store, program: TurnAgent, tmp_path: Path) -> AsyncIterator[TurnDispatcher]:
+async def turns(store: Store, program: TurnAgent, tmp_path: Path) -> AsyncIterator[TurnScheduler]:
     """The dispatcher running the command agent, as an instance runs it."""
     d = dispatcher(store, CommandAgent(program.command, timeout=30, instance=INSTANCE), tmp_path)
     d.recover()
@@ -90,7 +92,7 @@ def deliver(store: Store, router: Router, gate: Gate, msg: Inbound) -> Inbound:
     return msg
 
 
-async def settle(store: Store, turns: TurnDispatcher, *, turns_done: int) -> None:
+async def settle(store: Store, turns: TurnScheduler, *, turns_done: int) -> None:
     """Wait (bounded) until ``turns_done`` turns are recorded and nothing waits for one."""
     turns.wake()
     deadline = time.monotonic() + 15
@@ -132,7 +134,7 @@ def thread(parent: Inbound, **kw: object) -> Inbound:
 
 
 async def test_held_and_refused_messages_never_appear_in_a_prompt(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
 ) -> None:
     parent = deliver(store, router, gate, message(user=OWNER, mention=True, text="owner question"))
     refused = deliver(
@@ -156,7 +158,7 @@ async def test_held_and_refused_messages_never_appear_in_a_prompt(
 
 
 async def test_room_context_before_the_mention_is_shown_oldest_first(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
 ) -> None:
     parent = deliver(store, router, gate, message(user=OWNER, text="context: the build is red"))
     deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="can you look?"))
@@ -174,7 +176,7 @@ async def test_room_context_before_the_mention_is_shown_oldest_first(
 
 @pytest.mark.parametrize("sent", [True, False], ids=["sent", "still-in-the-outbox"])
 async def test_the_next_turn_sees_the_thread_since_the_last_one_and_its_own_posts(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher, sent: bool
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler, sent: bool
 ) -> None:
     program.reply("dana", "reply {turn}")
     parent = deliver(store, router, gate, message(user=OWNER, mention=True, text="first ask"))
@@ -193,7 +195,7 @@ async def test_the_next_turn_sees_the_thread_since_the_last_one_and_its_own_post
 
 
 async def test_a_reply_is_linked_capped_at_three_posts_and_sent_to_the_thread(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
 ) -> None:
     program.reply("dana", "ask @eli\n---\ntwo\n---\nthree\n---\nfour\n---\nfive")
     parent = deliver(store, router, gate, message(user=OWNER, mention=True))
@@ -206,7 +208,7 @@ async def test_a_reply_is_linked_capped_at_three_posts_and_sent_to_the_thread(
 
 
 async def test_silence_posts_nothing_and_closes_the_messages(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
 ) -> None:
     msg = deliver(store, router, gate, message(user=OWNER, mention=True))
     await settle(store, turns, turns_done=1)
@@ -216,7 +218,7 @@ async def test_silence_posts_nothing_and_closes_the_messages(
 
 
 async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
-    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnDispatcher
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
 ) -> None:
     program.reply("dana", "an answer")
     program.fail("dana")

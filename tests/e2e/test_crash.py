@@ -184,7 +184,7 @@ async def test_a_post_made_just_before_a_crash_is_found_not_repeated(emu: Emulat
     fleet = _start_fleet(env_file, second_log)
     try:
         await emu.wait_for(lambda: _events(second_log, "post recovered: already posted"), timeout=30)
-        sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND dedupe_key LIKE 'approval:%'"
+        sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND purpose = 'ask'"
         assert _scalar(db, sent) == 1
     finally:
         fleet.send_signal(signal.SIGTERM)

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from nanoslack.emulator import Emulator
-from nanoslack.gate import APPROVE_ACTION_ID
+from nanoslack.slack.blocks import action_id
 from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
 
 TIMEOUT = 20.0
@@ -89,7 +89,7 @@ async def test_the_stream_pushes_replies_notes_and_the_approval_to_the_page(
         value = msg["blocks"][1]["elements"][0]["value"]
         clicked = await http.post(
             url + "api/click",
-            json={"channel": dm["id"], "ts": msg["ts"], "action_id": APPROVE_ACTION_ID, "value": value},
+            json={"channel": dm["id"], "ts": msg["ts"], "action_id": action_id("approve"), "value": value},
         )
         assert (await clicked.json())["ok"]
         await stream.until(_from(stage, "fay", "Allowed by"))

@@ -97,7 +97,9 @@ async def test_the_pause_notice_appears_exactly_once_per_pause_with_three_instan
     await room.emu.wait_for(lambda: _dropped_by_all(rec, names, second[-1]))
     await room.emu.wait_for(lambda: len(_texts(room, mpim.id, PAUSE_PREFIX)) >= 2)
     # Every claim was made in the transaction that dropped a message: all are in.
-    assert room.sql("SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'pause:%'") == [(2,)]
+    assert room.sql(
+        "SELECT count(*) FROM outbox WHERE purpose = 'notice' AND text LIKE '⏸️ Paused after%'"
+    ) == [(2,)]
     assert len(_texts(room, mpim.id, PAUSE_PREFIX)) == 2
 
 

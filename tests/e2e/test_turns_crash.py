@@ -106,7 +106,7 @@ async def test_a_reply_that_reached_slack_before_a_sigkill_is_not_posted_again(s
         await s.emu.wait_for(
             lambda: _events(s.tmp / "run2.log", "post recovered: already posted"), timeout=30
         )
-        sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND dedupe_key LIKE 'turn:%'"
+        sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND purpose = 'reply'"
         await s.emu.wait_for(lambda: _scalar(s.db, sent) == 1, timeout=10)
     finally:
         assert await _stop(fleet) == 0

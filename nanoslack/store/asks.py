@@ -1,0 +1,119 @@
+"""Questions put to the owners (``nanoslack.asks``): one row per ask, its DMs in the outbox.
+
+Opening and answering are each one guarded statement whose row count says who won:
+the instance whose insert lands asks (the open index allows one open ask per kind and
+ref), the first answer closes it and later ones change nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+_COLUMNS = (
+    "id, kind, ref, instance, question, detail, status, choice, answered_by, verdict, created_at, answered_at"
+)
+_OPEN = text(
+    "INSERT INTO owner_asks (kind, ref, instance, question, detail, status, created_at)"
+    " VALUES (:kind, :ref, :instance, :question, :detail, 'open', :now)"
+    " ON CONFLICT DO NOTHING RETURNING id"
+)
+_GET = text(f"SELECT {_COLUMNS} FROM owner_asks WHERE id = :id")
+_OPEN_FOR = text(f"SELECT {_COLUMNS} FROM owner_asks WHERE kind = :kind AND ref = :ref AND status = 'open'")
+_LATEST = text(
+    f"SELECT {_COLUMNS} FROM owner_asks WHERE kind = :kind AND ref = :ref ORDER BY id DESC LIMIT 1"
+)
+_ANSWER = text(
+    "UPDATE owner_asks SET status = 'answered', choice = :choice, answered_by = :by, verdict = :verdict,"
+    " answered_at = :now WHERE id = :id AND status = :expected"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AskRow:
+    id: int
+    kind: str
+    ref: str
+    instance: str
+    question: str
+    detail: str | None
+    status: str  # open | answered
+    choice: str | None
+    answered_by: str | None
+    verdict: str | None
+    created_at: float
+    answered_at: float | None
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open"
+
+
+def _row(r: Any) -> AskRow:
+    return AskRow(
+        int(r[0]),
+        str(r[1]),
+        str(r[2]),
+        str(r[3]),
+        str(r[4]),
+        r[5],
+        str(r[6]),
+        r[7],
+        r[8],
+        r[9],
+        float(r[10]),
+        None if r[11] is None else float(r[11]),
+    )
+
+
+class Asks:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def open(self, *, kind: str, ref: str, instance: str, question: str, detail: str | None) -> int | None:
+        """The new ask's id; None when the same ask is already open (someone asked first)."""
+        params = {
+            "kind": kind,
+            "ref": ref,
+            "instance": instance,
+            "question": question,
+            "detail": detail,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            r = conn.execute(_OPEN, params).first()
+        return int(r[0]) if r else None
+
+    def get(self, ask_id: int) -> AskRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"id": ask_id}).first()
+        return _row(r) if r else None
+
+    def open_for(self, kind: str, ref: str) -> AskRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_OPEN_FOR, {"kind": kind, "ref": ref}).first()
+        return _row(r) if r else None
+
+    def latest(self, kind: str, ref: str) -> AskRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_LATEST, {"kind": kind, "ref": ref}).first()
+        return _row(r) if r else None
+
+    def answer(self, ask_id: int, *, choice: str, by: str, verdict: str, again: bool = False) -> bool:
+        """Close the ask with this answer; False when it was answered already. ``again``
+        replaces an earlier answer instead (the operator reversing a decision)."""
+        params = {
+            "id": ask_id,
+            "choice": choice,
+            "by": by,
+            "verdict": verdict,
+            "now": time.time(),
+            "expected": "answered" if again else "open",
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_ANSWER, params).rowcount) == 1

@@ -1,0 +1,206 @@
+"""When turns run (DESIGN §5 "One turn at a time", step 9 of §3).
+
+The pipeline leaves allowed messages ``pending`` in the store; the scheduler, one per
+instance, turns them into turns:
+
+- woken by the instance's core (an allowed message, an approval, a resume, a budget
+  answer) and by a short poll (an approval made by ``nanoslack senders approve`` in
+  another process only shows up in the store);
+- one turn at a time per (instance, thread): messages that arrive during a turn, or
+  that piled up while the fleet was down, are answered together by the next one;
+  turns of different threads and instances run concurrently, under a fleet-wide cap;
+- a halted room starts no turn and its turns under way are cancelled (``halt``; also
+  noticed on every poll, for a halt made by another process); a room whose token
+  budget is spent waits for an owner's answer.
+
+A turn takes its slot, then reads its thread's pending messages: those are what the
+agent is shown (``Transcripts``) and what the turn consumes (``TurnRecorder``), the
+same set, however long it waited for the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
+from nanoslack.budgets import RoomBudget
+from nanoslack.control import Halts
+from nanoslack.logs import get_logger
+from nanoslack.store import MessageRow, Store
+from nanoslack.turns.record import TurnRecorder
+from nanoslack.turns.transcript import ThreadKey, Transcripts
+
+log = get_logger(__name__)
+
+CRASH_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    poll_interval: float = 1.0
+
+
+class TurnScheduler:
+    def __init__(
+        self,
+        *,
+        instance: str,
+        store: Store,
+        agent: Agent,
+        transcripts: Transcripts,
+        recorder: TurnRecorder,
+        limiter: asyncio.Semaphore,
+        halts: Halts,
+        room_budget: RoomBudget | None = None,
+        options: TurnOptions | None = None,
+    ) -> None:
+        self.instance = instance
+        self._store = store
+        self._agent = agent
+        self._transcripts = transcripts
+        self._recorder = recorder
+        self._limiter = limiter
+        self._halts = halts
+        self._room_budget = room_budget
+        self._options = options or TurnOptions()
+        self._wake = asyncio.Event()
+        self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
+        self._closing = False
+        # Turns cancelled because their room was halted (not a shutdown).
+        self._halting: set[ThreadKey] = set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def recover(self) -> int:
+        """At start: turns a previous run left ``running`` run again."""
+        abandoned = self._store.turns.abandon_running(self.instance)
+        self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
+        if abandoned:
+            log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
+        return abandoned
+
+    async def run(self) -> None:
+        me = asyncio.current_task()
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._options.poll_interval)
+                # Python 3.11's wait_for swallows a cancel that lands as the wake
+                # event fires (gh-86296): stop() would then wait for this loop forever.
+                if me is not None and me.cancelling():
+                    raise asyncio.CancelledError
+                self._wake.clear()
+                self._schedule()
+        finally:
+            for task in list(self._busy.values()):
+                task.cancel()
+
+    async def close(self, within: float) -> None:
+        """Start no new turn; give the turns under way ``within`` seconds to record
+        their output, then cancel the rest (they run again at the next start)."""
+        self._closing = True
+        tasks = list(self._busy.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=within)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=within)
+
+    def halt(self, channel: str) -> None:
+        """The room was halted: cancel its turns under way; their messages stay pending."""
+        for key, task in list(self._busy.items()):
+            if key.channel == channel and key not in self._halting:
+                self._halting.add(key)
+                task.cancel()
+
+    def _schedule(self) -> None:
+        if self._closing:
+            return
+        # Asked on every poll: a halt made by another process (or the CLI) shows up here.
+        halted = self._halts.rooms()
+        for channel in halted:
+            self.halt(channel)
+        for key in _threads(self._store.messages.pending(self.instance)):
+            if key in self._busy or key.channel in halted or self._over_budget(key):
+                continue  # answered by the next turn, once this one is recorded (or resumed)
+            task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
+            self._busy[key] = task
+            task.add_done_callback(functools.partial(self._turn_ended, key))
+
+    def _over_budget(self, key: ThreadKey) -> bool:
+        """A room whose daily token budget is spent waits for an owner's answer."""
+        return (
+            self._room_budget is not None and bool(key.thread_key) and self._room_budget.paused(key.channel)
+        )
+
+    def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
+        self._busy.pop(key, None)
+        self._halting.discard(key)
+        self._wake.set()  # messages that came in during the turn
+
+    async def _turn(self, key: ThreadKey) -> None:
+        try:
+            async with self._limiter:
+                # Read once the slot is ours: what arrived while the turn waited for it
+                # is answered now, and the transcript ends at the same message.
+                msgs = self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key)
+                if msgs:
+                    await self._run(key, msgs)
+        except Exception as exc:  # the store or the edge failed: the messages stay pending
+            log.error(
+                "turn crashed",
+                instance=self.instance,
+                channel=key.channel,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            # Keep the thread busy a while: the next poll would only fail the same way.
+            await asyncio.sleep(CRASH_BACKOFF_S)
+
+    async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
+        turn = await self._transcripts.build(key, msgs)
+        turn_id = self._store.turns.start(
+            instance=self.instance,
+            channel=key.channel,
+            thread_key=key.thread_key,
+            reply_thread_ts=turn.thread_ts,
+            sender_id=turn.sender_id,
+            through_ts=msgs[-1].ts,
+            messages=len(msgs),
+            wrapping_up=turn.wrapping_up,
+        )
+        log.info(
+            "turn started",
+            instance=self.instance,
+            turn=turn_id,
+            channel=key.channel,
+            thread=turn.thread_ts,
+            messages=len(msgs),
+            wrapping_up=turn.wrapping_up,
+        )
+        recorder = self._recorder
+        try:
+            reply = await self._agent.run(turn)
+        except asyncio.CancelledError:
+            if key in self._halting:
+                recorder.halted(turn_id)
+            raise
+        except BudgetExhausted as exc:
+            recorder.budget_spent(turn_id, turn, msgs, str(exc))
+        except TurnFailed as exc:
+            recorder.failure(turn_id, msgs, str(exc))
+        except Exception as exc:  # a back-end bug must not stop the instance
+            recorder.failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
+        else:
+            recorder.reply(turn_id, turn, msgs, reply.posts, reply.tokens)
+
+
+def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:
+    """The threads with pending messages, in the order their first one arrived."""
+    return dict.fromkeys(ThreadKey(row.channel, row.thread_key) for row in rows)

@@ -1,0 +1,117 @@
+"""What one turn shows the agent (DESIGN §5 "Room turn"): the ``Turn`` it runs on.
+
+The thread since this instance's last turn there, oldest first, up to the newest
+message the turn answers (``through_ts``) and no further: what the agent is shown and
+what the turn consumes are the same messages, so a message that arrives while the
+turn waits for a slot is answered by the next turn, once. Room context is included,
+held and refused messages never; the instance's own earlier posts too, sent or still
+queued; people are named (``<@U…>`` → ``@name``).
+
+No Slack client here: names of room members come through ``RoomDirectory``, which
+the edge implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from nanoslack import mrkdwn
+from nanoslack.agents import Line, Teammate, Turn
+from nanoslack.inbound import Identity, bot_sender_id
+from nanoslack.store import MessageRow, Store
+
+
+class RoomDirectory(Protocol):
+    """What the edge knows about a conversation's people."""
+
+    async def member_names(self, channel: str) -> tuple[str, ...]: ...
+
+    def name_of_user(self, slack_user_id: str) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadKey:
+    channel: str
+    thread_key: str  # "" in DMs
+
+
+class Transcripts:
+    def __init__(
+        self,
+        *,
+        identity: Identity,
+        store: Store,
+        teammate: Teammate,
+        skills_dir: Path,
+        directory: RoomDirectory,
+    ) -> None:
+        self.instance = identity.instance
+        self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
+        self._store = store
+        self._teammate = teammate
+        self._skills_dir = skills_dir
+        self._directory = directory
+
+    async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> Turn:
+        """The turn that answers ``msgs`` (this thread's pending messages, oldest first)."""
+        since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
+        through = msgs[-1].ts
+        rows = self._store.messages.thread(self.instance, key.channel, key.thread_key, since, until=through)
+        reply_thread = key.thread_key  # the waking message's thread; "" in a DM
+        transcript = [self._line(row) for row in rows]
+        transcript += self._own_posts(key, reply_thread, since)
+        transcript.sort(key=lambda line: float(line.ts or 0))
+        # Not in Slack yet, so they will land after everything stored so far.
+        transcript += self._unsent_posts(key, reply_thread)
+        members = await self._directory.member_names(key.channel)
+        return Turn(
+            instance=self.instance,
+            # The instance name, not Slack's display name: it is what siblings write
+            # as @name and what replies.link_mentions turns into a real mention.
+            name=self.instance,
+            channel=key.channel,
+            thread_ts=reply_thread,
+            sender_id=msgs[-1].sender_id,
+            wrapping_up=any(m.hop_limit > 0 and m.hop >= m.hop_limit for m in msgs),
+            room=room_label(key),
+            members=members,
+            transcript=tuple(transcript),
+            system=self._teammate.system_prompt(self._skills_dir),
+        )
+
+    def _line(self, row: MessageRow) -> Line:
+        return Line(
+            ts=row.ts,
+            sender_id=row.sender_id,
+            sender_name=self._name(row.sender_id),
+            text=self._readable(row.text),
+        )
+
+    def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:
+        return [
+            Line(ts=ts, sender_id=self._me, sender_name=self.instance, text=self._readable(text))
+            for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
+        ]
+
+    def _unsent_posts(self, key: ThreadKey, reply_thread: str) -> list[Line]:
+        return [
+            Line(ts="", sender_id=self._me, sender_name=self.instance, text=self._readable(text))
+            for text in self._store.outbox.unsent_replies(self.instance, key.channel, reply_thread)
+        ]
+
+    def _name(self, sender_id: str) -> str:
+        user = self._store.users.get(sender_id)
+        if user is not None and user.display_name:
+            return user.display_name
+        return sender_id.removeprefix("slack:bot:").removeprefix("slack:")
+
+    def _readable(self, text: str) -> str:
+        """``<@U0ELI>`` → ``@eli``: the agent addresses people by name."""
+        return mrkdwn.readable(text, self._directory.name_of_user)
+
+
+def room_label(key: ThreadKey) -> str:
+    return "DM" if not key.thread_key else f'Group chat: "{key.channel}"'

@@ -1,0 +1,69 @@
+"""Upgrading a store an earlier release wrote: what its rows were is kept."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from nanoslack.store import SCHEMA_VERSION, Store, sqlite_url
+
+# The outbox as schema version 3 had it: what a row was lived in its metadata.
+V3_OUTBOX = """
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY, instance TEXT NOT NULL, dedupe_key TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL, channel TEXT, dm_user TEXT, thread_ts TEXT, update_ts TEXT,
+  text TEXT NOT NULL, blocks TEXT, metadata_json TEXT, status TEXT NOT NULL,
+  attempts INTEGER NOT NULL, error TEXT, posted_channel TEXT, posted_ts TEXT,
+  created_at FLOAT NOT NULL, sent_at FLOAT
+)
+"""
+
+
+def _v3_database(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO schema_meta VALUES ('version', '3');"
+        + V3_OUTBOX
+        + ";CREATE TABLE room_notices (room TEXT, kind TEXT, epoch TEXT, instance TEXT, created_at FLOAT,"
+        " PRIMARY KEY (room, kind, epoch));"
+    )
+    rows = [
+        ("turn:dana:7:0", "post", json.dumps({"event_type": "nanoslack_turn", "event_payload": {"turn": 7}})),
+        ("approval:3", "post", json.dumps({"event_type": "nanoslack_approval", "event_payload": {}})),
+        (
+            "approval:3:approved:1",
+            "update",
+            json.dumps({"event_type": "nanoslack_update", "event_payload": {"update_of": "approval:3"}}),
+        ),
+        ("pause:C0ROOM:1.0", "post", None),
+    ]
+    conn.executemany(
+        "INSERT INTO outbox (instance, dedupe_key, kind, channel, text, metadata_json, status, attempts,"
+        " created_at) VALUES ('dana', ?, ?, 'C0ROOM', 'x', ?, 'queued', 0, 0)",
+        rows,
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_a_version_3_outbox_keeps_what_each_queued_row_is(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _v3_database(path)
+    with Store.open(sqlite_url(str(path))) as store:
+        rows = {r.dedupe_key: r for r in store.outbox.queued("dana")}
+        assert (rows["turn:dana:7:0"].purpose, rows["turn:dana:7:0"].turn_id) == ("reply", 7)
+        assert rows["approval:3:approved:1"].update_of == "approval:3"
+        assert {rows[k].purpose for k in ("approval:3", "pause:C0ROOM:1.0")} == {"post"}
+        # The next turn still sees the reply it has not sent yet.
+        assert store.outbox.unsent_replies("dana", "C0ROOM", "") == ["x"]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT value FROM schema_meta WHERE key='version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "owner_asks" in tables and "room_notices" not in tables
+    finally:
+        conn.close()

@@ -1,0 +1,55 @@
+"""What a turn shows its agent is what it answers, however long it waited for a slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.e2e.conftest import Room
+from tests.e2e.turn_agent import TurnAgent
+
+
+def _pending_or_running(room: Room) -> bool:
+    rows = room.sql(
+        "SELECT (SELECT count(*) FROM messages WHERE status = 'pending')"
+        " + (SELECT count(*) FROM turns WHERE status = 'running')"
+    )
+    return rows != [(0,)]
+
+
+async def test_a_second_mention_recorded_while_the_first_turn_waits_for_a_slot_is_answered_exactly_once(
+    room: Room, fleet_factory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.reply("eli", "on it")
+    program.hold("dana")  # dana's turn takes the only slot and keeps it
+    alice = room.human.id
+    await fleet_factory(["dana", "eli"], SLACK_OWNER=alice, NANOSLACK_MAX_TURNS="1", **program.env())
+
+    await room.emu.post_as_user(alice, room.channel, f"{room.mention('dana')} Q0001 take your time")
+    await room.emu.wait_for(lambda: program.calls("dana"), timeout=10)
+    first = await room.emu.post_as_user(alice, room.channel, f"{room.mention('eli')} Q0002 please")
+    await room.emu.wait_for(
+        lambda: (
+            room.sql("SELECT status FROM messages WHERE instance = 'eli' AND ts = ?", first) == [("pending",)]
+        )
+    )
+    # eli's turn for Q0002 is now waiting for the slot (the scheduler takes a newly
+    # allowed message at once, and polls every second); the race needs that.
+    await asyncio.sleep(1.2)
+    second = await room.emu.post_as_user(
+        alice, room.channel, f"{room.mention('eli')} Q0003 also", thread_ts=first
+    )
+    await room.emu.wait_for(
+        lambda: (
+            room.sql("SELECT status FROM messages WHERE instance = 'eli' AND ts = ?", second)
+            == [("pending",)]
+        )
+    )
+    program.release("dana")
+    await room.emu.wait_for(lambda: not _pending_or_running(room), timeout=20)
+
+    prompts = [call["stdin"] for call in program.calls("eli")]
+    assert [sum("Q0002" in p for p in prompts), sum("Q0003" in p for p in prompts)] == [1, 1], prompts
+    # Every turn consumed exactly what it showed: nothing left to answer twice.
+    shown = room.sql("SELECT sum(messages) FROM turns WHERE instance = 'eli'")
+    assert shown == [(2,)]
