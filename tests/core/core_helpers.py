@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 from nanoslack.asks import OwnerAsks
 from nanoslack.gate import Gate

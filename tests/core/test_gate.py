@@ -10,8 +10,8 @@ from nanoslack.asks import NotAnOwner
 from nanoslack.gate import Gate, Verdict
 from nanoslack.inbound import Inbound
 from nanoslack.router import Router
-from nanoslack.store import Store
 from nanoslack.slack.blocks import action_id, ask_blocks
+from nanoslack.store import Store
 from tests.core.core_helpers import DM, INSTANCE, OWNER, ROOM, bot_message, make_gate, message
 
 ELI = "slack:bot:B0ELI"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from nanoslack.asks import APPROVAL, OwnerAsks
 from nanoslack.housekeeping import prune_once
 from nanoslack.inbound import Inbound
-from nanoslack.asks import APPROVAL, OwnerAsks
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from tests.core.core_helpers import INSTANCE, ROOM, message

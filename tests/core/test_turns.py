@@ -19,13 +19,13 @@ import pytest
 
 from nanoslack.agents import Agent, OpenAIAgent, load_teammate
 from nanoslack.agents.command import CommandAgent
+from nanoslack.budgets import StoreLedger
+from nanoslack.core import build_turns
 from nanoslack.gate import Gate
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
-from nanoslack.budgets import StoreLedger
-from nanoslack.core import build_turns
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from nanoslack.emulator import Emulator
-from nanoslack.slack.blocks import action_id
 from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+from nanoslack.slack.blocks import action_id
 
 TIMEOUT = 20.0
 
