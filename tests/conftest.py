@@ -1,9 +1,9 @@
 """Suite-wide fixtures: no proxy on loopback (slack-sdk's socket client ignores
 NO_PROXY, even for 127.0.0.1), global logging state restored after every test, the
-Slack emulator for the tests that need one, and the one ``store`` fixture, run on
-SQLite and on a throwaway PostgreSQL server (DESIGN §10).
-
-tests/emulator keeps its own ``emu``/``temu`` (shorter ack timeout, its own env cleanup).
+Slack emulator for the tests that need one (``emu``, async, and ``temu``, the same on its
+own thread; a folder's conftest overrides ``emu_options``, a test adds
+``@pytest.mark.emulator(...)``), and the one ``store`` fixture, run on SQLite and on a
+throwaway PostgreSQL server (DESIGN §10).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nanoslack.emulator import Emulator, ThreadedEmulator
+from nanoslack.emulator import Emulator, Options, ThreadedEmulator
 from nanoslack.logs import NOISY_LOGGERS
 from nanoslack.store import Store
 from tests import pg
@@ -52,16 +52,34 @@ def restore_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(lvl)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "emulator(**options): this test's emu/temu options (nanoslack.emulator.Options)"
+    )
+
+
 @pytest.fixture
-async def emu() -> AsyncIterator[Emulator]:
-    async with Emulator(ack_timeout=1.0) as emulator:
+def emu_options() -> Options:
+    """The options of every ``emu``/``temu`` under this folder (a conftest may override it)."""
+    return {"ack_timeout": 1.0}
+
+
+def _options(request: pytest.FixtureRequest, options: Options) -> Options:
+    """The folder's options with the test's ``@pytest.mark.emulator(...)`` on top."""
+    marker = request.node.get_closest_marker("emulator")
+    return {**options, **(marker.kwargs if marker else {})}
+
+
+@pytest.fixture
+async def emu(request: pytest.FixtureRequest, emu_options: Options) -> AsyncIterator[Emulator]:
+    async with Emulator(**_options(request, emu_options)) as emulator:
         yield emulator
 
 
 @pytest.fixture
-def temu() -> Iterator[ThreadedEmulator]:
+def temu(request: pytest.FixtureRequest, emu_options: Options) -> Iterator[ThreadedEmulator]:
     """The same emulator on its own thread, for synchronous tests."""
-    with Emulator.in_thread(ack_timeout=1.0) as emulator:
+    with Emulator.in_thread(**_options(request, emu_options)) as emulator:
         yield emulator
 
 

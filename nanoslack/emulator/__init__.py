@@ -1,25 +1,27 @@
 """nanoslack.emulator: a stateful, wire-compatible Slack workspace on 127.0.0.1 for tests and demos.
 
 The product never imports this package. Modules import in one direction:
-state → events → socket → engine → webapi → server → driver → cli (workspace needs only
-state; client needs nothing of the package).
+state → workspace → events → socket → engine → webapi → server → driver → cli (workspace,
+the JSON files, and client, the HTTP driver's client, need nothing of the package).
 """
 
 from .client import EmulatorClient, EmulatorClientError
-from .driver import Emulator, ThreadedEmulator
-from .engine import Engine
+from .driver import Driver, Emulator, ThreadedEmulator, apply_workspace
+from .engine import Engine, Options
 from .state import ApiCall, App, Conversation, EmulatorError, Stats, User
-from .workspace import apply_workspace, load_workspace_file, sample_workspace
+from .workspace import load_workspace_file, sample_workspace
 
 __all__ = [
     "ApiCall",
     "App",
     "Conversation",
+    "Driver",
     "Emulator",
     "EmulatorClient",
     "EmulatorClientError",
     "EmulatorError",
     "Engine",
+    "Options",
     "Stats",
     "ThreadedEmulator",
     "User",

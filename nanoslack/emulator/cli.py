@@ -9,8 +9,8 @@ import json
 import signal
 import sys
 
-from .driver import Emulator
-from .workspace import apply_workspace, load_workspace_file, sample_workspace, team_of
+from .driver import Emulator, apply_workspace
+from .workspace import load_workspace_file, sample_workspace, team_of
 
 
 def build_parser() -> argparse.ArgumentParser:

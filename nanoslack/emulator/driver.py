@@ -1,71 +1,275 @@
 """The Python drivers tests use: ``Emulator`` (async) and ``ThreadedEmulator`` (sync).
 
 Both are thin: the workspace's behaviour lives in the engine, serving it in the server.
-A driver starts and stops them, forwards its calls to the engine and waits on conditions.
-The two expose the same methods with the same parameters (tests/emulator checks it).
+Every driver method is the engine's own (or, for users, apps and conversations, the
+workspace state's), named once in ``Driver``, so its parameters are written once, there.
+The two drivers differ only in how a call runs: the async driver calls the engine on its
+own loop and hands back the engine's coroutines to await; the sync driver runs each call on
+the emulator's thread and blocks for the result. mypy sees the engine's parameters on both
+drivers, and on the sync one the awaited result (ParamSpec).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import threading
 import time
-from collections.abc import Callable, Coroutine
+import types
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import asdict
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, Unpack, overload
 
-from .engine import Engine
+from .engine import Engine, Options
 from .server import Server
-from .state import ApiCall, App, Conversation, Stats, User
+from .state import ApiCall, Workspace
 
 JSON = dict[str, Any]
-T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")  # the part of the engine a method belongs to: the engine or its workspace state
+Looks = Generator[float, None, R]  # a wait written once: it yields the seconds to pause between looks
 
 
-def _poll(
-    predicate: Callable[[], Any],
-    deadline: float,
-    timeout: float,
-    message: str | None,
-    stats: Callable[[], Stats],
-) -> Any:
-    """One look at a ``wait_for`` condition: its truthy value, or None to keep
-    waiting; past the deadline a TimeoutError that shows the socket counters."""
-    value = predicate()
-    if value:
+def _of_engine(engine: Engine) -> Engine:
+    return engine
+
+
+def _of_state(engine: Engine) -> Workspace:
+    return engine.ws
+
+
+def _method(impl: Callable[..., Any], fn: Callable[..., Any], **sig: Any) -> Callable[..., Any]:
+    """``impl`` under ``fn``'s name, docstring and signature (what help() and the tests read)."""
+    functools.update_wrapper(impl, fn, assigned=("__module__", "__name__", "__doc__"))
+    impl.__qualname__ = f"Driver.{fn.__name__}"
+    impl.__signature__ = inspect.signature(fn).replace(**sig)  # type: ignore[attr-defined]
+    return impl
+
+
+class _Plain(Generic[S, P, R]):
+    """A driver method that is a plain engine method: both drivers answer its result;
+    the sync driver runs it on the emulator's loop (the engine is not thread-safe)."""
+
+    def __init__(self, fn: Callable[Concatenate[S, P], R], part: Callable[[Engine], S]) -> None:
+        def call(driver: Driver, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return driver._on_loop(lambda: fn(part(driver.engine), *args, **kwargs))
+
+        self._call = _method(call, fn)
+
+    @overload
+    def __get__(self, driver: None, owner: type) -> Callable[..., R]: ...
+    @overload
+    def __get__(self, driver: Driver, owner: type) -> Callable[P, R]: ...
+    def __get__(self, driver: Driver | None, owner: type) -> Callable[..., R]:
+        return self._call if driver is None else types.MethodType(self._call, driver)
+
+
+class _Twin(Generic[P, R]):
+    """A driver method in two builds from one definition: ``awaitable`` for the async
+    driver, ``blocking`` for the sync one."""
+
+    def __init__(self, awaitable: Callable[..., Any], blocking: Callable[..., Any]) -> None:
+        self._async, self._sync = awaitable, blocking
+
+    @overload
+    def __get__(self, driver: None, owner: type) -> Callable[..., Any]: ...
+    @overload
+    def __get__(self, driver: Emulator, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    @overload
+    def __get__(self, driver: ThreadedEmulator, owner: type) -> Callable[P, R]: ...
+    def __get__(self, driver: Driver | None, owner: type) -> Callable[..., Any]:
+        call = self._sync if issubclass(owner, ThreadedEmulator) else self._async
+        return call if driver is None else types.MethodType(call, driver)
+
+
+class _Awaited(_Twin[P, R]):
+    """A driver method that is an engine coroutine: awaitable on the async driver,
+    blocking until it is done on the sync one."""
+
+    def __init__(self, fn: Callable[Concatenate[Engine, P], Coroutine[Any, Any, R]]) -> None:
+        async def awaitable(driver: Emulator, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return await fn(driver.engine, *args, **kwargs)
+
+        def blocking(driver: ThreadedEmulator, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return driver._block(fn(driver.engine, *args, **kwargs))
+
+        super().__init__(_method(awaitable, fn), _method(blocking, fn))
+
+
+class _Polling(_Twin[P, R]):
+    """A driver method written once as a generator of pauses (``Looks``): the async
+    driver sleeps them with asyncio, the sync one with time.sleep."""
+
+    def __init__(self, fn: Callable[Concatenate[Any, P], Looks[R]]) -> None:
+        async def awaitable(driver: Emulator, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            looks = fn(driver, *args, **kwargs)
+            try:
+                # Polling is the point: the predicate is arbitrary test state, nothing to await.
+                while True:  # noqa: ASYNC110
+                    await asyncio.sleep(next(looks))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+        def blocking(driver: ThreadedEmulator, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            looks = fn(driver, *args, **kwargs)
+            try:
+                while True:
+                    time.sleep(next(looks))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+        # what a caller gets is the generator's return value, not the generator
+        super().__init__(
+            _method(awaitable, fn, return_annotation="Any"), _method(blocking, fn, return_annotation="Any")
+        )
+
+
+class Driver(ABC):
+    """Both drivers' methods and properties, each written once."""
+
+    _engine: Engine | None = None
+
+    @abstractmethod
+    def _on_loop(self, call: Callable[[], R]) -> R:
+        """Run ``call`` where the engine lives, and answer its result."""
+
+    @property
+    def engine(self) -> Engine:
+        """The workspace itself (not thread-safe: touch it only on the emulator's loop)."""
+        assert self._engine is not None, "emulator not started"
+        return self._engine
+
+    @property
+    def port(self) -> int:
+        return self.engine.port
+
+    @property
+    def api_url(self) -> str:
+        return self.engine.api_url
+
+    @property
+    def base_url(self) -> str:
+        return self.engine.base_url
+
+    @property
+    def api_calls(self) -> list[ApiCall]:
+        """The Web API calls so far, oldest first (a copy)."""
+        return self._on_loop(lambda: list(self.engine.api_calls))
+
+    # ---- workspace -------------------------------------------------------------------------
+    add_user = _Plain(Workspace.add_user, _of_state)
+    add_app = _Plain(Workspace.add_app, _of_state)
+    create_conversation = _Plain(Workspace.create_conversation, _of_state)
+    users = _Plain(Engine.users, _of_engine)
+    apps = _Plain(Engine.apps, _of_engine)
+    conversations = _Plain(Engine.conversations, _of_engine)
+    app = _Plain(Engine.app, _of_engine)
+
+    # ---- users act -------------------------------------------------------------------------
+    post_as_user = _Awaited(Engine.post_as_user)
+    bulk_post = _Awaited(Engine.bulk_post)
+    click_button = _Awaited(Engine.click_button)
+    react = _Awaited(Engine.react)
+
+    # ---- reading ---------------------------------------------------------------------------
+    conversation_messages = _Plain(Engine.conversation_messages, _of_engine)
+    all_messages = _Plain(Engine.all_messages, _of_engine)
+    stats = _Plain(Engine.stats, _of_engine)
+    connections = _Plain(Engine.connections, _of_engine)
+    ack_latencies = _Plain(Engine.ack_latencies, _of_engine)
+
+    # ---- faults ----------------------------------------------------------------------------
+    fail_next = _Plain(Engine.fail_next, _of_engine)
+    drop_sockets = _Awaited(Engine.drop_sockets)
+    send_disconnect = _Awaited(Engine.send_disconnect)
+    withhold_acks = _Plain(Engine.withhold_acks, _of_engine)
+    inject_envelope = _Awaited(Engine.inject_envelope)
+    zombify_sockets = _Plain(Engine.zombify_sockets, _of_engine)
+    inject_frame = _Awaited(Engine.inject_frame)
+
+    # ---- waiting ---------------------------------------------------------------------------
+    @_Polling
+    def wait_for(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float = 5.0,
+        interval: float = 0.01,
+        message: str | None = None,
+    ) -> Looks[Any]:
+        """``predicate``'s first truthy value, looking every ``interval`` seconds; past
+        ``timeout`` a TimeoutError that shows the socket counters. The predicate runs in
+        the caller's thread (on the sync driver it may call the driver)."""
+        deadline = time.monotonic() + timeout
+        while not (value := predicate()):
+            if time.monotonic() >= deadline:
+                what = message or f"condition {getattr(predicate, '__name__', predicate)!r} not met"
+                raise TimeoutError(f"{what} within {timeout}s; stats={asdict(self.stats())}")
+            yield interval
         return value
-    if time.monotonic() >= deadline:
-        what = message or f"condition {getattr(predicate, '__name__', predicate)!r} not met"
-        raise TimeoutError(f"{what} within {timeout}s; stats={asdict(stats())}")
-    return None
 
 
-class Emulator:
+class ThreadedEmulator(Driver):
+    """The Emulator on its own event loop in a daemon thread; every driver method is sync."""
+
+    def __init__(self, port: int = 0, **options: Unpack[Options]) -> None:
+        self._options = options
+        self._port = port
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="slack-emulator", daemon=True)
+        self._emu: Emulator | None = None
+
+    def start(self) -> ThreadedEmulator:
+        self._thread.start()
+
+        async def started() -> Emulator:
+            return await Emulator(**self._options).start(self._port)
+
+        self._emu = asyncio.run_coroutine_threadsafe(started(), self.loop).result(10)
+        self._engine = self._emu.engine
+        return self
+
+    def stop(self) -> None:
+        if self._emu is not None:
+            asyncio.run_coroutine_threadsafe(self._emu.stop(), self.loop).result(10)
+            self._emu = self._engine = None
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+    def __enter__(self) -> ThreadedEmulator:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _on_loop(self, call: Callable[[], R]) -> R:
+        async def run() -> R:
+            return call()
+
+        return self._block(run())
+
+    def _block(self, coro: Coroutine[Any, Any, R]) -> R:
+        assert self._emu is not None, "emulator not started"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+
+class Emulator(Driver):
     """A stateful, wire-compatible Slack workspace on 127.0.0.1 (async driver API)."""
 
-    def __init__(
-        self,
-        ack_timeout: float = 3.0,
-        max_retries: int = 3,
-        deliver_own_posts: bool = True,
-        mpim_prefix: str = "C",
-        team_id: str = "T0EMULATOR",
-        team_name: str = "nanoslack-emu",
-        log_api_calls: bool = True,
-    ) -> None:
-        self.engine = Engine(
-            ack_timeout=ack_timeout,
-            max_retries=max_retries,
-            deliver_own_posts=deliver_own_posts,
-            mpim_prefix=mpim_prefix,
-            team_id=team_id,
-            team_name=team_name,
-            log_api_calls=log_api_calls,
-        )
-        self._server = Server(self.engine)
+    # The same driver, sync, on its own event loop (``port=`` picks the port).
+    in_thread = ThreadedEmulator
 
-    # ---- lifecycle -------------------------------------------------------------------------
+    def __init__(self, **options: Unpack[Options]) -> None:
+        self._engine = Engine(**options)
+        self._server = Server(self._engine)
+
     async def start(self, port: int = 0) -> Emulator:
         await self._server.start(port)
         self.engine.start()
@@ -83,333 +287,22 @@ class Emulator:
     ) -> None:
         await self.stop()
 
-    @staticmethod
-    def in_thread(**kwargs: Any) -> ThreadedEmulator:
-        """The same driver, sync, on its own event loop (``port=`` picks the port)."""
-        return ThreadedEmulator(**kwargs)
+    def _on_loop(self, call: Callable[[], R]) -> R:
+        return call()  # the async driver is used on the emulator's loop already
 
-    @property
-    def port(self) -> int:
-        return self.engine.port
 
-    @property
-    def api_url(self) -> str:
-        return self.engine.api_url
-
-    @property
-    def base_url(self) -> str:
-        return self.engine.base_url
-
-    @property
-    def api_calls(self) -> list[ApiCall]:
-        """The Web API calls so far, oldest first (the live log)."""
-        return self.engine.api_calls
-
-    # ---- workspace -------------------------------------------------------------------------
-    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User:
-        return self.engine.add_user(name, real_name=real_name, id=id)
-
-    def add_app(
-        self,
-        name: str,
-        *,
-        app_id: str | None = None,
-        bot_id: str | None = None,
-        bot_user_id: str | None = None,
-        bot_token: str | None = None,
-        app_token: str | None = None,
-        events: list[str] | None = None,
-    ) -> App:
-        return self.engine.add_app(
-            name,
-            app_id=app_id,
-            bot_id=bot_id,
-            bot_user_id=bot_user_id,
-            bot_token=bot_token,
-            app_token=app_token,
-            events=events,
+def apply_workspace(emu: Driver, spec: JSON) -> None:
+    """Create the users, apps and conversations of a workspace spec (call before clients connect)."""
+    for u in spec.get("users", []):
+        emu.add_user(u["name"], real_name=u.get("real_name"), id=u.get("id"))
+    for a in spec.get("apps", []):
+        kw = {
+            k: a[k]
+            for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
+            if a.get(k)
+        }
+        emu.add_app(a["name"], **kw)
+    for c in spec.get("conversations", []):
+        emu.create_conversation(
+            list(c["members"]), kind=c.get("kind", "mpim"), name=c.get("name"), id=c.get("id")
         )
-
-    def create_conversation(
-        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
-    ) -> Conversation:
-        return self.engine.create_conversation(members, kind=kind, name=name, id=id)
-
-    def users(self) -> list[User]:
-        return self.engine.users()
-
-    def apps(self) -> list[App]:
-        return self.engine.apps()
-
-    def conversations(self) -> list[Conversation]:
-        return self.engine.conversations()
-
-    def app(self, ref: str) -> App:
-        """An app by app_id, name, bot_id or bot user id."""
-        return self.engine.app(ref)
-
-    # ---- users act -------------------------------------------------------------------------
-    async def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
-        return await self.engine.post_as_user(user_id, channel, text, thread_ts)
-
-    async def bulk_post(self, user_id: str, channel: str, texts: list[str]) -> list[str]:
-        return await self.engine.bulk_post(user_id, channel, texts)
-
-    async def click_button(
-        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
-    ) -> JSON:
-        return await self.engine.click_button(user_id, channel, message_ts, action_id, value)
-
-    async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
-        await self.engine.react(user_id, channel, ts, reaction)
-
-    # ---- reading ---------------------------------------------------------------------------
-    def conversation_messages(self, channel: str) -> list[JSON]:
-        return self.engine.conversation_messages(channel)
-
-    def all_messages(self, channel: str) -> list[JSON]:
-        return self.engine.all_messages(channel)
-
-    def stats(self, app_id: str | None = None) -> Stats:
-        return self.engine.stats(app_id)
-
-    def connections(self, app_id: str) -> int:
-        return self.engine.connections(app_id)
-
-    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
-        return self.engine.ack_latencies(app_id, clear)
-
-    # ---- faults ----------------------------------------------------------------------------
-    def fail_next(
-        self,
-        method: str,
-        n: int = 1,
-        error: str = "ratelimited",
-        retry_after: int = 1,
-        app_id: str | None = None,
-    ) -> None:
-        self.engine.fail_next(method, n, error, retry_after, app_id)
-
-    async def drop_sockets(self, app_id: str) -> int:
-        return await self.engine.drop_sockets(app_id)
-
-    async def send_disconnect(self, app_id: str, reason: str = "refresh_requested") -> int:
-        return await self.engine.send_disconnect(app_id, reason)
-
-    def withhold_acks(self, app_id: str, n: int | None) -> None:
-        self.engine.withhold_acks(app_id, n)
-
-    async def inject_envelope(
-        self, app_id: str, payload: Any, kind: str = "events_api", *, raw: bool = False
-    ) -> None:
-        await self.engine.inject_envelope(app_id, payload, kind, raw=raw)
-
-    def zombify_sockets(self, app_id: str) -> int:
-        return self.engine.zombify_sockets(app_id)
-
-    async def inject_frame(self, app_id: str, text: str) -> int:
-        return await self.engine.inject_frame(app_id, text)
-
-    # ---- waiting ---------------------------------------------------------------------------
-    async def wait_for(
-        self,
-        predicate: Callable[[], Any],
-        timeout: float = 5.0,  # noqa: ASYNC109
-        interval: float = 0.01,
-        message: str | None = None,
-    ) -> Any:
-        deadline = time.monotonic() + timeout
-        # Polling is the point: the predicate is arbitrary test state, nothing to await.
-        while (r := _poll(predicate, deadline, timeout, message, self.stats)) is None:  # noqa: ASYNC110
-            await asyncio.sleep(interval)
-        return r
-
-
-class ThreadedEmulator:
-    """The Emulator on its own event loop in a daemon thread; every driver method is sync."""
-
-    def __init__(self, port: int = 0, **kwargs: Any) -> None:
-        self._kwargs = kwargs
-        self._port = port
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="slack-emulator", daemon=True)
-        self.emu: Emulator | None = None
-
-    # ---- lifecycle -------------------------------------------------------------------------
-    def start(self) -> ThreadedEmulator:
-        self._thread.start()
-
-        async def _mk() -> Emulator:
-            return await Emulator(**self._kwargs).start(self._port)
-
-        self.emu = asyncio.run_coroutine_threadsafe(_mk(), self.loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if self.emu is not None:
-            asyncio.run_coroutine_threadsafe(self.emu.stop(), self.loop).result(10)
-            self.emu = None
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self.loop.is_running():
-            self.loop.close()
-
-    def __enter__(self) -> ThreadedEmulator:
-        return self.start()
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @property
-    def _e(self) -> Emulator:
-        assert self.emu is not None, "emulator not started"
-        return self.emu
-
-    def _call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the emulator's loop: the engine is not thread-safe."""
-
-        async def run() -> T:
-            return fn()
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
-
-    def _acall(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    @property
-    def port(self) -> int:
-        return self._e.port
-
-    @property
-    def api_url(self) -> str:
-        return self._e.api_url
-
-    @property
-    def base_url(self) -> str:
-        return self._e.base_url
-
-    @property
-    def api_calls(self) -> list[ApiCall]:
-        """The Web API calls so far, oldest first (a copy)."""
-        return self._call(lambda: list(self._e.api_calls))
-
-    # ---- workspace -------------------------------------------------------------------------
-    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User:
-        return self._call(lambda: self._e.add_user(name, real_name=real_name, id=id))
-
-    def add_app(
-        self,
-        name: str,
-        *,
-        app_id: str | None = None,
-        bot_id: str | None = None,
-        bot_user_id: str | None = None,
-        bot_token: str | None = None,
-        app_token: str | None = None,
-        events: list[str] | None = None,
-    ) -> App:
-        return self._call(
-            lambda: self._e.add_app(
-                name,
-                app_id=app_id,
-                bot_id=bot_id,
-                bot_user_id=bot_user_id,
-                bot_token=bot_token,
-                app_token=app_token,
-                events=events,
-            )
-        )
-
-    def create_conversation(
-        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
-    ) -> Conversation:
-        return self._call(lambda: self._e.create_conversation(members, kind=kind, name=name, id=id))
-
-    def users(self) -> list[User]:
-        return self._call(self._e.users)
-
-    def apps(self) -> list[App]:
-        return self._call(self._e.apps)
-
-    def conversations(self) -> list[Conversation]:
-        return self._call(self._e.conversations)
-
-    def app(self, ref: str) -> App:
-        return self._call(lambda: self._e.app(ref))
-
-    # ---- users act -------------------------------------------------------------------------
-    def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
-        return self._acall(self._e.post_as_user(user_id, channel, text, thread_ts))
-
-    def bulk_post(self, user_id: str, channel: str, texts: list[str]) -> list[str]:
-        return self._acall(self._e.bulk_post(user_id, channel, texts))
-
-    def click_button(
-        self, user_id: str, channel: str, message_ts: str, action_id: str, value: str | None = None
-    ) -> JSON:
-        return self._acall(self._e.click_button(user_id, channel, message_ts, action_id, value))
-
-    def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
-        self._acall(self._e.react(user_id, channel, ts, reaction))
-
-    # ---- reading ---------------------------------------------------------------------------
-    def conversation_messages(self, channel: str) -> list[JSON]:
-        return self._call(lambda: self._e.conversation_messages(channel))
-
-    def all_messages(self, channel: str) -> list[JSON]:
-        return self._call(lambda: self._e.all_messages(channel))
-
-    def stats(self, app_id: str | None = None) -> Stats:
-        return self._call(lambda: self._e.stats(app_id))
-
-    def connections(self, app_id: str) -> int:
-        return self._call(lambda: self._e.connections(app_id))
-
-    def ack_latencies(self, app_id: str | None = None, clear: bool = False) -> list[float]:
-        return self._call(lambda: self._e.ack_latencies(app_id, clear))
-
-    # ---- faults ----------------------------------------------------------------------------
-    def fail_next(
-        self,
-        method: str,
-        n: int = 1,
-        error: str = "ratelimited",
-        retry_after: int = 1,
-        app_id: str | None = None,
-    ) -> None:
-        self._call(lambda: self._e.fail_next(method, n, error, retry_after, app_id))
-
-    def drop_sockets(self, app_id: str) -> int:
-        return self._acall(self._e.drop_sockets(app_id))
-
-    def send_disconnect(self, app_id: str, reason: str = "refresh_requested") -> int:
-        return self._acall(self._e.send_disconnect(app_id, reason))
-
-    def withhold_acks(self, app_id: str, n: int | None) -> None:
-        self._call(lambda: self._e.withhold_acks(app_id, n))
-
-    def inject_envelope(
-        self, app_id: str, payload: Any, kind: str = "events_api", *, raw: bool = False
-    ) -> None:
-        self._acall(self._e.inject_envelope(app_id, payload, kind, raw=raw))
-
-    def zombify_sockets(self, app_id: str) -> int:
-        return self._call(lambda: self._e.zombify_sockets(app_id))
-
-    def inject_frame(self, app_id: str, text: str) -> int:
-        return self._acall(self._e.inject_frame(app_id, text))
-
-    # ---- waiting ---------------------------------------------------------------------------
-    def wait_for(
-        self,
-        predicate: Callable[[], Any],
-        timeout: float = 5.0,
-        interval: float = 0.01,
-        message: str | None = None,
-    ) -> Any:
-        deadline = time.monotonic() + timeout
-        while (r := _poll(predicate, deadline, timeout, message, self.stats)) is None:
-            time.sleep(interval)
-        return r

@@ -12,7 +12,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from . import events as ev_mod
 from .socket import Delivery, SocketHub
@@ -21,23 +21,29 @@ from .state import ApiCall, App, Channel, Conversation, EmulatorError, Stats, Us
 JSON = dict[str, Any]
 
 
+class Options(TypedDict, total=False):
+    """What an emulator is made with: the drivers' keyword arguments (defaults in Engine)."""
+
+    ack_timeout: float  # seconds before an unacked envelope is redelivered
+    max_retries: int  # redeliveries before an envelope is given up
+    deliver_own_posts: bool  # an app hears its own posts, as in Slack
+    mpim_prefix: str  # the first letter of a group DM's id: "C" (Slack today) or "G"
+    team_id: str
+    team_name: str
+    log_api_calls: bool  # keep the Web API call log (``api_calls``)
+
+
 class Engine:
     """A stateful Slack workspace. Not thread-safe: use it only on its event loop."""
 
-    def __init__(
-        self,
-        ack_timeout: float = 3.0,
-        max_retries: int = 3,
-        deliver_own_posts: bool = True,
-        mpim_prefix: str = "C",
-        team_id: str = "T0EMULATOR",
-        team_name: str = "nanoslack-emu",
-        log_api_calls: bool = True,
-    ) -> None:
-        self.ws = Workspace(team_id=team_id, team_name=team_name, mpim_prefix=mpim_prefix)
-        self.hub = SocketHub(ack_timeout=ack_timeout, max_retries=max_retries)
-        self.deliver_own_posts = deliver_own_posts
-        self.log_api_calls = log_api_calls
+    def __init__(self, **options: Unpack[Options]) -> None:
+        o = options
+        self.ws = Workspace(
+            o.get("team_id", "T0EMULATOR"), o.get("team_name", "nanoslack-emu"), o.get("mpim_prefix", "C")
+        )
+        self.hub = SocketHub(o.get("ack_timeout", 3.0), o.get("max_retries", 3))
+        self.deliver_own_posts = o.get("deliver_own_posts", True)
+        self.log_api_calls = o.get("log_api_calls", True)
         self.api_calls: list[ApiCall] = []
         # (method, app_id or None for any app) -> [remaining, error, retry_after]
         self.faults: dict[tuple[str, str | None], list[Any]] = {}
@@ -64,38 +70,7 @@ class Engine:
     async def stop(self) -> None:
         await self.hub.stop()
 
-    # ---- workspace -------------------------------------------------------------------------
-    def add_user(self, name: str, real_name: str | None = None, id: str | None = None) -> User:
-        return self.ws.add_user(name, real_name=real_name, id=id)
-
-    def add_app(
-        self,
-        name: str,
-        *,
-        app_id: str | None = None,
-        bot_id: str | None = None,
-        bot_user_id: str | None = None,
-        bot_token: str | None = None,
-        app_token: str | None = None,
-        events: list[str] | None = None,
-    ) -> App:
-        app = self.ws.add_app(
-            name,
-            app_id=app_id,
-            bot_id=bot_id,
-            bot_user_id=bot_user_id,
-            bot_token=bot_token,
-            app_token=app_token,
-            events=events,
-        )
-        self.hub.app(app.app_id)
-        return app
-
-    def create_conversation(
-        self, members: list[str], kind: str = "mpim", name: str | None = None, id: str | None = None
-    ) -> Conversation:
-        return self.ws.create_conversation(members, kind=kind, name=name, id=id)
-
+    # ---- workspace (users, apps and conversations are added to the state, ``ws``) -------
     def users(self) -> list[User]:
         return list(self.ws.users.values())
 

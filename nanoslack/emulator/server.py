@@ -73,18 +73,18 @@ def build_app(engine: Engine) -> web.Application:
         }
 
     async def d_add_user(b: JSON) -> JSON:
-        return asdict(engine.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
+        return asdict(engine.ws.add_user(b["name"], real_name=b.get("real_name"), id=b.get("id")))
 
     async def d_add_app(b: JSON) -> JSON:
         kw = {
             k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events") if k in b
         }
-        a = engine.add_app(b["name"], **kw)
+        a = engine.ws.add_app(b["name"], **kw)
         return {**asdict(a), "events": sorted(a.events)}
 
     async def d_conv(b: JSON) -> JSON:
         return asdict(
-            engine.create_conversation(
+            engine.ws.create_conversation(
                 list(b["members"]), kind=b.get("kind", "mpim"), name=b.get("name"), id=b.get("id")
             )
         )

@@ -62,7 +62,7 @@ class AppSockets:
 
 
 class SocketHub:
-    def __init__(self, ack_timeout: float = 3.0, max_retries: int = 3) -> None:
+    def __init__(self, ack_timeout: float, max_retries: int) -> None:
         self.ack_timeout = ack_timeout
         self.max_retries = max_retries
         self.apps: dict[str, AppSockets] = {}

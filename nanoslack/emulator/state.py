@@ -92,9 +92,7 @@ class Channel:
 class Workspace:
     """Pure state. Not thread-safe: mutate only on the emulator's event loop."""
 
-    def __init__(
-        self, team_id: str = "T0EMULATOR", team_name: str = "nanoslack-emu", mpim_prefix: str = "C"
-    ) -> None:
+    def __init__(self, team_id: str, team_name: str, mpim_prefix: str) -> None:
         self.team_id = team_id
         self.team_name = team_name
         self.domain = re.sub(r"[^a-z0-9-]", "-", team_name.lower())

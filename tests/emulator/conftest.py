@@ -1,18 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 
-from nanoslack.emulator import Emulator, ThreadedEmulator
+from nanoslack.emulator import Options
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
+
+@pytest.fixture
+def emu_options() -> Options:
+    """Redelivery tests here wait out the ack timeout: half a second keeps them short."""
+    return {"ack_timeout": 0.5}
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for v in PROXY_VARS:
-        monkeypatch.delenv(v, raising=False)
+def _no_slack_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clients under test find their tokens in the test, never in the environment."""
     for v in (
         "SLACK_BOT_TOKEN",
         "SLACK_APP_TOKEN",
@@ -21,15 +22,3 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         "SLACK_SIGNING_SECRET",
     ):
         monkeypatch.delenv(v, raising=False)
-
-
-@pytest.fixture
-async def emu() -> AsyncIterator[Emulator]:
-    async with Emulator(ack_timeout=0.5) as e:
-        yield e
-
-
-@pytest.fixture
-def temu() -> Iterator[ThreadedEmulator]:
-    with Emulator.in_thread(ack_timeout=0.5) as e:
-        yield e

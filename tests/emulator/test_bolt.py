@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -101,16 +102,15 @@ async def test_two_bolt_apps_see_each_others_posts_but_never_their_own(emu: Emul
         assert ev["channel_type"] == "mpim"
 
 
-async def test_deliver_own_posts_switch_off() -> None:
-    async with Emulator(deliver_own_posts=False) as emu:
-        alice = emu.add_user("alice")
-        dana = emu.add_app("dana")
-        eli = emu.add_app("eli")
-        conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
-        await AsyncWebClient(token=dana.bot_token, base_url=emu.api_url).chat_postMessage(
-            channel=conv.id, text="x"
-        )
-        assert emu.stats(dana.app_id).queued == 0 and emu.stats(eli.app_id).queued == 1
+@pytest.mark.emulator(deliver_own_posts=False)
+async def test_deliver_own_posts_switch_off(emu: Emulator) -> None:
+    alice = emu.add_user("alice")
+    dana = emu.add_app("dana")
+    eli = emu.add_app("eli")
+    conv = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
+    web = AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+    await web.chat_postMessage(channel=conv.id, text="x")
+    assert emu.stats(dana.app_id).queued == 0 and emu.stats(eli.app_id).queued == 1
 
 
 async def test_app_mention_twin_for_a_bot_written_mention(emu: Emulator) -> None:

@@ -1,4 +1,5 @@
-"""The emulator's shape: the sync driver mirrors the async one; modules import one way."""
+"""The emulator's shape: each driver method is written once, the sync driver mirrors the async
+one, modules import one way."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import nanoslack.emulator as pkg
-from nanoslack.emulator import Emulator, ThreadedEmulator
+from nanoslack.emulator import Emulator, Engine, ThreadedEmulator
+from nanoslack.emulator.state import Workspace
 
 # Lifecycle differs by nature (awaitable vs blocking, the thread's port is given up front);
 # in_thread is the async driver's way to the sync one.
@@ -42,6 +44,27 @@ def test_threaded_driver_has_the_async_drivers_methods_and_parameters() -> None:
     for name, (kind, _sig) in async_.items():
         if kind == "method":
             assert not inspect.iscoroutinefunction(getattr(ThreadedEmulator, name)), name
+
+
+def test_each_driver_method_is_the_engines_or_the_states_own() -> None:
+    """The one definition of a driver method's parameters is the engine's method of that name
+    (the workspace state's for users, apps and conversations); the async driver awaits
+    exactly the engine's coroutines."""
+    for name, (kind, sig) in _surface(Emulator).items():
+        if kind != "method" or name == "wait_for":
+            continue
+        source = getattr(Engine, name, None) or getattr(Workspace, name)
+        assert sig == inspect.signature(source), name
+        awaited = inspect.iscoroutinefunction(getattr(Emulator, name))
+        assert awaited == inspect.iscoroutinefunction(source), name
+
+
+def test_no_layer_declares_a_driver_method_again() -> None:
+    state = {n for n, v in vars(Workspace).items() if callable(v) and not n.startswith("_")}
+    assert not state & set(vars(Engine)), "the engine repeats the workspace state's methods"
+    for cls in (Emulator, ThreadedEmulator):
+        own = {n for n in vars(cls) if not n.startswith("_")} - LIFECYCLE
+        assert not own, f"{cls.__name__} declares {sorted(own)} itself: name them once in Driver"
 
 
 def test_the_surfaces_include_the_fault_injectors_the_readme_promises() -> None:

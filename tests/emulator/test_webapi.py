@@ -167,10 +167,10 @@ def test_conversations_open_rules(temu: ThreadedEmulator) -> None:
         c.conversations_history(channel=hum.id)
 
 
-def test_mpim_prefix_can_be_g() -> None:
-    with Emulator.in_thread(mpim_prefix="G") as emu:
-        users = [emu.add_user(n).id for n in ("a", "b", "c")]
-        assert emu.create_conversation(users, kind="mpim").id.startswith("G")
+@pytest.mark.emulator(mpim_prefix="G")
+def test_mpim_prefix_can_be_g(temu: ThreadedEmulator) -> None:
+    users = [temu.add_user(n).id for n in ("a", "b", "c")]
+    assert temu.create_conversation(users, kind="mpim").id.startswith("G")
 
 
 def test_users_info_bots_info_reactions_and_update(temu: ThreadedEmulator) -> None:
