@@ -219,7 +219,7 @@ async def test_a_fleet_whose_lease_is_taken_away_mid_stream_records_and_answers_
     configure_logging("info", "json", stream=out)
     script = room.tmp / "answer.json"
     script.write_text(json.dumps({"rules": [], "default": "working on it"}))
-    await fleet_factory(
+    _, rec = await fleet_factory(
         ["dana"],
         SLACK_OWNER=alice,
         NANOSLACK_AGENT_SCRIPT=str(script),
@@ -231,11 +231,18 @@ async def test_a_fleet_whose_lease_is_taken_away_mid_stream_records_and_answers_
         await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} job {i}") for i in range(3)
     ]
     await emu.wait_for(lambda: len(_bot_messages(room, "dana")) == 3, timeout=15, message="no answers")
-    answered = len(_bot_messages(room, "dana"))
-    turns = len(_turn_rows(room, "dana"))
+    answered, turns = len(_bot_messages(room, "dana")), len(_turn_rows(room, "dana"))
+    outbox = room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana'")
 
-    # Another process takes the instance over (its lease row says so), while dana's
-    # heartbeat, minutes away, has not noticed.
+    def inbox(ts: str) -> list[tuple[Any, ...]]:
+        return room.sql("SELECT status FROM inbox WHERE instance = 'dana' AND ts = ?", ts)
+
+    # A bot's message is recorded; while dana looks up its sender's name (Slack says:
+    # retry in 3 s), another process takes the instance over: its lease row says so,
+    # and dana's heartbeat, minutes away, has not noticed.
+    emu.fail_next("bots.info", 1, error="ratelimited", retry_after=3, app_id=dana.app_id)
+    in_flight = await room.bot_post("eli", f"{room.mention('dana')} may I help?")
+    await emu.wait_for(lambda: inbox(in_flight) == [("received",)], timeout=5)
     room.sql(
         "UPDATE instance_leases SET holder = 'elsewhere:1:0badf00d', expires_at = expires_at + 3600"
         " WHERE instance = 'dana'"
@@ -243,6 +250,12 @@ async def test_a_fleet_whose_lease_is_taken_away_mid_stream_records_and_answers_
     assert room.sql("SELECT holder FROM instance_leases WHERE instance = 'dana'") == [
         ("elsewhere:1:0badf00d",)
     ]
+    await emu.wait_for(lambda: any(m.ts == in_flight for _, m, _ in rec.outcomes), timeout=10)
+    assert inbox(in_flight) == [("received",)], "the batch went on after the lease was lost"
+    assert room.sql("SELECT count(*) FROM messages WHERE instance = 'dana' AND ts = ?", in_flight) == [(0,)]
+    assert room.sql("SELECT count(*) FROM a2a_hops") == [(0,)]
+
+    # Human messages keep coming: none is recorded (so none is acked: Slack redelivers).
     stats = emu.stats(dana.app_id)
     during = [
         await emu.post_as_user(alice, room.channel, f"{room.mention('dana')} more {i}") for i in range(5)
@@ -256,7 +269,7 @@ async def test_a_fleet_whose_lease_is_taken_away_mid_stream_records_and_answers_
         ),
         timeout=20,
     )
-    recorded = [ts for ts in during if room.sql("SELECT 1 FROM inbox WHERE instance = 'dana' AND ts = ?", ts)]
+    recorded = [ts for ts in during if inbox(ts)]
     assert recorded == [], "a process that lost its lease recorded messages"
     assert emu.stats(dana.app_id).acked - stats.acked < len(during), "the envelopes were acked"
     assert room.sql(
@@ -264,8 +277,9 @@ async def test_a_fleet_whose_lease_is_taken_away_mid_stream_records_and_answers_
     ) == [(0,)]
     assert len(_turn_rows(room, "dana")) == turns
     assert len(_bot_messages(room, "dana")) == answered
+    assert room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana'") == outbox
+    assert {ts for (ts,) in room.sql("SELECT ts FROM inbox WHERE instance = 'dana'")} == {*before, in_flight}
     assert _lease_lines(out, "dana"), "the lease loss was not logged"
-    assert {ts for (ts,) in room.sql("SELECT ts FROM inbox WHERE instance = 'dana'")} == set(before)
 
 
 # -- a SIGKILLed turn leaves no folder behind -----------------------------------------------------------
