@@ -10,7 +10,8 @@ Contract with the program:
   ``NANOSLACK_WRAPPING_UP`` (``1``/``0``), and two additions:
   ``NANOSLACK_NAME`` (the display name the prompt addresses) and
   ``NANOSLACK_SYSTEM_PROMPT_FILE`` (path of a file holding the teammate's system
-  prompt, persona first; removed after the turn). The system prompt is not on stdin
+  prompt, persona first; removed after the turn, and by the next start when a
+  SIGKILL left it behind: ``sweep_turn_folders``). The system prompt is not on stdin
   so that a program that only wants the conversation can read stdin as is, and it
   is a file, not a variable, because a long persona can exceed the kernel's limit on
   one environment string.
@@ -26,7 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Mapping
 from contextlib import suppress
@@ -43,6 +47,9 @@ log = structlog.get_logger("nanoslack.agents")
 DEFAULT_TIMEOUT_S = 120.0
 SEPARATOR = "---"
 STDERR_TAIL = 200
+TURN_FOLDER_PREFIX = "nanoslack-turn-"
+# nanoslack-turn-<host>.<pid>-<tempfile's random part>: whose folder it is.
+_TURN_FOLDER_RE = re.compile(r"^nanoslack-turn-(?P<host>.+)\.(?P<pid>\d+)-[^.-]+$")
 
 
 def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -82,7 +89,7 @@ class CommandAgent:
         return f"<CommandAgent instance={self.instance} timeout={self.timeout}>"
 
     async def run(self, turn: Turn) -> Reply:
-        with tempfile.TemporaryDirectory(prefix="nanoslack-turn-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
             system_file = Path(tmp) / "system.md"
             system_file.write_text(turn.system, encoding="utf-8")
             stdout, stderr, code = await self._execute(render_prompt(turn), turn_env(turn, system_file))
@@ -125,3 +132,50 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
     with suppress(asyncio.CancelledError, Exception):
         await asyncio.wait_for(proc.wait(), 5.0)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
+
+
+def _turn_folder_prefix() -> str:
+    # Named after this process so a later start can tell a live turn's folder from
+    # one a SIGKILL left behind (the persona in it would otherwise stay for good).
+    return f"{TURN_FOLDER_PREFIX}{_host()}.{os.getpid()}-"
+
+
+def sweep_turn_folders(root: Path | None = None) -> int:
+    """At start: remove the turn folders of processes of this host that no longer exist.
+
+    Another fleet on this host (a standby, a second ``.env``) keeps its folders: only a
+    dead pid's go, and this process's own pid is left alone (several fleets in one
+    process, as in the tests). Folders of other users are not ours to remove.
+    """
+    root = Path(tempfile.gettempdir()) if root is None else root
+    removed = 0
+    for folder in root.glob(TURN_FOLDER_PREFIX + "*"):
+        match = _TURN_FOLDER_RE.match(folder.name)
+        if match is None or match["host"] != _host() or not _dead(int(match["pid"])):
+            continue
+        try:
+            if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    if removed:
+        log.info("stale turn folders removed", folder=str(root), count=removed)
+    return removed
+
+
+def _dead(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False

@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from nanoslack.agents.anthropic import AnthropicAgent
-from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent
+from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, sweep_turn_folders
 from nanoslack.agents.http import Sleep
 from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.script import RulesError, ScriptAgent
@@ -132,6 +132,8 @@ def build_agent(
     if kind == "command":
         command = keys.required("NANOSLACK_AGENT_COMMAND", "by NANOSLACK_AGENT=command")
         timeout = keys.seconds("NANOSLACK_AGENT_TIMEOUT", DEFAULT_TIMEOUT_S)
+        # Built at start: what a SIGKILLed run's turns left in the temp dir goes now.
+        sweep_turn_folders()
         return CommandAgent(command, timeout=timeout, instance=instance)
     if kind == "script":
         return _script(keys, Path(teammates_dir))

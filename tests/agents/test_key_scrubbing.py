@@ -1,0 +1,75 @@
+"""An LLM back end's API key never reaches a failed turn's error or a log line, whatever
+shape the key has (DESIGN §5 "Back ends").
+
+The log's pattern masks keys shaped like OpenAI's and Anthropic's (``sk-…``); a local
+server or a proxy takes any string, so the back end itself must scrub the key it was
+given. Only public entry points: ``build_agent`` from configuration, ``run(turn)``.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import httpx
+import pytest
+import respx
+
+from nanoslack.agents import TurnFailed, build_agent
+from nanoslack.logs import configure_logging
+
+from .conftest import Sleeps
+from .helpers import make_turn
+
+LOCAL_KEY = "local-secret-key-42"
+CONFIG = {
+    "openai": {
+        "NANOSLACK_AGENT": "openai",
+        "NANOSLACK_MODEL": "local-model",
+        "OPENAI_BASE_URL": "http://localhost:11434/v1",
+        "OPENAI_API_KEY": LOCAL_KEY,
+    },
+    "anthropic": {
+        "NANOSLACK_AGENT": "anthropic",
+        "NANOSLACK_MODEL": "claude-local",
+        "ANTHROPIC_BASE_URL": "http://localhost:11434",
+        "ANTHROPIC_API_KEY": LOCAL_KEY,
+    },
+}
+# How servers and proxies echo a key back: the providers' error object, or plain text.
+ECHOES = {
+    "json": lambda status: httpx.Response(
+        status, json={"error": {"type": "authentication_error", "message": f"Invalid API key: {LOCAL_KEY}"}}
+    ),
+    "text": lambda status: httpx.Response(status, text=f"Unauthorized: bearer {LOCAL_KEY} is not valid"),
+}
+
+
+def _chain(exc: BaseException) -> str:
+    """Everything an exception carries: its text, its repr and those of its causes."""
+    parts = []
+    seen: BaseException | None = exc
+    while seen is not None:
+        parts += [str(seen), repr(seen), *map(repr, seen.args)]
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+@pytest.mark.parametrize("backend", sorted(CONFIG))
+async def test_a_local_key_echoed_by_the_server_is_in_neither_the_turn_failure_nor_the_log(
+    http: httpx.AsyncClient, sleeps: Sleeps, teammates: Path, backend: str, echo: str
+) -> None:
+    out = io.StringIO()
+    configure_logging("debug", "json", stream=out)  # every logger: ours, httpx's, any library's
+    config = CONFIG[backend]
+    agent = build_agent(config.get, "dana", http=http, ledger=None, teammates_dir=teammates, sleep=sleeps)
+    with respx.mock(assert_all_called=False) as server:
+        # A retryable answer first (its reason is logged before the retry), then the refusal.
+        route = server.route(host="localhost").mock(side_effect=[ECHOES[echo](502), ECHOES[echo](401)])
+        with pytest.raises(TurnFailed) as failed:
+            await agent.run(make_turn())
+    assert route.called
+    assert "401" in str(failed.value) or "502" in str(failed.value), str(failed.value)
+    assert LOCAL_KEY not in _chain(failed.value)
+    assert [line for line in out.getvalue().splitlines() if LOCAL_KEY in line] == []

@@ -1,0 +1,77 @@
+"""The lease fence (DESIGN §10): a pipeline whose process lost the instance's lease
+records and processes nothing, so the new holder finds every entry as it was left.
+
+The fence is the real one, the store's lease row asked inside the transaction; the
+lease is taken away the way another process (or an operator's SQL) takes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from nanoslack.config import A2AConfig
+from nanoslack.inbound import Identity, Inbound
+from nanoslack.pipeline import LeaseLost, Pipeline, build_pipeline
+from nanoslack.store import Store
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
+
+IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
+HOLDER = "host-a:101:0000aaaa"  # this process
+OTHER = "host-b:202:0000bbbb"  # the process that took the instance over
+
+
+def fenced_pipeline(store: Store, pending: list[Inbound]) -> Pipeline:
+    config = A2AConfig(frozenset({ROOM}), 6)
+    return build_pipeline(
+        IDENTITY,
+        store,
+        owners=[OWNER],
+        a2a_config=lambda: config,
+        on_pending=pending.append,
+        fence=lambda: store.leases.holds(INSTANCE, HOLDER),
+    )
+
+
+def hand_lease_to(sql: Callable[[str], int], holder: str) -> None:
+    assert sql(f"UPDATE instance_leases SET holder = '{holder}' WHERE instance = '{INSTANCE}'") == 1
+
+
+async def test_a_pipeline_whose_lease_was_taken_over_records_nothing_and_processes_nothing(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    assert store.leases.take(INSTANCE, HOLDER, 60).holder == HOLDER
+    pending: list[Inbound] = []
+    pipeline = fenced_pipeline(store, pending)
+    # Each would leave a trace: a pending message, a hop (and an approval DM), a halt (and its notice).
+    msgs = [
+        message(user=OWNER, mention=True, text="plan the release"),
+        bot_message(mention=True, text="may I help?"),
+        message(user=OWNER, text="stop"),
+    ]
+    assert pipeline.accept_many(msgs) == [True, True, True]  # recorded while the lease was ours
+
+    hand_lease_to(sql, OTHER)
+    late = message(user=OWNER, mention=True, text="and this?")
+    with pytest.raises(LeaseLost):
+        pipeline.accept_many([late])  # the edge does not ack: Slack redelivers to the new holder
+    assert store.inbox.status(late.key) is None
+
+    outcomes = await pipeline.process_many(msgs)
+    assert [o.status for o in outcomes] == ["failed"] * 3
+    assert sorted(m.ts for m in pipeline.unfinished()) == [m.ts for m in msgs]  # left for the new holder
+    assert [store.messages.get(m.key) for m in msgs] == [None, None, None]
+    assert store.hops.counts() == []
+    assert store.rooms.halted_rooms() == frozenset()
+    assert store.outbox.queued(INSTANCE) == []
+    assert pending == []
+
+    # The lease back: the same batch goes through every stage (what the fence held back).
+    hand_lease_to(sql, HOLDER)
+    outcomes = await pipeline.process_many(msgs)
+    assert [o.status for o in outcomes] == ["processed"] * 3
+    assert pipeline.unfinished() == []
+    assert [m.ts for m in pending] == [msgs[0].ts]
+    assert [h.count for h in store.hops.counts()] == [1]
+    assert store.rooms.halted_rooms() == frozenset({ROOM})
