@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from nanoslack.emulator import Emulator
 from nanoslack.logs import TOKEN_RE
 from tests.e2e.helpers import write_fleet_env
@@ -167,3 +169,13 @@ async def test_run_at_debug_level_never_prints_a_token(emu: Emulator, tmp_path: 
         assert token not in out
     assert "xoxb-***" in out and "xapp-***" in out  # the pasted tokens were logged, masked
     assert not TOKEN_RE.findall(out.replace("xoxb-***", "").replace("xapp-***", ""))
+
+
+async def test_waiting_for_an_event_of_a_run_that_exited_fails_at_once_with_its_output(
+    tmp_path: Path,
+) -> None:
+    run = FleetProcess.start(cwd=tmp_path)  # no .env: it exits 1
+    expected = "(?s)exited before event 'fleet started'.*no instance configured"
+    with pytest.raises(AssertionError, match=expected):
+        await run.wait_for_event("fleet started", within=60)
+    assert run.returncode == 1
