@@ -1,4 +1,8 @@
-"""Helpers shared by the benches: the emulator in a subprocess, bare bolt apps, /proc figures."""
+"""Helpers shared by the benches: the emulator in a subprocess, bare bolt apps, /proc figures.
+
+Importing it also puts the repository on ``sys.path``: the benches start ``nanoslack run``
+with the tests' helper, ``tests.fleetproc.FleetProcess``.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(1, str(ROOT))  # after bench/ itself, so _common and fleet_bench come first
 
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
@@ -24,17 +33,6 @@ def drop_proxies() -> None:
     for k in list(os.environ):
         if "proxy" in k.lower():
             del os.environ[k]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment for a child process: no proxies, no Slack keys of the caller."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if "proxy" not in k.lower() and not k.startswith(("SLACK_", "NANOSLACK_", "LOG_"))
-    }
-    env.update(extra)
-    return env
 
 
 def proc_cpu(pid: int) -> float:

@@ -19,16 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sqlite3
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
-from fleet_bench import Driver, silent_agent, spawn_fleet, write_env
+from fleet_bench import Driver, silent_agent, write_fleet_env
+
+from tests.fleetproc import FleetProcess
 
 TARGET_EXTRA_MB = 100.0
 
@@ -54,15 +54,6 @@ async def disconnected(drv: Driver) -> bool:
     return (await drv.stats())["connections"] == 0
 
 
-def stop_fleet(child: subprocess.Popen[bytes]) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(30)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait(5)
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     drop_proxies()
     n_apps = args.apps
@@ -75,14 +66,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
             db = Path(tmp) / "nanoslack.db"
             env = Path(tmp) / ".env"
-            write_env(
+            write_fleet_env(
                 env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp)
             )
-            child = spawn_fleet(env, Path(tmp))
+            child = FleetProcess.start(env, log_file=Path(tmp) / "fleet.log")
             await wait_until(lambda: connected(drv, n_apps), within=60, what="first run connected")
             await asyncio.sleep(args.settle)
             out["idle_rss_mb"] = round(proc_rss_mb(child.pid), 1)
-            stop_fleet(child)
+            await child.stop(30)
             await wait_until(lambda: disconnected(drv), within=30, what="first run gone")
 
             texts = [f"burst {i}" for i in range(n_messages)]  # no mention: room context
@@ -91,7 +82,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             before = finished_rows(db)
 
             t0 = time.perf_counter()
-            child = spawn_fleet(env, Path(tmp))
+            child = FleetProcess.start(env, log_file=Path(tmp) / "fleet.log")
             peak = 0.0
             try:
                 deadline = t0 + args.timeout
@@ -103,8 +94,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     done = finished_rows(db) - before
                     if done >= out["envelopes"]:
                         break
-                    if child.poll() is not None:
-                        raise RuntimeError(f"nanoslack run exited with {child.returncode}")
+                    if not child.running:
+                        raise RuntimeError(f"nanoslack run exited with {child.returncode}\n{child.tail()}")
                     if time.perf_counter() > deadline:
                         break
                     await asyncio.sleep(0.05)
@@ -113,7 +104,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 out["rss_after_mb"] = round(proc_rss_mb(child.pid), 1)
                 peak = max(peak, proc_rss_mb(child.pid, "VmHWM"))
             finally:
-                stop_fleet(child)
+                await child.stop(30)
             finished = finished_rows(db) - before
             stats = await drv.stats()
             out["peak_rss_mb"] = round(peak, 1)

@@ -33,9 +33,7 @@ import datetime
 import json
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +44,6 @@ from typing import Any
 import aiohttp
 from _common import (
     bench_workspace,
-    clean_env,
     connect_bare_bolt_apps,
     drop_proxies,
     percentile,
@@ -62,10 +59,12 @@ from sqlmodel import SQLModel
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
+from nanoslack.ops.envfile import write_env
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
 from nanoslack.store import Store
+from tests.fleetproc import FleetProcess
 
 TARGET_RATIO_ACKS = 1.5
 TARGET_RATIO_PROCESSING = 1.2
@@ -120,14 +119,15 @@ def envelopes_for(n_messages: int, n_apps: int) -> int:
     return n_messages * (n_apps + 1)  # a message per app + the mentioned app's app_mention
 
 
-def write_env(path: Path, info: dict[str, Any], apps: list[dict[str, Any]], db: Path, **extra: str) -> None:
-    lines = [f"SLACK_API_URL={info['api_url']}", f"NANOSLACK_DB={db}"]
-    lines.append("SLACK_INSTANCES=" + ",".join(a["name"] for a in apps))
+def write_fleet_env(
+    path: Path, info: dict[str, Any], apps: list[dict[str, Any]], db: Path, **extra: str
+) -> None:
+    values = {"SLACK_API_URL": info["api_url"], "NANOSLACK_DB": str(db)}
+    values["SLACK_INSTANCES"] = ",".join(a["name"] for a in apps)
     for a in apps:
         suf = env_suffix(a["name"])
-        lines += [f"SLACK_BOT_TOKEN_{suf}={a['bot_token']}", f"SLACK_APP_TOKEN_{suf}={a['app_token']}"]
-    lines += [f"{k}={v}" for k, v in extra.items()]
-    path.write_text("\n".join(lines) + "\n")
+        values |= {f"SLACK_BOT_TOKEN_{suf}": a["bot_token"], f"SLACK_APP_TOKEN_{suf}": a["app_token"]}
+    write_env(path, values | extra, replace=True)
 
 
 def silent_agent(tmp: str | Path) -> dict[str, str]:
@@ -255,7 +255,7 @@ async def phase_fleet(
             db = Path(tmp) / "nanoslack.db"
             env = Path(tmp) / ".env"
             on_url = {"DATABASE_URL": database_url} if database_url else {}
-            write_env(
+            write_fleet_env(
                 env,
                 info,
                 info["apps"],
@@ -438,9 +438,9 @@ async def _one_fleet_process(
     with tempfile.TemporaryDirectory(prefix="fleet-mem-") as tmp:
         env = Path(tmp) / ".env"
         db = Path(tmp) / "nanoslack.db"
-        write_env(env, info, apps, db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp))
+        write_fleet_env(env, info, apps, db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp))
         t0 = time.perf_counter()
-        child = spawn_fleet(env, Path(tmp))
+        child = FleetProcess.start(env, log_file=Path(tmp) / "fleet.log")
         marks: dict[str, float] = {}
         out: dict[str, Any] = {"instances": n}
         try:
@@ -455,8 +455,8 @@ async def _one_fleet_process(
                 if conns >= n:
                     marks["all"] = now
                     break
-                if child.poll() is not None:
-                    raise RuntimeError(f"nanoslack run exited with {child.returncode}")
+                if not child.running:
+                    raise RuntimeError(f"nanoslack run exited with {child.returncode}\n{child.tail()}")
                 if time.perf_counter() > deadline:
                     raise TimeoutError(f"{conns} of {n} instances connected within 30 s")
                 await asyncio.sleep(0.005)
@@ -472,12 +472,7 @@ async def _one_fleet_process(
                 out["rss_mb_after_traffic"] = round(proc_rss_mb(child.pid), 1)
             out["peak_rss_mb"] = round(proc_rss_mb(child.pid, "VmHWM"), 1)
         finally:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(15)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait(5)
+            await child.stop(15)
         out["first_connected_s"] = round(marks["first"], 3)
         out["all_connected_s"] = round(marks["all"], 3)
         if "twenty" in marks:
@@ -508,18 +503,6 @@ async def _paced_traffic(
         if pause > 0:
             await asyncio.sleep(pause)
     await wait_until(lambda: all_acked(base + n + n_messages * n), within=120, what="memory traffic acked")
-
-
-def spawn_fleet(env: Path, tmp: Path) -> subprocess.Popen[bytes]:
-    """``python -m nanoslack run`` with a clean environment; its output goes to a log file."""
-    with open(tmp / "fleet.log", "w") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env)],
-            env=clean_env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp,
-        )
 
 
 async def _connections_below(drv: Driver, n: int) -> bool:

@@ -16,15 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from _common import bench_workspace, drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
-from fleet_bench import Driver, silent_agent, spawn_fleet, write_env
+from fleet_bench import Driver, silent_agent, write_fleet_env
+
+from tests.fleetproc import FleetProcess
 
 
 async def _acked(drv: Driver) -> int:
@@ -45,11 +45,11 @@ async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[
             rooms = [c["id"] for c in info["conversations"]]
             env = Path(tmp) / ".env"
             db = Path(tmp) / "nanoslack.db"
-            write_env(
+            write_fleet_env(
                 env, info, info["apps"], db, SLACK_OWNER=alice, LOG_LEVEL="warning", **silent_agent(tmp)
             )
             t0 = time.perf_counter()
-            child = spawn_fleet(env, Path(tmp))
+            child = FleetProcess.start(env, log_file=Path(tmp) / "fleet.log")
             try:
                 await wait_until(
                     lambda: _connections_at_least(drv, n_apps), within=120, interval=0.01, what="connected"
@@ -75,12 +75,7 @@ async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[
                 out["acks_per_s"] = round(n_messages * n_apps / (time.perf_counter() - t1))
                 out["peak_rss_mb"] = round(proc_rss_mb(child.pid, "VmHWM"), 1)
             finally:
-                child.send_signal(signal.SIGTERM)
-                try:
-                    child.wait(30)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait(5)
+                await child.stop(30)
     finally:
         await drv.close()
         stop_process(proc)

@@ -25,6 +25,7 @@ from typing import Any
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
+from nanoslack.ops.envfile import write_env
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.blocks import action_id
 
@@ -112,20 +113,20 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
         apps = {a.name: a for a in emu.apps()}
         room = emu.conversations()[0].id
         side = emu.create_conversation([alice.id, apps["dana"].bot_user_id, apps["eli"].bot_user_id]).id
-        env = [
-            f"SLACK_API_URL={emu.api_url}",
-            f"NANOSLACK_DB={data / 'nanoslack.db'}",
-            "SLACK_INSTANCES=dana,eli,fay",
-            f"SLACK_A2A_ROOMS={room}",
-            f"SLACK_A2A_MAX_HOPS={MAX_HOPS}",
-            f"SLACK_OWNER={alice.id}",
-            "NANOSLACK_AGENT=script",
-            f"NANOSLACK_TEAMMATES={TEAMMATES}",
-        ]
+        env = {
+            "SLACK_API_URL": emu.api_url,
+            "NANOSLACK_DB": str(data / "nanoslack.db"),
+            "SLACK_INSTANCES": "dana,eli,fay",
+            "SLACK_A2A_ROOMS": room,
+            "SLACK_A2A_MAX_HOPS": str(MAX_HOPS),
+            "SLACK_OWNER": alice.id,
+            "NANOSLACK_AGENT": "script",
+            "NANOSLACK_TEAMMATES": str(TEAMMATES),
+        }
         for app in apps.values():
             suf = env_suffix(app.name)
-            env += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
-        (data / ".env").write_text("\n".join(env) + "\n")
+            env |= {f"SLACK_BOT_TOKEN_{suf}": app.bot_token, f"SLACK_APP_TOKEN_{suf}": app.app_token}
+        write_env(data / ".env", env, replace=True)
         narrator = Narrator(out)
         fleet = Fleet(load_settings(data / ".env", environ={}), on_outcome=narrator)
         # dana and fay let every room member in; eli asks alice first (request_approval).

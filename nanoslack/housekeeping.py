@@ -8,11 +8,10 @@ the whole prune.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from nanoslack.logs import get_logger
-from nanoslack.store.retention import TABLES, PruneReport, Retention
+from nanoslack.store.retention import PruneReport, Retention
 
 log = get_logger(__name__)
 
@@ -25,18 +24,11 @@ class PruneSchedule:
 
 
 async def prune_once(retention: Retention) -> PruneReport:
-    start = time.monotonic()
-    rnd = retention.start_round()
-    deleted = dict.fromkeys(TABLES, 0)
-    batches = 0
-    for table in TABLES:
-        more = True
-        while more:
-            n, more = retention.prune_batch(table, rnd)
-            batches += 1
-            deleted[table] += n
-            await asyncio.sleep(0)
-    return PruneReport(deleted, batches, time.monotonic() - start)
+    report = PruneReport()
+    for table, n in retention.batches():
+        report.add(table, n)
+        await asyncio.sleep(0)
+    return report
 
 
 async def prune_forever(retention: Retention, schedule: PruneSchedule) -> None:

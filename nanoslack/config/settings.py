@@ -256,7 +256,10 @@ def _resolve(base: Path, value: str) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def _db_url(env: Mapping[str, str], base: Path) -> str:
+def database_url(env: Mapping[str, str], base: Path) -> str:
+    """The store's URL, the one rule every command follows: ``DATABASE_URL`` (an
+    SQLAlchemy URL), else ``NANOSLACK_DB`` (default ``data/nanoslack.db``), an SQLite file
+    resolved against ``base``, the ``.env``'s folder."""
     url = env.get("DATABASE_URL", "").strip()
     if url:
         if "://" not in url:
@@ -289,7 +292,7 @@ def load_settings(
         skipped=skipped,
         api_url=_api_url(env),
         owners=_owners(env, log),
-        db_url=_db_url(env, base),
+        db_url=database_url(env, base),
         hop_scope=cast(HopScope, _parse_choice(env, "SLACK_A2A_HOP_SCOPE", HOP_SCOPES, "identity", log)),
         a2a_ttl=_parse_ttl(env, log),
         log_level=_parse_choice(env, "LOG_LEVEL", LOG_LEVELS, "info", log),

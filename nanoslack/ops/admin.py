@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TextIO
 
 from nanoslack.asks import OPERATOR, OwnerAsks
-from nanoslack.config import DEFAULT_DB, ConfigError, load_settings, parse_rooms, read_env_file, split_list
+from nanoslack.config import (
+    ConfigError,
+    database_url,
+    load_settings,
+    parse_rooms,
+    read_env_file,
+    split_list,
+)
 from nanoslack.control import HALTED, Halts, RoomControl
 from nanoslack.gate import Gate
 from nanoslack.store import ApprovalRow, Store, sqlite_url
@@ -50,16 +57,14 @@ def _env(env_file: Path | None) -> dict[str, str]:
 
 
 def db_url(db: str | None, env: dict[str, str], base: Path | None = None) -> str:
-    """``--db``, else ``DATABASE_URL``, else ``NANOSLACK_DB`` relative to the .env's folder."""
+    """``--db`` (a URL, or an SQLite file relative to the cwd), else the fleet's rule
+    (``nanoslack.config.database_url``) with ``base`` as the ``.env``'s folder."""
     if db:
         return db if "://" in db else sqlite_url(str(Path(db).expanduser().resolve()))
-    url = env.get("DATABASE_URL", "").strip()
-    if url:
-        return url
-    path = Path(env.get("NANOSLACK_DB", "").strip() or DEFAULT_DB).expanduser()
-    if not path.is_absolute():
-        path = (base or Path.cwd()) / path
-    return sqlite_url(str(path.resolve()))
+    try:
+        return database_url(env, base or Path.cwd())
+    except ConfigError as exc:
+        raise AdminError(str(exc)) from None
 
 
 def open_store(url: str) -> Store:

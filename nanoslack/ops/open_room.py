@@ -28,14 +28,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from slack_sdk.web import SlackResponse
 
-from nanoslack.config import INSTANCE_NAME_RE, bot_token_key
+from nanoslack.config import INSTANCE_NAME_RE, bot_token_key, database_url
 from nanoslack.ops.envfile import append_to_list, list_items
 from nanoslack.slack.parse import ROOM_INTRO_EVENT_TYPE
 
 PROG = "open-a2a-room"
 DEFAULT_API_URL = "https://slack.com/api/"
 ROOMS_KEY = "SLACK_A2A_ROOMS"
-DEFAULT_DB = "data/nanoslack.db"
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
 # conversations.open takes at most 8 users, the caller not counted.
 MAX_OTHER_MEMBERS = 8
@@ -218,16 +217,6 @@ class Slack:
         return data
 
 
-def db_url(env: Mapping[str, str], base_dir: Path) -> str:
-    """The store's URL as the fleet computes it (``nanoslack.config``): ``DATABASE_URL``,
-    else ``NANOSLACK_DB`` resolved against the ``.env``'s directory."""
-    url = env.get("DATABASE_URL", "").strip()
-    if url:
-        return url
-    path = Path(env.get("NANOSLACK_DB", "").strip() or DEFAULT_DB).expanduser()
-    return "sqlite:///" + str(path if path.is_absolute() else (base_dir / path).resolve())
-
-
 def make_room_public(
     channel_id: str, instance_names: Sequence[str], env: Mapping[str, str], *, base_dir: Path | None = None
 ) -> None:
@@ -239,7 +228,7 @@ def make_room_public(
     # room opening needs none of it.
     from nanoslack.store import Store
 
-    with Store.open(db_url(env, base_dir or Path.cwd())) as store:
+    with Store.open(database_url(env, base_dir or Path.cwd())) as store:
         for name in instance_names:
             store.groups.ensure_public_room(platform_id=f"slack:{channel_id}", instance=name)
 

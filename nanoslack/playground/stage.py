@@ -18,6 +18,7 @@ from nanoslack.config import env_suffix, load_settings
 from nanoslack.config.values import read_env_file
 from nanoslack.emulator import App, Emulator, User, apply_workspace, sample_workspace
 from nanoslack.inbound import Inbound
+from nanoslack.ops.envfile import write_env
 from nanoslack.ops.open_room import Request, load_env, make_room_public, open_room
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
@@ -106,26 +107,26 @@ def llm_settings(env_file: Path) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in LLM_KEYS and v.strip()}
 
 
-def _env_lines(
+def _env_values(
     emu: Emulator, human: User, apps: dict[str, App], max_hops: int, llm: dict[str, str]
-) -> list[str]:
-    lines = [
-        f"SLACK_API_URL={emu.api_url}",
-        "NANOSLACK_DB=nanoslack.db",
+) -> dict[str, str]:
+    values = {
+        "SLACK_API_URL": emu.api_url,
+        "NANOSLACK_DB": "nanoslack.db",
         # Room scope: one bot message is one hop, however many bots hear it.
-        "SLACK_A2A_HOP_SCOPE=room",
-        f"SLACK_A2A_CONFIG_TTL={A2A_TTL_S}",
-        f"SLACK_INSTANCES={','.join(CREW)}",
-        f"SLACK_A2A_MAX_HOPS={max_hops}",
-        f"SLACK_OWNER={human.id}",
-        "NANOSLACK_AGENT=script",
-        f"NANOSLACK_TEAMMATES={TEAMMATES}",
-    ]
-    lines += [f"{k}={v}" for k, v in llm.items()]  # later keys win: NANOSLACK_AGENT=openai…
+        "SLACK_A2A_HOP_SCOPE": "room",
+        "SLACK_A2A_CONFIG_TTL": str(A2A_TTL_S),
+        "SLACK_INSTANCES": ",".join(CREW),
+        "SLACK_A2A_MAX_HOPS": str(max_hops),
+        "SLACK_OWNER": human.id,
+        "NANOSLACK_AGENT": "script",
+        "NANOSLACK_TEAMMATES": str(TEAMMATES),
+    }
+    values |= llm  # NANOSLACK_AGENT=openai… replaces the script
     for app in apps.values():
         suf = env_suffix(app.name)
-        lines += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
-    return lines
+        values |= {f"SLACK_BOT_TOKEN_{suf}": app.bot_token, f"SLACK_APP_TOKEN_{suf}": app.app_token}
+    return values
 
 
 async def open_stage(
@@ -144,7 +145,7 @@ async def open_stage(
     human = next(u for u in emu.users() if u.name == "alice")
     apps = {a.name: a for a in emu.apps()}
     env_file = data_dir / ".env"
-    env_file.write_text("\n".join(_env_lines(emu, human, apps, max_hops, llm or {})) + "\n")
+    write_env(env_file, _env_values(emu, human, apps, max_hops, llm or {}), replace=True)
     seen: list[Inbound] = []
 
     def hook(msg: Inbound, outcome: Outcome) -> None:

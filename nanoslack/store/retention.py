@@ -18,7 +18,8 @@ most one batch. What is never pruned:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from sqlalchemy import TextClause, text
 
@@ -77,13 +78,19 @@ class Round:
 
 @dataclass
 class PruneReport:
-    deleted: dict[str, int]
-    batches: int
-    seconds: float
+    deleted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    batches: int = 0
+    seconds: float = 0.0
+    _started: float = field(default_factory=time.monotonic, init=False, repr=False, compare=False)
 
     @property
     def total(self) -> int:
         return sum(self.deleted.values())
+
+    def add(self, table: str, deleted: int) -> None:
+        self.deleted[table] += deleted
+        self.batches += 1
+        self.seconds = time.monotonic() - self._started
 
 
 class Retention:
@@ -113,17 +120,20 @@ class Retention:
             rnd.turns_after = int(upto)
             return n, True
 
-    def prune_all(self, now: float | None = None) -> PruneReport:
-        """Everything due, batch after batch (the fleet's task yields between
-        batches itself; this is for the CLI and tests)."""
-        start = time.monotonic()
+    def batches(self, now: float | None = None) -> Iterator[tuple[str, int]]:
+        """Everything due, table after table, one transaction per step: yields the
+        table and the rows deleted after each batch, so the fleet's task can give the
+        loop a turn between batches and the CLI can simply drain it."""
         rnd = self.start_round(now)
-        deleted = dict.fromkeys(TABLES, 0)
-        batches = 0
         for table in TABLES:
             more = True
             while more:
                 n, more = self.prune_batch(table, rnd)
-                batches += 1
-                deleted[table] += n
-        return PruneReport(deleted, batches, time.monotonic() - start)
+                yield table, n
+
+    def prune_all(self, now: float | None = None) -> PruneReport:
+        """Everything due, in one go (the CLI and tests; the fleet drives ``batches``)."""
+        report = PruneReport()
+        for table, n in self.batches(now):
+            report.add(table, n)
+        return report

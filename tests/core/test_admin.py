@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from nanoslack.config import load_settings
 from nanoslack.gate import Gate
 from nanoslack.inbound import Inbound
 from nanoslack.ops import admin
@@ -82,6 +83,22 @@ def test_missing_database_is_an_error_not_a_new_file(
     code, _ = run(admin.rooms_main, "--db", str(tmp_path / "nope.db"))
     assert code == 1 and "no database" in capsys.readouterr().err
     assert not (tmp_path / "nope.db").exists()
+
+
+def test_a_malformed_database_url_is_an_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".env").write_text("DATABASE_URL=data/nanoslack.db\n")
+    code, _ = run(admin.rooms_main)
+    assert code == 1 and "DATABASE_URL: expected an SQLAlchemy URL" in capsys.readouterr().err
+
+
+def test_operator_commands_find_the_store_where_the_fleet_does(tmp_path: Path) -> None:
+    env = {"NANOSLACK_DB": "state/n.db"}
+    (tmp_path / "conf").mkdir()
+    fleet = load_settings(tmp_path / "conf" / ".env", env).db_url
+    assert admin.db_url(None, env, tmp_path / "conf") == fleet
+    assert admin.db_url("state/n.db", env) == "sqlite:///" + str((tmp_path / "state" / "n.db").resolve())
 
 
 def test_hops_lists_counts(store: Store, db_arg: str) -> None:

@@ -6,7 +6,6 @@ file and talks to the emulator over loopback sockets.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +14,13 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from nanoslack.config import env_suffix, load_settings
+from nanoslack.config import load_settings
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
+from tests.e2e.helpers import sql, write_fleet_env
 
 FAST_SOCKET = SocketOptions(ping_interval=1.0, idle_reconnect=300.0, watchdog_interval=0.5)
 
@@ -39,28 +39,6 @@ class Recorder:
 
     def dropped(self, instance: str | None = None) -> list[tuple[Inbound, str]]:
         return [(m, o.reason) for i, m, o in self.outcomes if o.status == "dropped" and instance in (None, i)]
-
-
-# The agent every test fleet runs unless a test names another: a rules script with no
-# rule, so turns run (and are recorded) but post nothing, without a process per turn.
-SILENT_AGENT = {
-    "NANOSLACK_AGENT": "script",
-    "NANOSLACK_AGENT_SCRIPT": str(Path(__file__).with_name("silent_agent.json")),
-}
-
-
-def env_lines(emu: Emulator, apps: list[App], db: Path, **extra: str) -> str:
-    if "NANOSLACK_AGENT_COMMAND" in extra:  # naming a command means running it
-        extra = {"NANOSLACK_AGENT": "command", **extra}
-    extra = {**SILENT_AGENT, **extra}
-    lines = [f"SLACK_API_URL={emu.api_url}", f"NANOSLACK_DB={db}"]
-    names = [a.name for a in apps]
-    lines.append("SLACK_INSTANCES=" + ",".join(names))
-    for app in apps:
-        suf = env_suffix(app.name)
-        lines += [f"SLACK_BOT_TOKEN_{suf}={app.bot_token}", f"SLACK_APP_TOKEN_{suf}={app.app_token}"]
-    lines += [f"{k}={v}" for k, v in extra.items()]
-    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -87,13 +65,7 @@ class Room:
         return f"<@{self.apps[name].bot_user_id}>"
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.db, timeout=5)
-        try:
-            rows = conn.execute(query, params).fetchall()
-            conn.commit()
-            return rows
-        finally:
-            conn.close()
+        return sql(self.db, query, *params)
 
 
 @pytest.fixture
@@ -126,8 +98,9 @@ async def fleet_factory(room: Room) -> AsyncIterator[Callable[..., Any]]:
     ) -> tuple[Fleet, Recorder]:
         names = names or ["dana", "eli"]
         extra.setdefault("SLACK_A2A_ROOMS", room.channel)
-        env_file = room.tmp / env_name
-        env_file.write_text(env_lines(room.emu, [room.apps[n] for n in names], room.db, **extra))
+        env_file = write_fleet_env(
+            room.tmp / env_name, room.emu, [room.apps[n] for n in names], room.db, **extra
+        )
         settings = load_settings(env_file, environ={})
         recorder = Recorder()
         fleet = Fleet(settings, socket=socket, on_outcome=recorder)

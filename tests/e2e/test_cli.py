@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import queue
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,21 +11,19 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from nanoslack.emulator import Emulator
 from nanoslack.logs import TOKEN_RE
-from tests.e2e.conftest import env_lines
+from tests.e2e.helpers import write_fleet_env
+from tests.fleetproc import FleetProcess, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
 
 
 def nanoslack(
     *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = _base_env()
     return subprocess.run(
         [sys.executable, "-m", "nanoslack", *args],
         cwd=cwd,
@@ -36,7 +31,7 @@ def nanoslack(
         stdin=subprocess.DEVNULL,
         text=True,
         timeout=timeout,
-        env={**base, **(env or {})},
+        env=child_env(env),
     )
 
 
@@ -48,18 +43,18 @@ def test_help_lists_every_command_and_unknown_commands_exit_2(tmp_path: Path) ->
     assert nanoslack("frobnicate", cwd=tmp_path).returncode == 2
 
 
-def test_run_without_any_instance_explains_what_it_expected(tmp_path: Path) -> None:
-    done = nanoslack("run", cwd=tmp_path)
-    assert done.returncode == 1
-    assert "no instance configured" in done.stderr + done.stdout
-    assert "SLACK_BOT_TOKEN" in done.stderr + done.stdout
+async def test_run_without_any_instance_explains_what_it_expected(tmp_path: Path) -> None:
+    run = FleetProcess.start(cwd=tmp_path)
+    assert await run.wait(60) == 1
+    assert "no instance configured" in run.output
+    assert "SLACK_BOT_TOKEN" in run.output
 
 
-def test_run_names_the_missing_token_key(tmp_path: Path) -> None:
+async def test_run_names_the_missing_token_key(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("SLACK_INSTANCES=gh-bot\nSLACK_BOT_TOKEN_GH_BOT=xoxb-emu-gh-1\n")
-    done = nanoslack("run", cwd=tmp_path)
-    assert done.returncode == 1
-    out = done.stderr + done.stdout
+    run = FleetProcess.start(cwd=tmp_path)
+    assert await run.wait(60) == 1
+    out = run.output
     assert "instance skipped: credentials missing" in out
     assert "SLACK_APP_TOKEN_GH_BOT" in out
     assert "xoxb-emu-gh-1" not in out
@@ -91,11 +86,10 @@ def test_demo_plays_the_room_end_to_end_and_exits_cleanly(tmp_path: Path) -> Non
 
 
 def test_demo_without_web_posts_typed_lines_as_alice_and_prints_the_bots_replies(tmp_path: Path) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "nanoslack", "demo", "--no-web"],
         cwd=tmp_path,
-        env=base,
+        env=child_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -132,28 +126,17 @@ def test_demo_without_web_posts_typed_lines_as_alice_and_prints_the_bots_replies
             proc.wait()
 
 
-def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp_path: Path) -> None:
+async def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(
         "SLACK_INSTANCES=gh-bot\nSLACK_BOT_TOKEN_GH_BOT=xoxb-emu-gh-1\nSLACK_APP_TOKEN_GH_BOT=xapp-emu-gh-1\n"
         "SLACK_API_URL=http://127.0.0.1:9/api/\n"
     )
-    done = nanoslack("run", cwd=tmp_path)
-    assert done.returncode == 1
-    out = done.stderr + done.stdout
+    run = FleetProcess.start(cwd=tmp_path)
+    assert await run.wait(60) == 1
+    out = run.output
     assert "instance skipped: agent not configured" in out
     assert "NANOSLACK_AGENT_GH_BOT" in out
     assert "xoxb-emu-gh-1" not in out and "xapp-emu-gh-1" not in out
-
-
-def _start_run(env_file: Path, log_file: Path) -> subprocess.Popen[bytes]:
-    with log_file.open("wb") as sink:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env_file)],
-            cwd=env_file.parent,
-            env=_base_env(),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def test_run_at_debug_level_never_prints_a_token(emu: Emulator, tmp_path: Path) -> None:
@@ -163,26 +146,36 @@ async def test_run_at_debug_level_never_prints_a_token(emu: Emulator, tmp_path: 
     dana, eli = emu.add_app("dana"), emu.add_app("eli")
     room = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
     emu.fail_next("auth.test", 1, error="invalid_auth", app_id=eli.app_id)
-    env_file = tmp_path / ".env"
-    env_file.write_text(
-        env_lines(
-            emu, [dana, eli], tmp_path / "data" / "nanoslack.db", SLACK_A2A_ROOMS=room.id, LOG_LEVEL="debug"
-        )
+    env_file = write_fleet_env(
+        tmp_path / ".env",
+        emu,
+        [dana, eli],
+        tmp_path / "data" / "nanoslack.db",
+        SLACK_A2A_ROOMS=room.id,
+        LOG_LEVEL="debug",
     )
-    log_file = tmp_path / "run.log"
-    fleet = _start_run(env_file, log_file)
+    fleet = FleetProcess.start(env_file)
     try:
         await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
         text = f"<@{dana.bot_user_id}> whose are these? {dana.bot_token} {dana.app_token} {eli.bot_token}"
         ts = await emu.post_as_user(alice.id, room.id, text)
-        await emu.wait_for(lambda: f"ts={ts}" in log_file.read_text(errors="replace"), timeout=30)
+        await fleet.wait_for_output(f"ts={ts}")
     finally:
-        fleet.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(fleet.wait, 15)
+        code = await fleet.stop()
     assert code == 0
-    out = log_file.read_text(errors="replace")
+    out = fleet.output
     assert "instance skipped: auth.test failed" in out
     for token in (dana.bot_token, dana.app_token, eli.bot_token, eli.app_token):
         assert token not in out
     assert "xoxb-***" in out and "xapp-***" in out  # the pasted tokens were logged, masked
     assert not TOKEN_RE.findall(out.replace("xoxb-***", "").replace("xapp-***", ""))
+
+
+async def test_waiting_for_an_event_of_a_run_that_exited_fails_at_once_with_its_output(
+    tmp_path: Path,
+) -> None:
+    run = FleetProcess.start(cwd=tmp_path)  # no .env: it exits 1
+    expected = "(?s)exited before event 'fleet started'.*no instance configured"
+    with pytest.raises(AssertionError, match=expected):
+        await run.wait_for_event("fleet started", within=60)
+    assert run.returncode == 1

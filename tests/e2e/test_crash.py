@@ -9,13 +9,8 @@ was never acked, and deliver nothing twice.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,34 +18,10 @@ import pytest
 
 from nanoslack.emulator import Emulator
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.conftest import env_lines
+from tests.e2e.helpers import scalar, sql, write_fleet_env
+from tests.fleetproc import FleetProcess
 
 MESSAGES = 600
-
-
-def _start_fleet(env_file: Path, log_file: Path, failpoints: str = "") -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
-    if failpoints:
-        env["NANOSLACK_FAILPOINTS"] = failpoints
-    return subprocess.Popen(
-        [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env_file)],
-        cwd=env_file.parent,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log_file.open("wb"),
-    )
-
-
-def _events(log_file: Path, name: str) -> list[dict[str, str]]:
-    events = []
-    for line in log_file.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line) if line.startswith("{") else None
-        except ValueError:  # the last line of a log still being written
-            continue
-        if event and event.get("event") == name:
-            events.append(event)
-    return events
 
 
 def _count_deliveries(db: Path) -> None:
@@ -77,20 +48,7 @@ def _count_deliveries(db: Path) -> None:
 
 
 def _deliveries(db: Path) -> Counter[str]:
-    conn = sqlite3.connect(db, timeout=5)
-    try:
-        rows = conn.execute("SELECT ts FROM test_deliveries WHERE instance = 'dana'")
-        return Counter(str(r[0]) for r in rows)
-    finally:
-        conn.close()
-
-
-def _scalar(db: Path, sql: str) -> int:
-    conn = sqlite3.connect(db, timeout=5)
-    try:
-        return int(conn.execute(sql).fetchone()[0])
-    finally:
-        conn.close()
+    return Counter(str(r[0]) for r in sql(db, "SELECT ts FROM test_deliveries WHERE instance = 'dana'"))
 
 
 @pytest.mark.parametrize(
@@ -105,38 +63,34 @@ async def test_fleet_killed_with_sigkill_delivers_each_recorded_event_once_after
     dana = emu.add_app("dana")
     room = emu.create_conversation([alice.id, dana.bot_user_id, emu.add_app("eli").bot_user_id])
     db = tmp_path / "data" / "nanoslack.db"
-    env_file = tmp_path / ".env"
-    env_file.write_text(
-        env_lines(
-            emu,
-            [dana],
-            db,
-            SLACK_A2A_ROOMS=room.id,
-            SLACK_OWNER=alice.id,
-            LOG_LEVEL="debug",
-            LOG_FORMAT="json",
-        )
+    env_file = write_fleet_env(
+        tmp_path / ".env",
+        emu,
+        [dana],
+        db,
+        SLACK_A2A_ROOMS=room.id,
+        SLACK_OWNER=alice.id,
+        LOG_LEVEL="debug",
+        LOG_FORMAT="json",
     )
-    first_log, second_log = tmp_path / "run1.log", tmp_path / "run2.log"
     _count_deliveries(db)
-    fleet = _start_fleet(env_file, first_log, failpoint)
+    first = FleetProcess.start(env_file, failpoints=failpoint)
     await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
     texts = [f"<@{dana.bot_user_id}> n{i}" for i in range(MESSAGES)]
     posted = await emu.bulk_post(alice.id, room.id, texts)
-    code = await asyncio.to_thread(fleet.wait, 30)
+    code = await first.wait(30)
     assert code == -signal.SIGKILL, "the failpoint did not fire"
 
-    fleet = _start_fleet(env_file, second_log)
+    second = FleetProcess.start(env_file)
     try:
         done_sql = "SELECT count(*) FROM inbox WHERE instance='dana' AND status='done'"
-        await emu.wait_for(lambda: _scalar(db, done_sql) == len(posted), timeout=60)
-        await emu.wait_for(lambda: _events(second_log, "fleet started"), timeout=30)
+        await emu.wait_for(lambda: scalar(db, done_sql) == len(posted), timeout=60)
+        await second.wait_for_event("fleet started")
     finally:
-        fleet.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(fleet.wait, 15)
+        code = await second.stop()
     assert code == 0
 
-    runs = [_events(first_log, "message processed"), _events(second_log, "message processed")]
+    runs = [first.events("message processed"), second.events("message processed")]
     deliveries = Counter(e["ts"] for run in runs for e in run if e["status"] == "processed")
     assert set(deliveries) <= set(posted)
     assert not [ts for ts, n in deliveries.items() if n > 1], "a message went downstream twice"
@@ -145,8 +99,8 @@ async def test_fleet_killed_with_sigkill_delivers_each_recorded_event_once_after
     assert not twice, f"{len(twice)} messages went downstream twice, e.g. {twice[:3]}"
     assert set(downstream) == set(posted)
     pending = "SELECT count(*) FROM messages WHERE instance='dana' AND status IN ('pending', 'done')"
-    assert _scalar(db, pending) == len(posted)
-    assert _scalar(db, "SELECT count(*) FROM inbox WHERE instance='dana'") == len(posted)
+    assert scalar(db, pending) == len(posted)
+    assert scalar(db, "SELECT count(*) FROM inbox WHERE instance='dana'") == len(posted)
     # The second run had real work left: resumed from the inbox or redelivered by Slack.
     assert runs[1]
 
@@ -158,17 +112,16 @@ async def test_a_post_made_just_before_a_crash_is_found_not_repeated(emu: Emulat
     dana, eli = emu.add_app("dana"), emu.add_app("eli")
     room = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
     db = tmp_path / "data" / "nanoslack.db"
-    env_file = tmp_path / ".env"
-    env_file.write_text(
-        env_lines(emu, [dana], db, SLACK_A2A_ROOMS=room.id, SLACK_OWNER=alice.id, LOG_FORMAT="json")
+    env_file = write_fleet_env(
+        tmp_path / ".env", emu, [dana], db, SLACK_A2A_ROOMS=room.id, SLACK_OWNER=alice.id, LOG_FORMAT="json"
     )
-    fleet = _start_fleet(env_file, tmp_path / "run1.log", "outbox.posted=kill@1")
+    fleet = FleetProcess.start(env_file, failpoints="outbox.posted=kill@1")
     await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
     from slack_sdk.web.async_client import AsyncWebClient
 
     eli_client = AsyncWebClient(token=eli.bot_token, base_url=emu.api_url)
     await eli_client.chat_postMessage(channel=room.id, text=f"<@{dana.bot_user_id}> may I join?")
-    assert await asyncio.to_thread(fleet.wait, 30) == -signal.SIGKILL
+    assert await fleet.wait(30) == -signal.SIGKILL
 
     def approval_dms() -> list[dict[str, object]]:
         return [
@@ -180,13 +133,11 @@ async def test_a_post_made_just_before_a_crash_is_found_not_repeated(emu: Emulat
         ]
 
     assert len(approval_dms()) == 1
-    second_log = tmp_path / "run2.log"
-    fleet = _start_fleet(env_file, second_log)
+    fleet = FleetProcess.start(env_file)
     try:
-        await emu.wait_for(lambda: _events(second_log, "post recovered: already posted"), timeout=30)
+        await fleet.wait_for_event("post recovered: already posted")
         sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND purpose = 'ask'"
-        assert _scalar(db, sent) == 1
+        assert scalar(db, sent) == 1
     finally:
-        fleet.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(fleet.wait, 15) == 0
+        assert await fleet.stop() == 0
     assert len(approval_dms()) == 1

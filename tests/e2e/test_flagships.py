@@ -13,7 +13,6 @@ the database and the log show, so it holds while the internals are rewritten:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import json
@@ -31,9 +30,10 @@ import respx
 
 from nanoslack.emulator import Emulator
 from nanoslack.logs import configure_logging
-from tests.e2e.conftest import FleetFactory, Room, env_lines
-from tests.e2e.test_crash import _events, _start_fleet
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
+from tests.fleetproc import FleetProcess
 
 # -- helpers ----------------------------------------------------------------------------------------
 
@@ -304,11 +304,15 @@ async def test_a_turn_folder_left_by_a_sigkilled_fleet_is_gone_after_the_restart
     channel = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id], kind="mpim").id
     agent = TurnAgent.install(tmp_path)
     db = tmp_path / "data" / "nanoslack.db"
-    env_file = tmp_path / ".env"
-    env_file.write_text(
-        env_lines(
-            emu, [dana], db, SLACK_A2A_ROOMS=channel, SLACK_OWNER=alice.id, LOG_FORMAT="json", **agent.env()
-        )
+    env_file = write_fleet_env(
+        tmp_path / ".env",
+        emu,
+        [dana],
+        db,
+        SLACK_A2A_ROOMS=channel,
+        SLACK_OWNER=alice.id,
+        LOG_FORMAT="json",
+        **agent.env(),
     )
     # The fleets' system temp directory (tempfile honours TMPDIR): this test's alone.
     system_tmp = tmp_path / "system-tmp"
@@ -316,7 +320,7 @@ async def test_a_turn_folder_left_by_a_sigkilled_fleet_is_gone_after_the_restart
     monkeypatch.setenv("TMPDIR", str(system_tmp))
 
     agent.hold("dana")
-    fleet = _start_fleet(env_file, tmp_path / "run1.log")
+    fleet = FleetProcess.start(env_file)
     try:
         await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
         await emu.post_as_user(alice.id, channel, f"<@{dana.bot_user_id}> a question")
@@ -324,8 +328,7 @@ async def test_a_turn_folder_left_by_a_sigkilled_fleet_is_gone_after_the_restart
         (left,) = _turn_folders(system_tmp)  # where the teammate's system prompt waits for the agent
         assert (left / "system.md").exists()
     finally:
-        fleet.kill()
-        await asyncio.to_thread(fleet.wait, 15)
+        await fleet.kill()
     # The agent runs in its own process group: the SIGKILL did not reach it.
     for call in agent.calls("dana"):
         with contextlib.suppress(ProcessLookupError):
@@ -334,12 +337,11 @@ async def test_a_turn_folder_left_by_a_sigkilled_fleet_is_gone_after_the_restart
 
     agent.release("dana")
     agent.reply("dana", "the answer")
-    fleet = _start_fleet(env_file, tmp_path / "run2.log")
+    fleet = FleetProcess.start(env_file)
     try:
-        await emu.wait_for(lambda: _events(tmp_path / "run2.log", "turn finished"), timeout=30)
+        await fleet.wait_for_event("turn finished")
     finally:
-        fleet.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(fleet.wait, 15) == 0
+        assert await fleet.stop() == 0
     assert len(agent.calls("dana")) == 2  # the abandoned turn ran again
     assert _sql(db, "SELECT status FROM turns ORDER BY id") == [("abandoned",), ("done",)]
     assert _turn_folders(system_tmp) == []

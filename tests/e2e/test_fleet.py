@@ -139,11 +139,17 @@ async def test_dropped_socket_and_refresh_requested_lose_nothing(room: Room, fle
 
 async def test_missing_token_skips_only_that_instance(room: Room, fleet_factory, tmp_path: Path) -> None:
     from nanoslack.config import load_settings
-    from tests.e2e.conftest import FAST_SOCKET, env_lines
+    from tests.e2e.conftest import FAST_SOCKET
+    from tests.e2e.helpers import write_fleet_env
 
-    env = env_lines(room.emu, [room.apps["dana"]], room.db, SLACK_A2A_ROOMS=room.channel)
-    env = env.replace("SLACK_INSTANCES=dana", "SLACK_INSTANCES=dana,ghost")
-    (tmp_path / "skip.env").write_text(env)
+    write_fleet_env(
+        tmp_path / "skip.env",
+        room.emu,
+        [room.apps["dana"]],
+        room.db,
+        SLACK_A2A_ROOMS=room.channel,
+        SLACK_INSTANCES="dana,ghost",
+    )
     settings = load_settings(tmp_path / "skip.env", environ={})
     assert [n for n, _ in settings.skipped] == ["ghost"]
     rec = Recorder()
@@ -188,11 +194,10 @@ async def test_the_room_intro_is_context_not_a_conversation(room: Room, fleet_fa
     """Following the README: open the room, then run the fleet. The intro mentions every
     bot, yet takes no hop, engages nobody, asks the owner nothing and wakes no agent."""
     from nanoslack.ops.open_room import load_env, open_room, parse_request
-    from tests.e2e.conftest import env_lines
+    from tests.e2e.helpers import write_fleet_env
 
     names = ["dana", "eli", "fay"]
-    opener_env = room.tmp / "open.env"
-    opener_env.write_text(env_lines(room.emu, [room.apps[n] for n in names], room.db))
+    opener_env = write_fleet_env(room.tmp / "open.env", room.emu, [room.apps[n] for n in names], room.db)
     request = parse_request(
         ["--instances", ",".join(names), "--user", room.human.id, "--env-file", str(opener_env)]
     )

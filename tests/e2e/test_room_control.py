@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 import respx
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.e2e.conftest import Recorder, Room, env_lines
+from tests.e2e.conftest import Recorder, Room
+from tests.e2e.helpers import write_fleet_env
+from tests.fleetproc import FleetProcess
 
 
 def _outcome(rec: Recorder, instance: str, ts: str) -> Any:
@@ -111,8 +110,8 @@ NOTICES = (PAUSE_PREFIX, HALT_PREFIX, RESUME_PREFIX)
 # Each bot hands the word to the other after a second's thought: an exchange that
 # always has a turn under way.
 PING_PONG = (
-    '\'sleep 1; if [ "$NANOSLACK_INSTANCE" = dana ]; then echo "@eli your turn";'
-    ' else echo "@dana your turn"; fi\''
+    'sleep 1; if [ "$NANOSLACK_INSTANCE" = dana ]; then echo "@eli your turn";'
+    ' else echo "@dana your turn"; fi'
 )
 
 
@@ -248,17 +247,6 @@ async def test_stop_typed_by_an_owner_halts_without_resetting_hops_and_resume_re
     assert len(_texts(room, room.channel, HALT_PREFIX)) == 1
 
 
-def _start_fleet(env_file: Path, log_file: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
-    return subprocess.Popen(
-        [sys.executable, "-m", "nanoslack", "run", "--env-file", str(env_file)],
-        cwd=env_file.parent,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log_file.open("wb"),
-    )
-
-
 def _nanoslack(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nanoslack", *args], capture_output=True, text=True, timeout=60, check=False
@@ -271,29 +259,26 @@ def _inbox(room: Room, instance: str, ts: str) -> list[tuple[Any, ...]]:
 
 async def test_a_halt_survives_sigkill_and_restart_and_operators_see_and_resume_it(room: Room) -> None:
     emu, owner = room.emu, room.human.id
-    env_file = room.tmp / ".env"
-    env_file.write_text(
-        env_lines(
-            emu,
-            [room.apps["dana"], room.apps["eli"]],
-            room.db,
-            SLACK_A2A_ROOMS=room.channel,
-            SLACK_OWNER=owner,
-            LOG_FORMAT="json",
-        )
+    env_file = write_fleet_env(
+        room.tmp / ".env",
+        emu,
+        [room.apps["dana"], room.apps["eli"]],
+        room.db,
+        SLACK_A2A_ROOMS=room.channel,
+        SLACK_OWNER=owner,
+        LOG_FORMAT="json",
     )
     apps = [room.apps["dana"].app_id, room.apps["eli"].app_id]
-    fleet = _start_fleet(env_file, room.tmp / "run1.log")
+    fleet = FleetProcess.start(env_file)
     try:
         await emu.wait_for(lambda: all(emu.connections(a) >= 1 for a in apps), timeout=30)
         said = await emu.post_as_user(owner, room.channel, "about to stop you")
         await emu.react(owner, room.channel, said, "octagonal_sign")
         await emu.wait_for(lambda: room.sql("SELECT room FROM room_halts"), timeout=10)
     finally:
-        fleet.kill()
-        await asyncio.to_thread(fleet.wait, 15)
+        await fleet.kill()
 
-    fleet = _start_fleet(env_file, room.tmp / "run2.log")
+    fleet = FleetProcess.start(env_file)
     try:
         await emu.wait_for(lambda: all(emu.connections(a) >= 1 for a in apps), timeout=30)
         late = await room.bot_post("eli", f"{room.mention('dana')} are we still halted?")
@@ -310,8 +295,7 @@ async def test_a_halt_survives_sigkill_and_restart_and_operators_see_and_resume_
         stopped = await room.bot_post("eli", f"{room.mention('dana')} one more?")
         await emu.wait_for(lambda: _inbox(room, "dana", stopped) == [("dropped", "room halted")], timeout=10)
     finally:
-        fleet.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(fleet.wait, 15)
+        await fleet.stop()
 
 
 # -- only real humans reset hops -------------------------------------------------------------------

@@ -9,8 +9,6 @@ as the bots' agents would.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,56 +24,33 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.emulator import App, Emulator, User
-from tests.e2e.conftest import env_lines
+from tests.e2e.helpers import write_fleet_env
+from tests.fleetproc import FleetProcess, child_env
 from tests.pg import PgServer
-
-
-def _events(log_file: Path, name: str) -> list[dict[str, Any]]:
-    events = []
-    for line in log_file.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line) if line.startswith("{") else None
-        except ValueError:  # the last line of a log still being written
-            continue
-        if event and event.get("event") == name:
-            events.append(event)
-    return events
 
 
 @dataclass
 class Host:
-    """One fleet process: its .env, its JSON log, its Popen."""
+    """One fleet process: its .env and, once started, the process."""
 
     name: str
     env_file: Path
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
+    fleet: FleetProcess | None = None
 
     def start(self, failpoints: str = "") -> Host:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_", "DATABASE_"))}
-        if failpoints:
-            env["NANOSLACK_FAILPOINTS"] = failpoints
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nanoslack", "run", "--env-file", str(self.env_file)],
-            cwd=self.env_file.parent,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=self.log.open("wb"),
-        )
+        self.fleet = FleetProcess.start(self.env_file, failpoints=failpoints)
         return self
 
+    @property
+    def proc(self) -> FleetProcess:
+        assert self.fleet is not None, f"host {self.name} was never started"
+        return self.fleet
+
     def events(self, name: str) -> list[dict[str, Any]]:
-        return _events(self.log, name) if self.log.exists() else []
+        return self.fleet.events(name) if self.fleet else []
 
     async def stop(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return await asyncio.to_thread(self.proc.wait, 15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
+        return await self.fleet.stop() if self.fleet else None
 
 
 @dataclass
@@ -93,7 +68,8 @@ class Site:
     def host(self, name: str, instances: list[str], **extra: str) -> Host:
         folder = self.tmp / name
         folder.mkdir()
-        env = env_lines(
+        env_file = write_fleet_env(
+            folder / ".env",
             self.emu,
             [self.apps[n] for n in instances],
             folder / "unused.db",
@@ -104,8 +80,7 @@ class Site:
             LOG_LEVEL="debug",
             **extra,
         )
-        (folder / ".env").write_text(env)
-        h = Host(name, folder / ".env", folder / "run.log")
+        h = Host(name, env_file)
         self.hosts.append(h)
         return h
 
@@ -189,11 +164,11 @@ async def test_a_sigkilled_process_holding_an_instance_is_replaced_by_its_standb
     await site.emu.wait_for(lambda: first.events("fleet started"), timeout=30)
     standby = site.host("b", ["dana"], **lease).start()
     await site.emu.wait_for(lambda: standby.events("instance standby: lease held"), timeout=30)
-    assert standby.events("instance standby: lease held")[0]["holder"].split(":")[1] == str(first.proc.pid)  # type: ignore[union-attr]
+    assert standby.events("instance standby: lease held")[0]["holder"].split(":")[1] == str(first.proc.pid)
 
     texts = [f"{site.mention('dana')} n{i}" for i in range(300)]
     posted = await site.emu.bulk_post(site.alice.id, site.room, texts)
-    assert await asyncio.to_thread(first.proc.wait, 30) == -signal.SIGKILL  # type: ignore[union-attr]
+    assert await first.proc.wait(30) == -signal.SIGKILL
     died = time.monotonic()
     await site.emu.wait_for(lambda: standby.events("instance lease taken over"), timeout=10)
     assert time.monotonic() - died <= 3.0 + 1.0  # lease time, plus one standby poll
@@ -237,9 +212,10 @@ async def test_an_approval_from_another_process_replays_a_held_message_of_an_ins
 
     gus = f"slack:bot:{site.apps['gus'].bot_id}"
     approve = [sys.executable, "-m", "nanoslack", "senders", "--db", site.url, "approve", "eli", gus]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_", "DATABASE_"))}
     results = [
-        await asyncio.to_thread(subprocess.run, approve, capture_output=True, text=True, env=env, timeout=60)
+        await asyncio.to_thread(
+            subprocess.run, approve, capture_output=True, text=True, env=child_env(), timeout=60
+        )
         for _ in range(2)
     ]
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
@@ -297,7 +273,6 @@ async def test_a_frozen_holder_loses_its_instance_to_the_standby_when_the_lease_
     await site.emu.wait_for(lambda: first.events("fleet started"), timeout=30)
     second = site.host("b", ["dana"], **lease).start()
     await site.emu.wait_for(lambda: second.events("instance standby: lease held"), timeout=30)
-    assert first.proc is not None
     before = await site.emu.bulk_post(
         site.alice.id, site.room, [f"{site.mention('dana')} a{i}" for i in range(50)]
     )

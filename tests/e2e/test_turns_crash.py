@@ -4,10 +4,7 @@ subprocess with the real ``command`` back end, SIGKILLed mid-turn, then restarte
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import sqlite3
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +13,9 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
-from tests.e2e.conftest import env_lines
-from tests.e2e.test_crash import _events, _scalar, _start_fleet
+from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
+from tests.fleetproc import FleetProcess
 
 # More replies than one page of conversations.replies as the poster asks for it (200).
 LONG_THREAD = 230
@@ -41,8 +38,8 @@ class Setup:
     def env_file(self) -> Path:
         return self.tmp / ".env"
 
-    def start(self, log_name: str, failpoints: str = "") -> subprocess.Popen[bytes]:
-        return _start_fleet(self.env_file, self.tmp / log_name, failpoints)
+    def start(self, failpoints: str = "") -> FleetProcess:
+        return FleetProcess.start(self.env_file, failpoints=failpoints)
 
     def replies(self, parent: str) -> list[dict[str, Any]]:
         """dana's posts in the thread under ``parent``."""
@@ -53,16 +50,8 @@ class Setup:
 
     def turn_statuses(self) -> list[str]:
         return [
-            str(r[0]) for r in _rows(self.db, "SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")
+            str(r[0]) for r in sql(self.db, "SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")
         ]
-
-
-def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(db, timeout=5)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -73,43 +62,35 @@ async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
         room = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id])
         agent = TurnAgent.install(tmp_path)
         db = tmp_path / "data" / "nanoslack.db"
-        (tmp_path / ".env").write_text(
-            env_lines(
-                emu,
-                [dana],
-                db,
-                SLACK_A2A_ROOMS=room.id,
-                SLACK_OWNER=alice.id,  # the owner is allowed: the reply is the first post
-                LOG_FORMAT="json",
-                **agent.env(),
-            )
+        write_fleet_env(
+            tmp_path / ".env",
+            emu,
+            [dana],
+            db,
+            SLACK_A2A_ROOMS=room.id,
+            SLACK_OWNER=alice.id,  # the owner is allowed: the reply is the first post
+            LOG_FORMAT="json",
+            **agent.env(),
         )
         yield Setup(emu, alice, dana, room.id, tmp_path, agent)
-
-
-async def _stop(fleet: subprocess.Popen[bytes]) -> int:
-    fleet.send_signal(signal.SIGTERM)
-    return await asyncio.to_thread(fleet.wait, 15)
 
 
 async def test_a_reply_that_reached_slack_before_a_sigkill_is_not_posted_again(setup: Setup) -> None:
     s = setup
     s.agent.reply("dana", "the answer")
-    fleet = s.start("run1.log", "outbox.posted=kill@1")
+    fleet = s.start("outbox.posted=kill@1")
     await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
     parent = await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> a question")
-    assert await asyncio.to_thread(fleet.wait, 30) == -signal.SIGKILL, "the failpoint did not fire"
+    assert await fleet.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
     assert [r["text"] for r in s.replies(parent)] == ["the answer"]
 
-    fleet = s.start("run2.log")
+    fleet = s.start()
     try:
-        await s.emu.wait_for(
-            lambda: _events(s.tmp / "run2.log", "post recovered: already posted"), timeout=30
-        )
+        await fleet.wait_for_event("post recovered: already posted")
         sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND purpose = 'reply'"
-        await s.emu.wait_for(lambda: _scalar(s.db, sent) == 1, timeout=10)
+        await s.emu.wait_for(lambda: scalar(s.db, sent) == 1, timeout=10)
     finally:
-        assert await _stop(fleet) == 0
+        assert await fleet.stop() == 0
     assert [r["text"] for r in s.replies(parent)] == ["the answer"]
     assert len(s.agent.calls("dana")) == 1, "the turn ran again although its output was recorded"
     assert s.turn_statuses() == ["done"]
@@ -119,27 +100,26 @@ async def test_a_turn_killed_while_the_agent_runs_answers_once_after_restart(set
     s = setup
     s.agent.reply("dana", "the answer")
     s.agent.hold("dana")
-    fleet = s.start("run1.log")
+    fleet = s.start()
     await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
     parent = await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> a question")
     await s.emu.wait_for(lambda: s.agent.calls("dana"), timeout=30)
-    fleet.send_signal(signal.SIGKILL)
-    assert await asyncio.to_thread(fleet.wait, 15) == -signal.SIGKILL
+    assert await fleet.kill() == -signal.SIGKILL
     # The killed fleet's agent runs in its own session and outlives it: let it finish;
     # whatever it prints goes nowhere.
     s.agent.release("dana")
     assert s.replies(parent) == []
 
-    fleet = s.start("run2.log")
+    fleet = s.start()
     try:
         await s.emu.wait_for(lambda: s.replies(parent), timeout=30)
         await s.emu.wait_for(lambda: s.turn_statuses() == ["abandoned", "done"], timeout=10)
     finally:
-        assert await _stop(fleet) == 0
+        assert await fleet.stop() == 0
     assert [r["text"] for r in s.replies(parent)] == ["the answer"]
     first, second = s.agent.calls("dana")
     assert "a question" in first["stdin"] and "a question" in second["stdin"]
-    assert _events(s.tmp / "run2.log", "turns abandoned by a previous run")
+    assert fleet.events("turns abandoned by a previous run")
 
 
 async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_again(setup: Setup) -> None:
@@ -147,26 +127,26 @@ async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_agai
     look past the first page before it concludes the reply never reached Slack."""
     s = setup
     s.agent.reply("dana", "the summary")
-    fleet = s.start("run1.log", "outbox.posted=kill@1")
+    fleet = s.start("outbox.posted=kill@1")
     await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
     parent = await s.emu.post_as_user(s.alice.id, s.channel, "a long discussion")
     for i in range(LONG_THREAD):
         await s.emu.post_as_user(s.alice.id, s.channel, f"point {i}", thread_ts=parent)
     await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> summarize", thread_ts=parent)
-    assert await asyncio.to_thread(fleet.wait, 60) == -signal.SIGKILL, "the failpoint did not fire"
+    assert await fleet.wait(60) == -signal.SIGKILL, "the failpoint did not fire"
     assert [r["text"] for r in s.replies(parent)] == ["the summary"]
 
-    fleet = s.start("run2.log")
+    fleet = s.start()
     try:
         await s.emu.wait_for(
             lambda: (
-                _events(s.tmp / "run2.log", "post recovered: already posted")
-                or _events(s.tmp / "run2.log", "post recovered: not found, resending")
+                fleet.events("post recovered: already posted")
+                or fleet.events("post recovered: not found, resending")
             ),
             timeout=30,
         )
     finally:
-        assert await _stop(fleet) == 0
+        assert await fleet.stop() == 0
     assert [r["text"] for r in s.replies(parent)] == ["the summary"]
 
 
@@ -175,17 +155,17 @@ async def test_a_reply_recorded_but_not_sent_before_a_sigkill_is_sent_once_after
 ) -> None:
     s = setup
     s.agent.reply("dana", "first part\n---\nsecond part")
-    fleet = s.start("run1.log", "turn.recorded=kill@1")
+    fleet = s.start("turn.recorded=kill@1")
     await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
     parent = await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> a question")
-    assert await asyncio.to_thread(fleet.wait, 30) == -signal.SIGKILL, "the failpoint did not fire"
+    assert await fleet.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
     assert s.replies(parent) == []
 
-    fleet = s.start("run2.log")
+    fleet = s.start()
     try:
         await s.emu.wait_for(lambda: len(s.replies(parent)) == 2, timeout=30)
     finally:
-        assert await _stop(fleet) == 0
+        assert await fleet.stop() == 0
     assert [r["text"] for r in s.replies(parent)] == ["first part", "second part"]
     assert len(s.agent.calls("dana")) == 1, "the agent ran again although its output was recorded"
     assert s.turn_statuses() == ["done"]

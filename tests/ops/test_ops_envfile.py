@@ -1,4 +1,5 @@
-"""Editing SLACK_A2A_ROOMS in an operator's .env without disturbing anything else."""
+"""Editing an operator's .env without disturbing anything else: SLACK_A2A_ROOMS's list
+(``append_to_list``) and whole values (``write_env``, the one .env writer)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from pathlib import Path
 
 import pytest
 from dotenv import dotenv_values
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from nanoslack.ops.envfile import append_to_list
+from nanoslack.config import read_env_file
+from nanoslack.ops.envfile import append_to_list, write_env
 
 KEY = "SLACK_A2A_ROOMS"
 
@@ -127,3 +131,53 @@ def test_leaves_no_temporary_files_behind(tmp_path: Path) -> None:
 def test_refuses_items_that_would_corrupt_the_file(tmp_path: Path, item: str) -> None:
     with pytest.raises(ValueError):
         append_to_list(tmp_path / ".env", KEY, item)
+
+
+# -- write_env ----------------------------------------------------------------------------------
+
+
+def test_write_env_sets_keys_in_place_and_keeps_every_other_line(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_bytes(b"# tokens\nexport A = 1  # first\nB='old'\nNAME=caf\xe9\nA=2\n")
+    write_env(path, {"A": "3", "C": "new"})
+    assert path.read_bytes() == b"# tokens\nexport A = 1  # first\nB='old'\nNAME=caf\xe9\nA=3\nC=new\n"
+    write_env(path, {"B": "x y"})
+    assert b"\nB='x y'\n" in path.read_bytes()
+
+
+def test_write_env_keeps_the_comment_after_a_quoted_value_with_an_escaped_quote(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_bytes(b"A='it\\'s' # why\n")
+    write_env(path, {"A": "plain"})
+    assert path.read_bytes() == b"A=plain # why\n"
+
+
+def test_write_env_with_replace_holds_exactly_the_values_and_is_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    write_env(path, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_A2A_ROOMS": "C1,G2"})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    write_env(path, {"A": "1"}, replace=True)
+    assert path.read_bytes() == b"A=1\n"
+
+
+@pytest.mark.parametrize("value", ["two\nlines", "a${HOME}b", "\r"])
+def test_write_env_refuses_a_value_dotenv_would_not_read_back(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ValueError):
+        write_env(tmp_path / ".env", {"A": value})
+    assert not (tmp_path / ".env").exists()
+
+
+_VALUES = st.text(st.characters(blacklist_characters="\r\n\0", blacklist_categories=("Cs",))).filter(
+    lambda v: "${" not in v
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.from_regex(r"[A-Z_][A-Z0-9_]{0,8}", fullmatch=True), _VALUES, max_size=6))
+def test_write_env_values_read_back_exactly_with_python_dotenv(
+    tmp_path_factory: pytest.TempPathFactory, values: dict[str, str]
+) -> None:
+    path = tmp_path_factory.mktemp("env") / ".env"
+    path.write_text("KEEP='me' # a comment\nOTHER=1\n")
+    write_env(path, values)
+    assert read_env_file(path) == {"KEEP": "me", "OTHER": "1", **values}

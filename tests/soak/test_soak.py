@@ -29,9 +29,7 @@ import json
 import os
 import random
 import re
-import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -44,7 +42,8 @@ import pytest
 
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.conftest import env_lines
+from tests.e2e.helpers import write_fleet_env
+from tests.fleetproc import FleetProcess
 
 BOTS = ("dana", "eli", "fay")
 MAX_HOPS = 4
@@ -88,8 +87,8 @@ class Soak:
     apps: dict[str, App]
     room: str
     outside: str
-    fleet: subprocess.Popen[bytes] | None = None
-    logs: list[Path] = field(default_factory=list)
+    fleet: FleetProcess | None = None
+    runs: list[FleetProcess] = field(default_factory=list)
     human_posts: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)  # (ts, mentioned)
     outside_posts: list[tuple[str, str]] = field(default_factory=list)  # (ts, author)
     kills: int = 0
@@ -128,17 +127,16 @@ def _world(emu: Emulator, tmp: Path, plan: Plan) -> Soak:
     room = emu.create_conversation(members, kind="mpim").id
     outside = emu.create_conversation([a.bot_user_id for a in apps.values()], kind="mpim").id
     soak = Soak(emu, tmp, plan, alice, apps, room, outside)
-    soak.env_file.write_text(
-        env_lines(
-            emu,
-            list(apps.values()),
-            soak.db,
-            NANOSLACK_AGENT_COMMAND=f"{sys.executable} -S {AGENT} {soak.agent_log}",
-            SLACK_A2A_ROOMS=room,
-            SLACK_A2A_MAX_HOPS=str(MAX_HOPS),
-            LOG_LEVEL="debug",
-            LOG_FORMAT="json",
-        )
+    write_fleet_env(
+        soak.env_file,
+        emu,
+        list(apps.values()),
+        soak.db,
+        NANOSLACK_AGENT_COMMAND=f"{sys.executable} -S {AGENT} {soak.agent_log}",
+        SLACK_A2A_ROOMS=room,
+        SLACK_A2A_MAX_HOPS=str(MAX_HOPS),
+        LOG_LEVEL="debug",
+        LOG_FORMAT="json",
     )
     store = Store.open(sqlite_url(str(soak.db)))  # the fleet's schema, before the fleet runs
     try:
@@ -155,23 +153,16 @@ def _world(emu: Emulator, tmp: Path, plan: Plan) -> Soak:
 
 
 def _start(soak: Soak) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "NANOSLACK_"))}
-    log = soak.tmp / f"run{len(soak.logs) + 1}.log"
-    soak.logs.append(log)
-    soak.fleet = subprocess.Popen(
-        [sys.executable, "-m", "nanoslack", "run", "--env-file", str(soak.env_file)],
-        cwd=soak.tmp,
-        env=env,
-        stdout=log.with_suffix(".out").open("wb"),
-        stderr=log.open("wb"),
-    )
+    soak.fleet = FleetProcess.start(soak.env_file)
+    soak.runs.append(soak.fleet)
 
 
 async def _kill_and_restart(soak: Soak) -> None:
     assert soak.fleet is not None
-    assert soak.fleet.poll() is None, f"the fleet died on its own (exit {soak.fleet.returncode})"
-    soak.fleet.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(soak.fleet.wait, 10)
+    assert soak.fleet.running, (
+        f"the fleet died on its own (exit {soak.fleet.returncode})\n{soak.fleet.tail()}"
+    )
+    await soak.fleet.kill(10)
     soak.kills += 1
     _start(soak)
 
@@ -248,7 +239,9 @@ async def _settle(soak: Soak, within: float) -> None:
     seen: list[tuple[tuple[int, ...], float]] = []
 
     def settled() -> bool:
-        assert soak.fleet is not None and soak.fleet.poll() is None, "the fleet died on its own"
+        assert soak.fleet is not None and soak.fleet.running, (
+            f"the fleet died on its own\n{soak.fleet.tail()}"
+        )
         print_ = _quiet(soak)
         if print_ is None:
             seen.clear()
@@ -283,8 +276,7 @@ async def _soak(tmp: Path, plan: Plan) -> Soak:
             await _settle(soak, within=60 + plan.messages / 10)
         finally:
             assert soak.fleet is not None
-            soak.fleet.send_signal(signal.SIGTERM)
-            code = await asyncio.to_thread(soak.fleet.wait, 30)
+            code = await soak.fleet.stop(30)
         assert code == 0, f"the fleet did not stop cleanly (exit {code})"
         assert emu.engine.hub.dropped == 0, "the emulator gave up redelivering an event"
         _check(soak)
@@ -405,13 +397,13 @@ def _check_hop_limit(soak: Soak) -> None:
 def _check_no_token_in_logs(soak: Soak) -> None:
     tokens = [t for a in soak.apps.values() for t in (a.bot_token, a.app_token)]
     lines = 0
-    for log in soak.logs:
-        for text in (log.read_text(errors="replace"), log.with_suffix(".out").read_text(errors="replace")):
-            for line in text.splitlines():
-                lines += 1
-                assert not any(t in line for t in tokens), f"a token in {log.name}: {line[:200]}"
-                assert not TOKEN_SHAPE.search(line), f"a token-shaped string in {log.name}: {line[:200]}"
-    debug = sum(log.read_text(errors="replace").count('"level": "debug"') for log in soak.logs)
+    for run in soak.runs:  # each run's stdout and stderr
+        log = run.log_file.name
+        for line in run.output.splitlines():
+            lines += 1
+            assert not any(t in line for t in tokens), f"a token in {log}: {line[:200]}"
+            assert not TOKEN_SHAPE.search(line), f"a token-shaped string in {log}: {line[:200]}"
+    debug = sum(run.output.count('"level": "debug"') for run in soak.runs)
     assert lines and debug, "the logs are empty or not at debug level: the check proved nothing"
 
 
@@ -438,8 +430,7 @@ RECOVERIES = (
 
 def _logged(soak: Soak, event: str) -> int:
     """How many log lines of all runs name ``event`` (what the kills left to recover)."""
-    needle = f'"event": "{event}"'
-    return sum(log.read_text(errors="replace").count(needle) for log in soak.logs)
+    return sum(len(run.events(event)) for run in soak.runs)
 
 
 # -- the tests ---------------------------------------------------------------------------------

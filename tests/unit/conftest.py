@@ -7,36 +7,21 @@ from typing import Any
 
 import pytest
 
-from nanoslack.inbound import Inbound, human_sender_id
+from nanoslack.inbound import Inbound
+from tests.factories import inbound
 
 MessageFactory = Callable[..., Inbound]
 
 
-def _message(
-    *,
-    channel: str = "G0A",
-    ts: str = "1700000000.000100",
-    user: str | None = "U0HUMAN",
-    bot_id: str | None = None,
-    text: str = "hello",
-    instance: str = "dana",
-    **extra: Any,
-) -> Inbound:
-    return Inbound(
-        instance=instance,
-        team_id="T0TEAM",
-        channel=channel,
-        channel_type="mpim",
-        ts=ts,
-        thread_ts=None,
-        user=user,
-        bot_id=bot_id,
-        text=text,
-        mentions=(),
-        event_type="message",
-        sender_id="" if bot_id else human_sender_id(user or ""),
-        **extra,
-    )
+def _message(**kw: Any) -> Inbound:
+    """``tests.factories.inbound`` in the MPIM G0A at one fixed ts; a bot message as
+    Slack sends it, before the guard has given it a sender id."""
+    kw.setdefault("channel", "G0A")
+    kw.setdefault("channel_type", "mpim")
+    kw.setdefault("ts", "1700000000.000100")
+    if kw.get("bot_id"):
+        kw.setdefault("sender_id", "")
+    return inbound(**kw)
 
 
 @pytest.fixture

@@ -6,10 +6,12 @@ import json
 import pytest
 
 from nanoslack.inbound import PAYLOAD_FIELDS, Inbound
+from tests.factories import inbound
 
 
 def sample() -> Inbound:
-    return Inbound(
+    """Every field set, none to its default."""
+    return inbound(
         instance="dana", team_id="T0", channel="C0ROOM", channel_type="mpim", ts="1700000000.000100",
         thread_ts="1700000000.000001", user="U0ELIBOT", bot_id="B0ELI", text="<@U0DANA> hi ✓",
         mentions=("U0DANA",), event_type="message", subtype=None, event_id="Ev1",

@@ -11,23 +11,18 @@ from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.playground import NoteBook, fresh_data_dir
 from nanoslack.playground.stage import llm_settings
+from tests.factories import inbound
 
 SENDERS = {"slack:bot:B0ELI": "eli", "slack:U0ALICE": "alice"}
 
 
 def _msg(instance: str, ts: str, *, bot: bool, hop: int = 0) -> Inbound:
-    return Inbound(
+    return inbound(
         instance=instance,
         team_id="T1",
-        channel="C0ROOM",
-        channel_type="mpim",
         ts=ts,
-        thread_ts=None,
         user="U0ELIBOT" if bot else "U0ALICE",
         bot_id="B0ELI" if bot else None,
-        text="hello",
-        mentions=(),
-        event_type="message",
         sender_id=("slack:bot:B0ELI" if hop else "") if bot else "slack:U0ALICE",
         hop=hop,
         hop_limit=3 if hop else 0,
