@@ -32,18 +32,28 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack import failpoints
-from nanoslack.agents import Agent, Teammate, build_agent, load_teammate, make_http_client
+from nanoslack.agents import (
+    Agent,
+    Teammate,
+    TokenLedger,
+    build_agent,
+    daily_tokens,
+    load_teammate,
+    make_http_client,
+)
 from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.asks import APPROVAL, BUDGET, HALT, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
-from nanoslack.config import A2AConfig, ConfigError, Settings
+from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.store import Store
+from nanoslack.tools import Toolboxes
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
+from nanoslack.turns.scheduler import Presence
 
 log = get_logger(__name__)
 
@@ -84,6 +94,12 @@ class CoreConfig:
     siblings: Callable[[], Mapping[str, str]]
     turns: TurnOptions = field(default_factory=TurnOptions)
     observers: Observers = field(default_factory=Observers)
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    # The LLM back ends' token ledger, and each instance's daily cap (None: unlimited).
+    ledger: TokenLedger | None = None
+    daily_tokens: Callable[[str], int | None] = lambda _instance: None
+    # Wakes the turns of a sibling this process runs (a handoff to it committed).
+    wake: Callable[[str], None] = lambda _instance: None
 
 
 class InstanceCore:
@@ -95,6 +111,7 @@ class InstanceCore:
         config: CoreConfig,
         *,
         directory: Directory,
+        presence: Presence | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
@@ -124,8 +141,14 @@ class InstanceCore:
             directory=directory,
             siblings=config.siblings,
             limiter=config.limiter,
+            owners=config.owners,
+            tools=config.tools,
+            ledger=config.ledger,
+            daily_tokens=config.daily_tokens(self.name),
             halts=self.halts,
             budgets=self.budgets,
+            presence=presence,
+            on_handoff=config.wake,
             options=config.turns,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
@@ -271,29 +294,52 @@ def build_turns(
     directory: RoomDirectory,
     siblings: Callable[[], Mapping[str, str]],
     limiter: asyncio.Semaphore,
+    owners: Sequence[str] = (),
+    tools: ToolSettings | None = None,
+    ledger: TokenLedger | None = None,
+    daily_tokens: int | None = None,
     halts: Halts | None = None,
     budgets: Budgets | None = None,
+    presence: Presence | None = None,
+    on_handoff: Callable[[str], None] | None = None,
     options: TurnOptions | None = None,
 ) -> TurnScheduler:
-    """One instance's turn stage: scheduler, transcripts and recorder."""
+    """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
+    tools = tools or ToolSettings()
+    instance = identity.instance
     return TurnScheduler(
-        instance=identity.instance,
+        instance=instance,
         store=store,
         agent=agent,
         transcripts=Transcripts(
             identity=identity, store=store, teammate=teammate, skills_dir=skills_dir, directory=directory
         ),
         recorder=TurnRecorder(
-            instance=identity.instance,
+            instance=instance,
             store=store,
             halts=halts,
             siblings=siblings,
             budget=budgets.instance if budgets else None,
+            owners=owners,
+            bot_id=identity.bot_id,
+            allow_broadcast=tools.allow_broadcast,
+            on_handoff=on_handoff,
+        ),
+        toolboxes=Toolboxes(
+            instance=instance,
+            store=store,
+            settings=tools,
+            skills_dir=skills_dir,
+            owners=tuple(owners),
+            ledger=ledger,
+            daily_tokens=daily_tokens,
+            room_budget=budgets.room if budgets else None,
         ),
         limiter=limiter,
         halts=halts,
         room_budget=budgets.room if budgets else None,
+        presence=presence,
         options=options,
     )
 
@@ -313,6 +359,8 @@ class FleetCore:
         self.settings = settings
         self.store = store
         self.a2a = settings.a2a_source()
+        self._ledger = StoreLedger(store)
+        self.instances: dict[str, InstanceCore] = {}
         self.config = CoreConfig(
             owners=settings.owners,
             hop_scope=settings.hop_scope,
@@ -323,10 +371,24 @@ class FleetCore:
             siblings=siblings,
             turns=turns or TurnOptions(),
             observers=observers or Observers(),
+            tools=settings.tools,
+            ledger=self._ledger,
+            daily_tokens=self._daily_tokens,
+            wake=self._wake,
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
-        self._ledger = StoreLedger(store)
+
+    def _daily_tokens(self, instance: str) -> int | None:
+        try:
+            return daily_tokens(self.settings.value, instance)
+        except ConfigError:
+            return None  # agent_for refused the instance already, naming the key
+
+    def _wake(self, instance: str) -> None:
+        core = self.instances.get(instance)
+        if core is not None:
+            core.turns.wake()
 
     def agent_for(self, name: str) -> Agent | None:
         """The instance's back end; None (logged, with the key to fix) when it has none."""
@@ -335,7 +397,6 @@ class FleetCore:
                 self.settings.value,
                 name,
                 http=self._http,
-                ledger=self._ledger,
                 teammates_dir=self.settings.teammates_dir,
             )
         except ConfigError as exc:
@@ -348,9 +409,14 @@ class FleetCore:
         agent: Agent,
         *,
         directory: Directory,
+        presence: Presence | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> InstanceCore:
-        return InstanceCore(identity, self.store, agent, self.config, directory=directory, fence=fence)
+        core = InstanceCore(
+            identity, self.store, agent, self.config, directory=directory, presence=presence, fence=fence
+        )
+        self.instances[identity.instance] = core
+        return core
 
     async def close(self) -> None:
         await self._http.aclose()

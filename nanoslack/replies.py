@@ -2,6 +2,10 @@
 
 - ``@<instance>`` naming a sibling bot becomes a real ``<@U…>`` mention, so a
   handoff always wakes the addressee (a plain ``@eli`` is just text to Slack);
+- Slack's broadcast and user-group mentions (``<!channel>``, ``<!here>``,
+  ``<!everyone>``, ``<!subteam^…>``) are written as plain text unless
+  ``NANOSLACK_ALLOW_BROADCAST=1``: another bot's message must not be able to make an
+  agent ping a whole conversation;
 - at most ``MAX_POSTS`` posts a turn;
 - a post longer than Slack takes is split on paragraph, then line boundaries,
   never inside a ``<…>`` token, and a code fence cut in two is closed and reopened.
@@ -23,6 +27,22 @@ FENCE = "```"
 _HANDLE = re.compile(r"(<[^<>]*>)|(?<![\w@/])@([a-z0-9_-]+)\b", re.IGNORECASE)
 
 
+# ``<!here>``, ``<!channel|channel>``, ``<!subteam^S0123ABCD|@devs>``: what pings many people.
+_BROADCAST = re.compile(r"<!(channel|here|everyone|subteam\^([A-Z0-9]+))(?:\|([^>]*))?>")
+
+
+def quiet_broadcasts(text: str) -> str:
+    """``<!here>`` → ``@here``, ``<!subteam^S1|@devs>`` → ``@devs``: said, not pinged."""
+
+    def plain(m: re.Match[str]) -> str:
+        if m.group(2):  # a user group: its handle when Slack's label carries it
+            label = (m.group(3) or "").strip()
+            return label if label.startswith("@") else f"@{label or m.group(2)}"
+        return f"@{m.group(1)}"
+
+    return _BROADCAST.sub(plain, text)
+
+
 def link_mentions(text: str, siblings: Mapping[str, str]) -> str:
     """``@eli`` → ``<@U0ELI>`` for each sibling (instance name → bot user id)."""
     if not siblings:
@@ -42,11 +62,14 @@ def prepare_posts(
     siblings: Mapping[str, str],
     *,
     max_chars: int = MAX_CHARS,
+    allow_broadcast: bool = False,
 ) -> list[str]:
-    """The messages to send for one turn, in order: linked, capped at ``MAX_POSTS``, split."""
+    """The messages to send for one turn, in order: quieted, linked, capped at
+    ``MAX_POSTS``, split."""
     kept = [p.strip() for p in posts if p.strip()][:MAX_POSTS]
     out: list[str] = []
     for post in kept:
+        post = post if allow_broadcast else quiet_broadcasts(post)
         out.extend(split_text(link_mentions(post, siblings), max_chars))
     return out
 

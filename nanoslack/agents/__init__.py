@@ -6,13 +6,24 @@ a ``Turn``, calls ``Agent.run`` and posts the ``Reply``.
 
 from nanoslack.agents.anthropic import AnthropicAgent
 from nanoslack.agents.command import CommandAgent
-from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent
+from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent, daily_tokens
 from nanoslack.agents.http import make_http_client, post_json_with_retries
+from nanoslack.agents.local import LocalTools
 from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.teammates import Teammate, load_teammate
-from nanoslack.agents.types import Agent, BudgetExhausted, Line, Reply, Turn, TurnFailed
+from nanoslack.agents.types import (
+    Agent,
+    BudgetExhausted,
+    Line,
+    Reply,
+    ToolResult,
+    Tools,
+    ToolSpec,
+    Turn,
+    TurnFailed,
+)
 from nanoslack.agents.usage import MemoryLedger, TokenLedger
 
 __all__ = [
@@ -22,6 +33,7 @@ __all__ = [
     "BudgetExhausted",
     "CommandAgent",
     "Line",
+    "LocalTools",
     "MemoryLedger",
     "OpenAIAgent",
     "Reply",
@@ -29,11 +41,15 @@ __all__ = [
     "ScriptAgent",
     "Teammate",
     "TokenLedger",
+    "ToolResult",
+    "ToolSpec",
+    "Tools",
     "Turn",
     "TurnFailed",
     "WRAPPING_UP_CUE",
     "backend_kind",
     "build_agent",
+    "daily_tokens",
     "load_teammate",
     "make_http_client",
     "post_json_with_retries",

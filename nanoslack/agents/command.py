@@ -40,7 +40,7 @@ import structlog
 
 from nanoslack.agents.prompt import render_prompt
 from nanoslack.agents.redact import tail
-from nanoslack.agents.types import Reply, Turn, TurnFailed
+from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
 
 log = structlog.get_logger("nanoslack.agents")
 
@@ -88,7 +88,7 @@ class CommandAgent:
     def __repr__(self) -> str:
         return f"<CommandAgent instance={self.instance} timeout={self.timeout}>"
 
-    async def run(self, turn: Turn) -> Reply:
+    async def run(self, turn: Turn, tools: Tools) -> Reply:
         with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
             system_file = Path(tmp) / "system.md"
             system_file.write_text(turn.system, encoding="utf-8")

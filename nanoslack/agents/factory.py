@@ -34,7 +34,6 @@ from nanoslack.agents.http import Sleep
 from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.types import Agent
-from nanoslack.agents.usage import TokenLedger
 from nanoslack.config import ConfigError, instance_key
 
 Lookup = Callable[[str], str | None]
@@ -119,7 +118,6 @@ def build_agent(
     instance: str,
     *,
     http: httpx.AsyncClient,
-    ledger: TokenLedger | None,
     teammates_dir: Path,
     sleep: Sleep = asyncio.sleep,
 ) -> Agent:
@@ -138,7 +136,7 @@ def build_agent(
     if kind == "script":
         return _script(keys, Path(teammates_dir))
     model = keys.required("NANOSLACK_MODEL", f"by NANOSLACK_AGENT={kind}")
-    daily = keys.positive_int("NANOSLACK_DAILY_TOKENS")
+    daily_tokens(settings_lookup, instance)  # a malformed cap is refused at start, with its key
     if kind == "openai":
         return OpenAIAgent(
             http,
@@ -146,8 +144,6 @@ def build_agent(
             api_key=keys.get("OPENAI_API_KEY")[1],
             model=model,
             instance=instance,
-            ledger=ledger,
-            daily_tokens=daily,
             sleep=sleep,
         )
     api_key = _anthropic_key(keys)
@@ -157,10 +153,14 @@ def build_agent(
         api_key=api_key,
         model=model,
         instance=instance,
-        ledger=ledger,
-        daily_tokens=daily,
         sleep=sleep,
     )
+
+
+def daily_tokens(settings_lookup: Lookup, instance: str) -> int | None:
+    """``NANOSLACK_DAILY_TOKENS[_<SUF>]``: the instance's daily token cap (None: unlimited);
+    the turns' tools enforce it before every model call."""
+    return _Keys(settings_lookup, instance).positive_int("NANOSLACK_DAILY_TOKENS")
 
 
 def _anthropic_key(keys: _Keys) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -10,8 +11,7 @@ import structlog
 
 from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, post_json_with_retries, safe_url
 from nanoslack.agents.prompt import render_prompt
-from nanoslack.agents.types import Reply, Turn, TurnFailed
-from nanoslack.agents.usage import MemoryLedger, TokenLedger, check_budget, record_usage
+from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
 from nanoslack.config import Secret
 
 log = structlog.get_logger("nanoslack.agents")
@@ -54,7 +54,8 @@ def post_text(args: object, instance: str) -> str | None:
 
 
 class LLMAgent:
-    """Base of ``OpenAIAgent``/``AnthropicAgent``: budget, one request, usage, posts."""
+    """Base of ``OpenAIAgent``/``AnthropicAgent``: one request, its usage and its posts
+    (each ``send_message`` call goes to the turn's tools, which collect it)."""
 
     name = "llm"
     # Each back end names its server's default base URL and the endpoint under it.
@@ -69,8 +70,6 @@ class LLMAgent:
         api_key: str | None = None,
         model: str,
         instance: str,
-        ledger: TokenLedger | None = None,
-        daily_tokens: int | None = None,
         attempts: int = DEFAULT_ATTEMPTS,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -79,9 +78,6 @@ class LLMAgent:
         self.url = self.base_url + self.ENDPOINT
         self.model = model
         self.instance = instance
-        self.daily_tokens = daily_tokens
-        # A cap with no ledger would never bite: count in memory for this process then.
-        self.ledger = ledger if ledger is not None or daily_tokens is None else MemoryLedger()
         self.attempts = attempts
         self._sleep = sleep
         self._key = Secret(api_key or "")
@@ -101,8 +97,9 @@ class LLMAgent:
     def tokens(self, body: dict[str, Any]) -> int:
         raise NotImplementedError
 
-    async def run(self, turn: Turn) -> Reply:
-        check_budget(self.ledger, self.instance, self.daily_tokens)
+    async def run(self, turn: Turn, tools: Tools) -> Reply:
+        tools.before_model_call()
+        start = time.monotonic()
         body = await post_json_with_retries(
             self.client,
             self.url,
@@ -115,12 +112,14 @@ class LLMAgent:
         try:
             # Count first: tokens spent on an answer we cannot read are still spent.
             tokens = self.tokens(body)
-            record_usage(self.ledger, self.instance, tokens)
+            tools.after_model_call(model=self.model, tokens=tokens, ms=(time.monotonic() - start) * 1000)
             posts = self.posts(body)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise TurnFailed(f"{self.name} response has an unexpected shape ({type(exc).__name__})") from exc
+        for text in posts:
+            await tools.call(SEND_MESSAGE, {"text": text})
         log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts), tokens=tokens)
-        return Reply(posts, tokens)
+        return Reply((), tokens)
 
     @staticmethod
     def prompt(turn: Turn) -> str:

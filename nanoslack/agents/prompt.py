@@ -47,7 +47,16 @@ def _last_human(turn: Turn) -> str:
     return humans[-1] if humans else ""
 
 
+HANDOFF_GUIDE = (
+    "A teammate handed you work privately: answer them with send_to_agent, or post in the "
+    "thread with send_message; if it is only for your information, staying silent is fine."
+)
+EARLIER_NOT_SHOWN = "… {n} earlier messages not shown"
+
+
 def render_line(line: Line) -> str:
+    if line.handoff:
+        return line.text
     first, *rest = line.text.splitlines() or [""]
     # Indenting continuation lines keeps "name: text" unambiguous when a message
     # itself contains something that looks like "bob: hi" on a new line.
@@ -56,7 +65,11 @@ def render_line(line: Line) -> str:
 
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
+    if turn.earlier_not_shown:
+        lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
+    if any(line.handoff for line in turn.transcript):
+        lines.append(HANDOFF_GUIDE)
     lines.append(f"It's your turn, {turn.name}.")
     if turn.wrapping_up:
         lines.append(WRAPPING_UP_CUE)

@@ -42,7 +42,7 @@ from typing import Any
 
 import structlog
 
-from nanoslack.agents.types import Line, Reply, Turn, TurnFailed
+from nanoslack.agents.types import Line, Reply, Tools, Turn, TurnFailed
 
 log = structlog.get_logger("nanoslack.agents")
 
@@ -197,7 +197,7 @@ class ScriptAgent:
             log.info("script rules reloaded", instance=self.instance, path=str(self.rules_path))
         return self._rules
 
-    async def run(self, turn: Turn) -> Reply:
+    async def run(self, turn: Turn, tools: Tools) -> Reply:
         rules = self._current()
         posts = (fill(t, turn, rules.crew).strip() for t in choose(rules, turn))
         return Reply(tuple(p for p in posts if p))

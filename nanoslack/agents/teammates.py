@@ -23,6 +23,7 @@ SKILLS_DIRNAME = "_skills"
 SOUL_FILE = "SOUL.md"
 AGENTS_FILE = "AGENTS.md"
 SKILLS_HEADING = "Skills you can use:"
+SKILLS_HOW = "Read a skill's full text with the read_skill tool before you use it."
 _FRONT_MATTER_KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 
@@ -100,16 +101,26 @@ def skill_summary(path: Path) -> str:
     return first.lstrip("#").strip()
 
 
-def skills_section(skills_dir: Path) -> str:
-    """``Skills you can use:`` and one ``- name: first line`` per skill; "" when none."""
+def _skill_files(skills_dir: Path) -> list[Path]:
     try:
-        files = sorted(p for p in Path(skills_dir).glob("*.md") if p.is_file())
+        return sorted(p for p in Path(skills_dir).glob("*.md") if p.is_file())
     except OSError:
-        return ""
+        return []
+
+
+def list_skills(skills_dir: Path) -> list[str]:
+    """The skills' names (file stems), as ``read_skill`` knows them."""
+    return [path.stem for path in _skill_files(skills_dir)]
+
+
+def skills_section(skills_dir: Path) -> str:
+    """``Skills you can use:``, one ``- name: first line`` per skill, and how to read one;
+    "" when there is none."""
+    files = _skill_files(skills_dir)
     if not files:
         return ""
     items = []
     for path in files:
         summary = skill_summary(path)
         items.append(f"- {path.stem}: {summary}" if summary else f"- {path.stem}")
-    return "\n".join([SKILLS_HEADING, *items])
+    return "\n".join([SKILLS_HEADING, *items, SKILLS_HOW])

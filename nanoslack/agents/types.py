@@ -1,9 +1,14 @@
-"""The shapes the turn dispatcher and the agent back ends agree on (DESIGN §5)."""
+"""The shapes the turn stage and the agent back ends agree on (DESIGN §5, §11).
+
+A back end gets a ``Turn`` (what to answer) and the turn's ``Tools`` (what it may
+call, and the budget it spends), and gives back a ``Reply``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,6 +19,9 @@ class Line:
     sender_id: str  # "slack:U…" or "slack:bot:B…"
     sender_name: str  # display name, already resolved by the caller
     text: str  # Slack text; mentions already rewritten to @name by the caller
+    # Handed over by another instance (``send_to_agent``): the text is the whole line,
+    # already tagged "[agent] A message just arrived from …".
+    handoff: bool = False
 
     @property
     def from_bot(self) -> bool:
@@ -32,6 +40,8 @@ class Turn:
     members: tuple[str, ...]  # display names of the room's members
     transcript: tuple[Line, ...]  # oldest first; since this instance's last turn in the thread
     system: str = ""  # system prompt (filled by Teammate.system_prompt)
+    # Older messages of the thread left out to keep the transcript within its bound.
+    earlier_not_shown: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +55,64 @@ class TurnFailed(Exception):
 
 
 class BudgetExhausted(TurnFailed):
-    """Refused before calling the model: the instance's daily token cap is spent."""
+    """Refused before calling the model: a token budget is spent (``scope``: ``instance``
+    for ``NANOSLACK_DAILY_TOKENS``, ``room`` for ``NANOSLACK_ROOM_TOKENS``)."""
+
+    def __init__(self, message: str, *, scope: str = "instance") -> None:
+        super().__init__(message)
+        self.scope = scope
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # a JSON schema of type "object"
+    # "host" for the fleet's own tools (served to command agents over MCP too), else
+    # "mcp:<server>" for a teammate's MCP server's tool (named "<server>_<tool>").
+    origin: str = "host"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call gives back to the model: always text; ``is_error`` when the call
+    was refused or failed (the text says why, so the model can tell the human plainly)."""
+
+    text: str
+    is_error: bool = False
+
+
+class Tools(Protocol):
+    """One turn's tools and budget, as the host (``nanoslack.tools``) offers them.
+
+    ``specs`` and ``call``: the host tools (``send_message``, ``read_skill``,
+    ``send_to_agent``, ``message_owner``) and the teammate's MCP tools. What a host tool
+    does to Slack (a post, a handoff, a DM to the owners) is collected and committed
+    with the turn, never done during the call. Every call is recorded as a step.
+
+    A back end that calls a model asks ``before_model_call`` before each call (it raises
+    ``BudgetExhausted`` when the daily or the room budget is spent: stop there) and
+    reports each answer to ``after_model_call`` (its tokens count toward both budgets,
+    and the call is recorded as a step). ``max_steps`` bounds the model calls of one
+    turn (``NANOSLACK_MAX_STEPS``); a back end that reaches it ends the turn with what it
+    has and logs ``turn step limit reached``.
+    """
+
+    @property
+    def max_steps(self) -> int: ...
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+    def before_model_call(self) -> None: ...
+
+    def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None: ...
 
 
 class Agent(Protocol):
     name: str  # back-end kind: "openai" | "anthropic" | "command" | "script"
 
-    async def run(self, turn: Turn) -> Reply: ...
+    async def run(self, turn: Turn, tools: Tools) -> Reply: ...

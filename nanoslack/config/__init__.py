@@ -1,5 +1,6 @@
 """Configuration (DESIGN §2), by job: ``settings`` reads the keys once at start,
-``a2a`` re-reads the two A2A keys while the fleet runs, ``values`` holds the parsers
+``a2a`` re-reads the two A2A keys while the fleet runs, ``tools`` the keys of agents
+with tools, ``values`` holds the parsers
 they share; tokens are wrapped in ``nanoslack.secret.Secret``. Import from here."""
 
 from nanoslack.config.a2a import (
@@ -31,6 +32,7 @@ from nanoslack.config.settings import (
     instance_key,
     load_settings,
 )
+from nanoslack.config.tools import ToolSettings
 from nanoslack.config.values import ConfigError, read_env_file, split_list
 from nanoslack.secret import Secret
 
@@ -49,6 +51,7 @@ __all__ = [
     "A2AConfig",
     "A2AConfigSource",
     "ConfigError",
+    "ToolSettings",
     "HopScope",
     "InstanceSettings",
     "LogFormat",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
+from nanoslack.config.tools import ToolSettings, parse_tool_settings
 from nanoslack.config.values import ConfigError, read_env_file, split_list, warn_malformed
 from nanoslack.logs import get_logger
 from nanoslack.secret import Secret
@@ -86,6 +87,8 @@ class Settings:
     retention_days: int = DEFAULT_RETENTION_DAYS
     # Posts per second per channel and instance once a burst of 3 is spent (0: unpaced).
     post_rate: float = DEFAULT_POST_RATE
+    # Agents with tools (DESIGN §11): steps, handoffs, timeouts, broadcast, the reaction.
+    tools: ToolSettings = field(default_factory=ToolSettings)
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -302,6 +305,7 @@ def load_settings(
         max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
         retention_days=_positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
         post_rate=_post_rate(env, log),
+        tools=parse_tool_settings(env, tuple(i.name for i in instances), env_suffix, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -234,6 +234,22 @@ class Engine:
         event = ev_mod.reaction_added_event(user, name, channel, msg, self.ws.next_ts())
         await self.emit(ch, event, None, subscription="reaction_added")
 
+    def remove_reaction(self, user: User, channel: str, ts: str, name: str) -> None:
+        """``user`` takes a reaction back (apps here subscribe to no ``reaction_removed``)."""
+        _ch, msg = self._member_message(user.id, channel, ts)
+        reactions: list[JSON] = msg.get("reactions") or []
+        for r in reactions:
+            if r["name"] == name and user.id in r["users"]:
+                r["users"].remove(user.id)
+                r["count"] -= 1
+                if not r["users"]:
+                    reactions.remove(r)
+                if not reactions:
+                    msg.pop("reactions", None)
+                self._changed(channel, msg)
+                return
+        raise EmulatorError("no_reaction")
+
     async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
         """A user (by id or name) reacts to a message; ``reaction`` with or without colons."""
         await self.add_reaction(self.ws.resolve_user(user_id), channel, ts, reaction.strip(":"))

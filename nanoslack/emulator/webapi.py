@@ -498,4 +498,17 @@ async def reactions_add(c: Ctx) -> JSON:
     return {}
 
 
+@api("reactions.remove")
+async def reactions_remove(c: Ctx) -> JSON:
+    ch = c.member_channel()
+    ts = c.opt("timestamp")
+    name = c.opt("name")
+    if not ts:
+        raise EmulatorError("no_item_specified")
+    if not name:
+        raise EmulatorError("invalid_name")
+    c.engine.remove_reaction(c.bot_user, ch.conv.id, ts, name.strip(":"))
+    return {}
+
+
 __all__ = ["HANDLERS", "handle", "CHANNEL_TYPE"]

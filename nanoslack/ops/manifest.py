@@ -31,6 +31,8 @@ BOT_SCOPES: tuple[str, ...] = (
     "users:read",
     # An owner's 🛑 reaction halts a room (DESIGN §5 "Room control").
     "reactions:read",
+    # The working reaction on the message a turn answers (DESIGN §11 "Seen working").
+    "reactions:write",
 )
 BOT_EVENTS: tuple[str, ...] = (
     "message.mpim",

@@ -25,6 +25,7 @@ from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
+from nanoslack.turns.scheduler import Presence
 
 log = get_logger(__name__)
 
@@ -60,6 +61,7 @@ class Fleet:
             siblings=self._siblings,
             socket=socket or SocketOptions(),
             post_rate=settings.post_rate,
+            working_reaction=settings.tools.working_reaction,
         )
         self._stopping = asyncio.Event()
         self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
@@ -115,8 +117,8 @@ class Fleet:
         name = settings.name
         fence = functools.partial(self._holds_lease, name)
 
-        def build_core(identity: Identity, directory: Directory) -> InstanceCore:
-            return self.core.instance(identity, agent, directory=directory, fence=fence)
+        def build_core(identity: Identity, directory: Directory, presence: Presence | None) -> InstanceCore:
+            return self.core.instance(identity, agent, directory=directory, presence=presence, fence=fence)
 
         try:
             rt = await SlackInstance.connect(settings, self._edge, build_core)

@@ -26,6 +26,7 @@ from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.poster import Poster
+from nanoslack.slack.presence import SlackPresence
 from nanoslack.slack.socket import (
     EnvelopePump,
     SocketOptions,
@@ -34,11 +35,12 @@ from nanoslack.slack.socket import (
     seed_bolt_authorization,
 )
 from nanoslack.store import Store
+from nanoslack.turns.scheduler import Presence
 
 log = get_logger(__name__)
 
 # Builds the instance's core once Slack said who the instance is (``FleetCore.instance``).
-BuildCore = Callable[[Identity, Directory], InstanceCore]
+BuildCore = Callable[[Identity, Directory, Presence | None], InstanceCore]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class EdgeOptions:
     siblings: Callable[[], dict[str, str]]
     socket: SocketOptions = SocketOptions()
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
+    working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
 
 
 class SlackInstance:
@@ -90,9 +93,10 @@ class SlackInstance:
         its core, then the instance. Connecting the socket is ``start``."""
         client = make_web_client(settings.bot_token.reveal(), options.api_url)
         auth_test = await client.auth_test()
-        core = build_core(
-            _identity(settings.name, auth_test), SlackNames(client, options.store, options.siblings)
-        )
+        names = SlackNames(client, options.store, options.siblings)
+        reaction = options.working_reaction
+        presence = SlackPresence(client, reaction, settings.name) if reaction else None
+        core = build_core(_identity(settings.name, auth_test), names, presence)
         instance = cls(settings, options, client, core)
         seed_bolt_authorization(instance._app, auth_test)
         return instance

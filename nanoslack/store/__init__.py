@@ -19,6 +19,7 @@ from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.budgets import Grant, Grants
 from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
 from nanoslack.store.groups import GroupRow, MessagingGroups
+from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
 from nanoslack.store.leases import Leases
@@ -26,15 +27,18 @@ from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
 from nanoslack.store.rooms import HaltRow, Rooms
+from nanoslack.store.steps import StepRow, Steps
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
 
 __all__ = [
     "SCHEMA_VERSION",
+    "StepRow",
     "ApprovalRow",
     "AskRow",
     "Grant",
     "GroupRow",
+    "HandoffRow",
     "HaltRow",
     "HopCount",
     "MessageRow",
@@ -69,6 +73,8 @@ class Store:
         self.rooms = Rooms(db)
         self.asks = Asks(db)
         self.grants = Grants(db)
+        self.steps = Steps(db)
+        self.handoffs = Handoffs(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

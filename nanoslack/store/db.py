@@ -28,7 +28,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class StoreError(RuntimeError):
@@ -170,6 +170,15 @@ def _metadata(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _v5_steps(conn: Connection) -> None:
+    """Version 5: ``turn_steps`` and ``handoffs``; a message a handoff wrote says so
+    (``messages.handoff_depth``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("messages")}
+    if "handoff_depth" not in have:
+        conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN handoff_depth INTEGER NOT NULL DEFAULT 0")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -180,6 +189,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v2_cache_version,
     _create_tables,
     _v4_asks,
+    _v5_steps,
 ]
 
 

@@ -20,7 +20,7 @@ from nanoslack.store.db import Database, hot_execute, hot_first
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
-    " created_at"
+    " created_at, handoff_depth"
 )
 _ADD = text(
     "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
@@ -55,6 +55,12 @@ _THREAD = text(
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )
+_ADD_HANDOFF = text(
+    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
+    " hop, hop_limit, handoff_depth, created_at)"
+    " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :depth, :now)"
+    " ON CONFLICT DO NOTHING"
+)
 _PENDING_IN_THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
@@ -63,6 +69,11 @@ _PENDING_IN_THREAD = text(
 _LAST_HUMAN = text(
     "SELECT ts FROM messages WHERE instance = :instance AND channel = :room"
     " AND sender_id NOT LIKE 'slack:bot:%' ORDER BY CAST(ts AS REAL) DESC LIMIT 1"
+)
+_THREAD_COUNT = text(
+    "SELECT count(*) FROM messages WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key AND ts > :since AND ts <= :until"
+    " AND status IN ('context', 'pending', 'done')"
 )
 # Later than any ts Slack mints (compared as text, like every ts here).
 _LAST_TS = "999999999999.999999999"
@@ -82,6 +93,7 @@ class MessageRow:
     hop: int
     hop_limit: int
     created_at: float
+    handoff_depth: int = 0  # > 0: handed over by another instance (send_to_agent)
 
     @property
     def key(self) -> InboxKey:
@@ -101,6 +113,7 @@ def _row(r: Any) -> MessageRow:
         int(r[8]),
         int(r[9]),
         float(r[10]),
+        int(r[11] or 0),
     )
 
 
@@ -143,6 +156,49 @@ class Messages:
     def pending(self, instance: str) -> list[MessageRow]:
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
+
+    def add_handoff(
+        self, *, instance: str, channel: str, thread_key: str, sender_id: str, text: str, depth: int
+    ) -> str:
+        """A message handed to ``instance`` by another instance, pending for its turn; its
+        ts (minted here, after every ts Slack gave so far: a turn answers in ts order)."""
+        now = time.time()
+        with self._db.transaction() as conn:
+            for bump in range(1000):  # two handoffs in the same microsecond: the next one
+                ts = f"{now + bump * 1e-6:.6f}"
+                params = {
+                    "instance": instance,
+                    "channel": channel,
+                    "ts": ts,
+                    "thread_key": thread_key,
+                    "sender_id": sender_id,
+                    "text": text,
+                    "depth": depth,
+                    "now": now,
+                }
+                if conn.execute(_ADD_HANDOFF, params).rowcount == 1:
+                    return ts
+        raise RuntimeError("no free ts for a handoff")
+
+    def thread_count(
+        self,
+        instance: str,
+        channel: str,
+        thread_key: str,
+        since_ts: str | None = None,
+        *,
+        until: str | None = None,
+    ) -> int:
+        """How many messages ``thread`` could show (before its limit)."""
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_key": thread_key,
+            "since": since_ts or "",
+            "until": until or _LAST_TS,
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_THREAD_COUNT, params).scalar_one())
 
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}

@@ -125,6 +125,9 @@ class Message(SQLModel, table=True):
     status: str
     hop: int = 0
     hop_limit: int = 0
+    # A message another instance handed over (``send_to_agent``): how many handoffs led
+    # here (0: a Slack message).
+    handoff_depth: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     created_at: float
 
 
@@ -340,3 +343,46 @@ class OwnerAsk(SQLModel, table=True):
     verdict: str | None = None  # shown in place of the buttons once answered
     created_at: float
     answered_at: float | None = None
+
+
+# -- schema version 5 ------------------------------------------------------------------
+
+
+class TurnStep(SQLModel, table=True):
+    """One model call or tool call of a turn (DESIGN §11 "Operators see every step"):
+    ``nanoslack turns --steps TURN_ID``. Written as it happens, so a turn that never
+    finished still shows how far it got; pruned with its turn. Arguments are cut to 500
+    characters and never hold a secret (tokens are masked before they are stored)."""
+
+    __tablename__ = "turn_steps"
+    __table_args__ = (Index("turn_steps_by_turn", "turn_id", "step"),)
+    id: int | None = Field(default=None, primary_key=True)
+    turn_id: int
+    step: int  # 1-based, in the order the steps happened
+    kind: str  # model | tool
+    name: str  # the model, or the tool
+    arguments: str | None = None
+    result_size: int = 0  # characters of the tool's result
+    tokens: int = 0
+    ms: float = 0.0
+    error: str | None = None
+    created_at: float
+
+
+class Handoff(SQLModel, table=True):
+    """Work one instance handed to another with ``send_to_agent`` (DESIGN §11), committed
+    with the sender's turn. The recipient's turn is woken by a ``messages`` row (status
+    ``pending``) written in the same transaction, in the conversation and thread the
+    handoff came from; ``depth`` is how many handoffs led here (a relay goes two deep)."""
+
+    __tablename__ = "handoffs"
+    id: int | None = Field(default=None, primary_key=True)
+    from_instance: str
+    to_instance: str
+    channel: str
+    thread_key: str = ""
+    text: str
+    depth: int = 1
+    turn_id: int  # the sender's turn
+    ts: str  # the recipient's messages row
+    created_at: float

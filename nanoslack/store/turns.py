@@ -24,9 +24,11 @@ _START = text(
     " RETURNING id"
 )
 _FINISH = text(
-    "UPDATE turns SET status = :status, posts = :posts, tokens = :tokens, error = :error,"
+    "UPDATE turns SET status = :status, posts = :posts, error = :error,"
     " finished_at = :now WHERE id = :id AND status = 'running'"
 )
+# Each model call's tokens, as it is made: the room's budget counts a turn under way.
+_ADD_TOKENS = text("UPDATE turns SET tokens = tokens + :tokens WHERE id = :id")
 _ABANDON = text(
     "UPDATE turns SET status = 'abandoned', finished_at = :now"
     " WHERE instance = :instance AND status = 'running'"
@@ -128,20 +130,24 @@ class Turns:
         with self._db.transaction() as conn:
             return int(conn.execute(_START, params).scalar_one())
 
-    def finish(
-        self, turn_id: int, status: str, *, posts: int = 0, tokens: int = 0, error: str | None = None
-    ) -> bool:
-        """False when the turn was no longer running (abandoned by a restart)."""
+    def finish(self, turn_id: int, status: str, *, posts: int = 0, error: str | None = None) -> bool:
+        """False when the turn was no longer running (abandoned by a restart). Its tokens
+        were counted as they were spent (``add_tokens``)."""
         params = {
             "id": turn_id,
             "status": status,
             "posts": posts,
-            "tokens": tokens,
             "error": error[:500] if error else None,
             "now": time.time(),
         }
         with self._db.transaction() as conn:
             return int(conn.execute(_FINISH, params).rowcount) == 1
+
+    def add_tokens(self, turn_id: int, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        with self._db.transaction() as conn:
+            conn.execute(_ADD_TOKENS, {"id": turn_id, "tokens": tokens})
 
     def abandon_running(self, instance: str) -> int:
         """At start: turns a previous run left ``running`` will never finish."""

@@ -1,11 +1,14 @@
-"""How a turn ends, in the store (DESIGN §5, §8): one transaction per outcome.
+"""How a turn ends, in the store (DESIGN §5, §8, §11): one transaction per outcome.
 
-A reply: the turn row, its messages marked ``done`` and one outbox row per post
-(``purpose = 'reply'``) commit together, so a crash leaves either the whole reply or
-a turn still ``running`` that the next start runs again. A room halted while the
-agent answered records only the turn row (``halted``; the messages stay pending). A
-failed turn consumes its messages (they would fail again on every poll). A turn
-refused for the daily token cap tells the thread once a day and asks the owners.
+A reply: the turn row, its messages marked ``done``, one outbox row per post
+(``purpose = 'reply'``: what the agent sent with ``send_message``, then what a command
+printed), its handoffs (a pending message for each recipient, in this thread) and its
+DMs to the owners commit together, so a crash leaves either all of it or a turn still
+``running`` that the next start runs again. A room halted while the agent answered
+records only the turn row (``halted``; the messages stay pending). A failed turn
+consumes its messages (they would fail again on every poll). A turn stopped by a
+spent token budget keeps what it had done and tells the thread once a day; for the
+instance's daily cap it asks the owners (the room's budget asks for itself).
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ from nanoslack import failpoints
 from nanoslack.agents import Turn
 from nanoslack.budgets import InstanceBudget
 from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
+from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
-from nanoslack.replies import MAX_POSTS, prepare_posts
+from nanoslack.replies import MAX_POSTS, prepare_posts, quiet_broadcasts
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
+from nanoslack.tools import Handoff, TurnEffects
 
 log = get_logger(__name__)
 
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
+HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
 
 class TurnRecorder:
@@ -35,50 +41,111 @@ class TurnRecorder:
         halts: Halts,
         siblings: Callable[[], Mapping[str, str]],
         budget: InstanceBudget | None = None,
+        owners: Sequence[str] = (),
+        bot_id: str | None = None,
+        allow_broadcast: bool = False,
+        on_handoff: Callable[[str], None] | None = None,
     ) -> None:
         self.instance = instance
         self._store = store
         self._halts = halts
         self._siblings = siblings
         self._budget = budget
+        self._owners = tuple(owners)
+        # Who a handoff is from, as the recipient's transcript names it.
+        self._sender_id = bot_sender_id(bot_id) if bot_id else f"slack:bot:{instance}"
+        self._allow_broadcast = allow_broadcast
+        self._on_handoff = on_handoff
 
     def reply(
-        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], tokens: int
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], effects: TurnEffects
     ) -> None:
-        posts = self._without_acknowledgements(turn_id, posts)
+        posts = self._without_acknowledgements(turn_id, [*effects.posts, *posts])
         if len(posts) > MAX_POSTS:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
-        texts = prepare_posts(posts, self._siblings())
+        texts = prepare_posts(posts, self._siblings(), allow_broadcast=self._allow_broadcast)
         with self._store.transaction():
             if self._halts.is_halted(turn.channel):
                 # Halted while the agent was answering: nothing is posted, the
                 # messages stay pending for the turn that runs after the resume.
-                self._store.turns.finish(turn_id, "halted", tokens=tokens)
+                self._store.turns.finish(turn_id, "halted")
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
             if not self._store.turns.finish(
-                turn_id, "done" if texts else "silent", posts=len(texts), tokens=tokens
+                turn_id, "done" if texts or effects.handoffs else "silent", posts=len(texts)
             ):
                 return
             self._close(msgs)
-            for i, text in enumerate(texts):
-                self._store.outbox.enqueue(
-                    instance=self.instance,
-                    dedupe_key=f"turn:{self.instance}:{turn_id}:{i}",
-                    purpose="reply",
-                    turn_id=turn_id,
-                    channel=turn.channel,
-                    thread_ts=turn.thread_ts or None,
-                    text=text,
-                )
+            self._posts(turn_id, turn, texts)
+            self._side_effects(turn_id, turn, msgs, effects)
         failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
             instance=self.instance,
             turn=turn_id,
             posts=len(texts),
-            tokens=tokens,
+            handoffs=len(effects.handoffs),
         )
+        self._woke(effects.handoffs)
+
+    def _posts(self, turn_id: int, turn: Turn, texts: Sequence[str]) -> None:
+        for i, text in enumerate(texts):
+            self._store.outbox.enqueue(
+                instance=self.instance,
+                dedupe_key=f"turn:{self.instance}:{turn_id}:{i}",
+                purpose="reply",
+                turn_id=turn_id,
+                channel=turn.channel,
+                thread_ts=turn.thread_ts or None,
+                text=text,
+            )
+
+    def _side_effects(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
+    ) -> None:
+        """Inside the turn's transaction: its handoffs and its DMs to the owners."""
+        depth = 1 + max((m.handoff_depth for m in msgs), default=0)
+        for handoff in effects.handoffs:
+            self._hand_off(turn_id, turn, handoff, depth)
+        for text in effects.owner_messages:
+            text = text if self._allow_broadcast else quiet_broadcasts(text)
+            for owner in self._owners:
+                self._store.outbox.enqueue(
+                    instance=self.instance,
+                    dedupe_key=f"owner:{self.instance}:{turn_id}:{owner}",
+                    dm_user=owner,
+                    text=text,
+                )
+
+    def _hand_off(self, turn_id: int, turn: Turn, handoff: Handoff, depth: int) -> None:
+        """The recipient's pending message, in this conversation and thread: its scheduler
+        (in whichever process holds it) runs a turn for it like for any message."""
+        text = HANDOFF_TEXT.format(sender=self.instance, room=turn.room, message=handoff.text)
+        thread_key = turn.thread_ts
+        ts = self._store.messages.add_handoff(
+            instance=handoff.to,
+            channel=turn.channel,
+            thread_key=thread_key,
+            sender_id=self._sender_id,
+            text=text,
+            depth=depth,
+        )
+        self._store.handoffs.add(
+            from_instance=self.instance,
+            to_instance=handoff.to,
+            channel=turn.channel,
+            thread_key=thread_key,
+            text=handoff.text,
+            depth=depth,
+            turn_id=turn_id,
+            ts=ts,
+        )
+        log.info("handoff recorded", instance=self.instance, turn=turn_id, to=handoff.to, depth=depth)
+
+    def _woke(self, handoffs: Sequence[Handoff]) -> None:
+        if self._on_handoff is not None:
+            for to in dict.fromkeys(h.to for h in handoffs):
+                self._on_handoff(to)
 
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")
@@ -92,22 +159,46 @@ class TurnRecorder:
             self._close(msgs)
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
-    def budget_spent(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], error: str) -> None:
+    def budget_spent(
+        self,
+        turn_id: int,
+        turn: Turn,
+        msgs: Sequence[MessageRow],
+        error: str,
+        effects: TurnEffects,
+        *,
+        scope: str,
+    ) -> None:
+        """Stopped before a model call by a spent budget: what the turn did until then
+        stands (its posts, its handoffs); the thread is told once a day."""
+        posts = self._without_acknowledgements(turn_id, effects.posts)
+        texts = prepare_posts(posts, self._siblings(), allow_broadcast=self._allow_broadcast)
         thread = turn.thread_ts or turn.channel
         with self._store.transaction():
-            self._store.turns.finish(turn_id, "budget", error=error)
+            if not self._store.turns.finish(turn_id, "budget", posts=len(texts), error=error):
+                return
             self._close(msgs)
-            # Told once per thread and day, not once per message.
-            self._store.outbox.enqueue(
-                instance=self.instance,
-                dedupe_key=f"budget:{self.instance}:{turn.channel}:{thread}:{utc_day()}",
-                purpose="notice",
-                channel=turn.channel,
-                thread_ts=turn.thread_ts or None,
-                text=BUDGET_TEXT,
-            )
-        log.warning("turn refused: daily token budget spent", instance=self.instance, turn=turn_id)
-        if self._budget is not None:
+            self._posts(turn_id, turn, texts)
+            self._side_effects(turn_id, turn, msgs, effects)
+            if scope == "instance":
+                # Told once per thread and day, not once per message.
+                self._store.outbox.enqueue(
+                    instance=self.instance,
+                    dedupe_key=f"budget:{self.instance}:{turn.channel}:{thread}:{utc_day()}",
+                    purpose="notice",
+                    channel=turn.channel,
+                    thread_ts=turn.thread_ts or None,
+                    text=BUDGET_TEXT,
+                )
+        log.warning(
+            "turn refused: daily token budget spent"
+            if scope == "instance"
+            else "turn stopped: room budget spent",
+            instance=self.instance,
+            turn=turn_id,
+        )
+        self._woke(effects.handoffs)
+        if scope == "instance" and self._budget is not None:
             self._budget.spent()  # the owners may allow one more day's worth
 
     def _without_acknowledgements(self, turn_id: int, posts: Sequence[str]) -> list[str]:

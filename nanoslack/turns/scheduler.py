@@ -25,12 +25,14 @@ import contextlib
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
 from nanoslack.store import MessageRow, Store
+from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.transcript import ThreadKey, Transcripts
 
@@ -44,6 +46,14 @@ class TurnOptions:
     poll_interval: float = 1.0
 
 
+class Presence(Protocol):
+    """Shows in Slack that a turn is working on a message (the edge: a reaction)."""
+
+    def working(self, channel: str, ts: str) -> None: ...
+
+    def done(self, channel: str, ts: str) -> None: ...
+
+
 class TurnScheduler:
     def __init__(
         self,
@@ -53,9 +63,11 @@ class TurnScheduler:
         agent: Agent,
         transcripts: Transcripts,
         recorder: TurnRecorder,
+        toolboxes: Toolboxes,
         limiter: asyncio.Semaphore,
         halts: Halts,
         room_budget: RoomBudget | None = None,
+        presence: Presence | None = None,
         options: TurnOptions | None = None,
     ) -> None:
         self.instance = instance
@@ -63,6 +75,8 @@ class TurnScheduler:
         self._agent = agent
         self._transcripts = transcripts
         self._recorder = recorder
+        self._toolboxes = toolboxes
+        self._presence = presence
         self._limiter = limiter
         self._halts = halts
         self._room_budget = room_budget
@@ -185,20 +199,27 @@ class TurnScheduler:
             wrapping_up=turn.wrapping_up,
         )
         recorder = self._recorder
+        tools = self._toolboxes.for_turn(turn_id, turn, msgs)
+        waking = msgs[-1] if not msgs[-1].handoff_depth else None  # a handoff is not in Slack
+        if waking is not None and self._presence is not None:
+            self._presence.working(waking.channel, waking.ts)
         try:
-            reply = await self._agent.run(turn)
+            reply = await self._agent.run(turn, tools)
         except asyncio.CancelledError:
             if key in self._halting:
                 recorder.halted(turn_id)
             raise
         except BudgetExhausted as exc:
-            recorder.budget_spent(turn_id, turn, msgs, str(exc))
+            recorder.budget_spent(turn_id, turn, msgs, str(exc), tools.effects, scope=exc.scope)
         except TurnFailed as exc:
             recorder.failure(turn_id, msgs, str(exc))
         except Exception as exc:  # a back-end bug must not stop the instance
             recorder.failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
         else:
-            recorder.reply(turn_id, turn, msgs, reply.posts, reply.tokens)
+            recorder.reply(turn_id, turn, msgs, reply.posts, tools.effects)
+        finally:
+            if waking is not None and self._presence is not None:
+                self._presence.done(waking.channel, waking.ts)
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:

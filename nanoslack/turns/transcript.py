@@ -5,7 +5,9 @@ message the turn answers (``through_ts``) and no further: what the agent is show
 what the turn consumes are the same messages, so a message that arrives while the
 turn waits for a slot is answered by the next turn, once. Room context is included,
 held and refused messages never; the instance's own earlier posts too, sent or still
-queued; people are named (``<@U…>`` → ``@name``).
+queued; people are named (``<@U…>`` → ``@name``). A transcript holds at most
+``MAX_MESSAGES`` messages and ``MAX_CHARS`` characters, the newest kept: a thread of
+pasted logs must not overflow the model's context and fail every turn there.
 
 No Slack client here: names of room members come through ``RoomDirectory``, which
 the edge implements.
@@ -13,6 +15,7 @@ the edge implements.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,10 @@ from nanoslack import mrkdwn
 from nanoslack.agents import Line, Teammate, Turn
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.store import MessageRow, Store
+
+MAX_MESSAGES = 100
+MAX_CHARS = 24_000
+CUT_NOTE = " … [cut]"
 
 
 class RoomDirectory(Protocol):
@@ -59,13 +66,19 @@ class Transcripts:
         """The turn that answers ``msgs`` (this thread's pending messages, oldest first)."""
         since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
         through = msgs[-1].ts
-        rows = self._store.messages.thread(self.instance, key.channel, key.thread_key, since, until=through)
+        rows = self._store.messages.thread(
+            self.instance, key.channel, key.thread_key, since, until=through, limit=MAX_MESSAGES
+        )
+        older = self._store.messages.thread_count(
+            self.instance, key.channel, key.thread_key, since, until=through
+        )
         reply_thread = key.thread_key  # the waking message's thread; "" in a DM
         transcript = [self._line(row) for row in rows]
         transcript += self._own_posts(key, reply_thread, since)
         transcript.sort(key=lambda line: float(line.ts or 0))
         # Not in Slack yet, so they will land after everything stored so far.
         transcript += self._unsent_posts(key, reply_thread)
+        kept = fit(transcript)
         members = await self._directory.member_names(key.channel)
         return Turn(
             instance=self.instance,
@@ -78,8 +91,9 @@ class Transcripts:
             wrapping_up=any(m.hop_limit > 0 and m.hop >= m.hop_limit for m in msgs),
             room=room_label(key),
             members=members,
-            transcript=tuple(transcript),
+            transcript=tuple(kept),
             system=self._teammate.system_prompt(self._skills_dir),
+            earlier_not_shown=max(0, older - len(rows)) + len(transcript) - len(kept),
         )
 
     def _line(self, row: MessageRow) -> Line:
@@ -115,3 +129,21 @@ class Transcripts:
 
 def room_label(key: ThreadKey) -> str:
     return "DM" if not key.thread_key else f'Group chat: "{key.channel}"'
+
+
+def fit(lines: list[Line], limit: int = MAX_CHARS) -> list[Line]:
+    """The newest lines that fit in ``limit`` characters (the newest one always, cut if
+    it alone is longer), oldest first."""
+    kept: list[Line] = []
+    room = limit
+    for line in reversed(lines):
+        size = len(line.sender_name) + len(line.text) + 2
+        if size > room:
+            if not kept:  # the message the turn answers: shown, cut to fit
+                text = line.text[: max(0, room - len(line.sender_name) - 2 - len(CUT_NOTE))] + CUT_NOTE
+                kept.append(dataclasses.replace(line, text=text))
+            break
+        kept.append(line)
+        room -= size
+    kept.reverse()
+    return kept

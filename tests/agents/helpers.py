@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.agents import Line, Turn
+from nanoslack.agents import Agent, Line, LocalTools, Reply, TokenLedger, Turn
 
 ALICE = "slack:U0ALICE"
 ELI_BOT = "slack:bot:B0ELI"
@@ -34,3 +35,21 @@ def make_turn(*lines: Line, **overrides: Any) -> Turn:
     }
     fields.update(overrides)
     return Turn(**fields)
+
+
+@dataclass
+class Alone:
+    """A back end run on its own, as a test drives it: each ``run`` gets fresh
+    ``LocalTools`` (the ledger and cap given here) and its reply says what it posted."""
+
+    agent: Agent
+    ledger: TokenLedger | None = None
+    daily_tokens: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.agent, name)
+
+    async def run(self, turn: Turn) -> Reply:
+        tools = LocalTools(instance=turn.instance, ledger=self.ledger, daily_tokens=self.daily_tokens)
+        reply = await self.agent.run(turn, tools)
+        return Reply((*tools.posts, *reply.posts), reply.tokens)

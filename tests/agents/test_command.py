@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from nanoslack.agents import CommandAgent, TurnFailed, render_prompt
+from nanoslack.agents.local import LocalTools
 
 from .helpers import bot, human, make_turn
 
@@ -31,7 +32,7 @@ async def test_stdin_carries_the_turn_prompt(tmp_path: Path) -> None:
     cmd = script(tmp_path, f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read())")
     turn = make_turn(human("@dana plan it"), bot("on it", "eli"), wrapping_up=True)
 
-    await CommandAgent(cmd, instance="dana").run(turn)
+    await CommandAgent(cmd, instance="dana").run(turn, LocalTools())
 
     assert out.read_text() == render_prompt(turn)
 
@@ -55,7 +56,7 @@ async def test_the_five_env_vars_and_the_system_prompt_file_are_set(tmp_path: Pa
         system="You are Dana.",
     )
 
-    await CommandAgent(cmd, instance="dana").run(turn)
+    await CommandAgent(cmd, instance="dana").run(turn, LocalTools())
 
     env = json.loads(out.read_text())
     assert env["NANOSLACK_INSTANCE"] == "dana"
@@ -71,7 +72,7 @@ async def test_the_five_env_vars_and_the_system_prompt_file_are_set(tmp_path: Pa
 async def test_dm_turn_has_empty_thread_ts_and_wrapping_up_zero(tmp_path: Path) -> None:
     cmd = 'printf "%s|%s" "$NANOSLACK_THREAD_TS" "$NANOSLACK_WRAPPING_UP"'
 
-    reply = await CommandAgent(cmd, instance="dana").run(make_turn(room="DM", thread_ts=""))
+    reply = await CommandAgent(cmd, instance="dana").run(make_turn(room="DM", thread_ts=""), LocalTools())
 
     assert reply.posts == ("|0",)
 
@@ -83,14 +84,14 @@ async def test_separator_lines_split_stdout_into_posts(tmp_path: Path) -> None:
         "print('---')\nprint('   ')\nprint('--- ')\nprint('third -- not a separator ---')\n",
     )
 
-    reply = await CommandAgent(cmd, instance="dana").run(make_turn())
+    reply = await CommandAgent(cmd, instance="dana").run(make_turn(), LocalTools())
 
     assert reply.posts == ("First post,\nover two lines.", "second", "third -- not a separator ---")
 
 
 @pytest.mark.parametrize("cmd", ["true", "printf '\\n  \\n'", "echo ---"])
 async def test_empty_output_is_silence(cmd: str) -> None:
-    reply = await CommandAgent(cmd, instance="dana").run(make_turn())
+    reply = await CommandAgent(cmd, instance="dana").run(make_turn(), LocalTools())
 
     assert reply.posts == ()
     assert reply.tokens == 0
@@ -101,7 +102,7 @@ async def test_non_zero_exit_is_a_failed_turn_with_code_and_scrubbed_stderr_tail
     cmd = f"echo 'partial reply'; echo '{noise} token xoxb-123-secret and sk-abcdef123456 boom' >&2; exit 3"
 
     with pytest.raises(TurnFailed) as failed:
-        await CommandAgent(cmd, instance="dana").run(make_turn())
+        await CommandAgent(cmd, instance="dana").run(make_turn(), LocalTools())
 
     message = str(failed.value)
     assert message.startswith("agent command exited with 3: ")
@@ -117,19 +118,19 @@ async def test_timeout_is_a_failed_turn_and_kills_the_whole_process_group(tmp_pa
     agent = CommandAgent(cmd, timeout=1.0, instance="dana")
 
     with pytest.raises(TurnFailed, match="timed out after 1 s"):
-        await agent.run(make_turn())
+        await agent.run(make_turn(), LocalTools())
 
     grandchild = int(pid_file.read_text())
     await wait_until(lambda: not alive(grandchild), deadline_s=5.0)
 
-    reply = await CommandAgent("echo still serving", instance="dana").run(make_turn())
+    reply = await CommandAgent("echo still serving", instance="dana").run(make_turn(), LocalTools())
     assert reply.posts == ("still serving",)
 
 
 async def test_cancelled_turn_kills_the_command(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     cmd = f"sleep 60 & echo $! > {shlex.quote(str(pid_file))}; wait"
-    task = asyncio.create_task(CommandAgent(cmd, instance="dana").run(make_turn()))
+    task = asyncio.create_task(CommandAgent(cmd, instance="dana").run(make_turn(), LocalTools()))
     await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", deadline_s=5.0)
 
     task.cancel()
@@ -140,7 +141,7 @@ async def test_cancelled_turn_kills_the_command(tmp_path: Path) -> None:
 
 
 async def test_a_command_that_ignores_stdin_still_answers() -> None:
-    reply = await CommandAgent("echo hi", instance="dana").run(make_turn(human("x" * 200_000)))
+    reply = await CommandAgent("echo hi", instance="dana").run(make_turn(human("x" * 200_000)), LocalTools())
 
     assert reply.posts == ("hi",)
 

@@ -11,11 +11,11 @@ import pytest
 from nanoslack.agents import (
     AnthropicAgent,
     CommandAgent,
-    MemoryLedger,
     OpenAIAgent,
     ScriptAgent,
     backend_kind,
     build_agent,
+    daily_tokens,
 )
 from nanoslack.config import ConfigError, load_settings
 
@@ -23,7 +23,7 @@ from nanoslack.config import ConfigError, load_settings
 def build(env: dict[str, str], instance: str, http: httpx.AsyncClient, teammates: Path) -> object:
     # The real lookup the fleet passes: Settings.value over .env + environment.
     settings = load_settings(env_file=teammates / "absent.env", environ=env)
-    return build_agent(settings.value, instance, http=http, ledger=MemoryLedger(), teammates_dir=teammates)
+    return build_agent(settings.value, instance, http=http, teammates_dir=teammates)
 
 
 def test_missing_backend_names_the_per_instance_key(http: httpx.AsyncClient, teammates: Path) -> None:
@@ -107,11 +107,9 @@ def test_openai_is_built_with_base_url_model_and_cap(http: httpx.AsyncClient, te
     agent = build(env, "dana", http, teammates)
 
     assert isinstance(agent, OpenAIAgent)
-    assert (agent.model, agent.url, agent.daily_tokens) == (
-        "llama3",
-        "http://127.0.0.1:11434/v1/chat/completions",
-        5000,
-    )
+    assert (agent.model, agent.url) == ("llama3", "http://127.0.0.1:11434/v1/chat/completions")
+    # The cap is the turns' to enforce, per instance key first.
+    assert daily_tokens(lambda key: env.get(key), "dana") == 5000
     assert agent.headers() == {}  # no OPENAI_API_KEY: a local server
 
 
@@ -126,7 +124,7 @@ def test_anthropic_is_built_with_default_base_url(http: httpx.AsyncClient, teamm
 
     assert isinstance(agent, AnthropicAgent)
     assert agent.url == "https://api.anthropic.com/v1/messages"
-    assert agent.daily_tokens is None
+    assert daily_tokens(lambda key: env.get(key), "dana") is None
     assert "sk-ant-xyz123456" not in repr(agent)
 
 

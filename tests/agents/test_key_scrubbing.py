@@ -16,6 +16,7 @@ import pytest
 import respx
 
 from nanoslack.agents import TurnFailed, build_agent
+from nanoslack.agents.local import LocalTools
 from nanoslack.logs import configure_logging
 
 from .conftest import Sleeps
@@ -63,12 +64,12 @@ async def test_a_local_key_echoed_by_the_server_is_in_neither_the_turn_failure_n
     out = io.StringIO()
     configure_logging("debug", "json", stream=out)  # every logger: ours, httpx's, any library's
     config = CONFIG[backend]
-    agent = build_agent(config.get, "dana", http=http, ledger=None, teammates_dir=teammates, sleep=sleeps)
+    agent = build_agent(config.get, "dana", http=http, teammates_dir=teammates, sleep=sleeps)
     with respx.mock(assert_all_called=False) as server:
         # A retryable answer first (its reason is logged before the retry), then the refusal.
         route = server.route(host="localhost").mock(side_effect=[ECHOES[echo](502), ECHOES[echo](401)])
         with pytest.raises(TurnFailed) as failed:
-            await agent.run(make_turn())
+            await agent.run(make_turn(), LocalTools())
     assert route.called
     assert "401" in str(failed.value) or "502" in str(failed.value), str(failed.value)
     assert LOCAL_KEY not in _chain(failed.value)

@@ -23,10 +23,9 @@ from nanoslack.agents import (
     load_teammate,
     render_prompt,
 )
-from nanoslack.agents.llm import LLMAgent
 
 from .conftest import Sleeps
-from .helpers import bot, human, make_turn
+from .helpers import Alone, bot, human, make_turn
 
 OPENAI_URL = "https://llm.test/v1/chat/completions"
 ANTHROPIC_URL = "https://claude.test/v1/messages"
@@ -34,20 +33,24 @@ OPENAI_KEY = "sk-test-openai-0123456789"
 ANTHROPIC_KEY = "sk-ant-test-0123456789"
 
 
-def openai_agent(http: httpx.AsyncClient, sleeps: Sleeps, **kw: Any) -> OpenAIAgent:
+def openai_agent(
+    http: httpx.AsyncClient, sleeps: Sleeps, *, ledger: Any = None, daily_tokens: int | None = None, **kw: Any
+) -> Any:
     args: dict[str, Any] = {"base_url": "https://llm.test/v1", "api_key": OPENAI_KEY, "model": "gpt-test"}
     args.update(kw)
-    return OpenAIAgent(http, instance="dana", sleep=sleeps, **args)
+    return Alone(OpenAIAgent(http, instance="dana", sleep=sleeps, **args), ledger, daily_tokens)
 
 
-def anthropic_agent(http: httpx.AsyncClient, sleeps: Sleeps, **kw: Any) -> AnthropicAgent:
+def anthropic_agent(
+    http: httpx.AsyncClient, sleeps: Sleeps, *, ledger: Any = None, daily_tokens: int | None = None, **kw: Any
+) -> Any:
     args: dict[str, Any] = {
         "base_url": "https://claude.test",
         "api_key": ANTHROPIC_KEY,
         "model": "claude-test",
     }
     args.update(kw)
-    return AnthropicAgent(http, instance="dana", sleep=sleeps, **args)
+    return Alone(AnthropicAgent(http, instance="dana", sleep=sleeps, **args), ledger, daily_tokens)
 
 
 def openai_reply(*texts: str, content: str | None = "thinking…", total: int = 42) -> dict[str, Any]:
@@ -425,7 +428,7 @@ async def test_budget_refusal_makes_no_http_call_at_all(http: httpx.AsyncClient,
 
 def _agent_url_ok(
     kind: str, http: httpx.AsyncClient, sleeps: Sleeps, **kw: Any
-) -> tuple[LLMAgent, str, httpx.Response]:
+) -> tuple[Any, str, httpx.Response]:
     if kind == "openai":
         return openai_agent(http, sleeps, **kw), OPENAI_URL, httpx.Response(200, json=openai_reply("hello"))
     return (

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nanoslack.agents import Line, RulesError, ScriptAgent, Turn, TurnFailed
+from nanoslack.agents.local import LocalTools
 
 from .helpers import bot, human, make_turn
 
@@ -38,7 +39,7 @@ async def test_first_matching_rule_answers_with_placeholders_filled(tmp_path: Pa
         },
     )
 
-    reply = await ScriptAgent(path, instance="dana").run(make_turn(human("@DANA hello")))
+    reply = await ScriptAgent(path, instance="dana").run(make_turn(human("@DANA hello")), LocalTools())
 
     assert reply.posts == ("Hi alice, dana here.", "@eli: you said '@DANA hello'?")
 
@@ -55,8 +56,8 @@ async def test_from_human_and_from_bot_rules_tell_senders_apart(tmp_path: Path) 
     )
     agent = ScriptAgent(path, instance="dana")
 
-    assert (await agent.run(make_turn(bot("x", "fay")))).posts == ("a bot: fay",)
-    assert (await agent.run(make_turn(human("x")))).posts == ("a human: alice",)
+    assert (await agent.run(make_turn(bot("x", "fay")), LocalTools())).posts == ("a bot: fay",)
+    assert (await agent.run(make_turn(human("x")), LocalTools())).posts == ("a human: alice",)
 
 
 async def test_no_match_uses_default_and_absent_default_is_silence(tmp_path: Path) -> None:
@@ -65,8 +66,8 @@ async def test_no_match_uses_default_and_absent_default_is_silence(tmp_path: Pat
         rules_file(tmp_path, {"rules": [], "default": "Noted, {sender}."}, "b.json"), instance="dana"
     )
 
-    assert (await silent.run(make_turn(human("hello")))).posts == ()
-    assert (await talker.run(make_turn(human("hello")))).posts == ("Noted, alice.",)
+    assert (await silent.run(make_turn(human("hello")), LocalTools())).posts == ()
+    assert (await talker.run(make_turn(human("hello")), LocalTools())).posts == ("Noted, alice.",)
 
 
 async def test_wrapping_up_uses_the_rule_wrap_up_answer_or_silence(tmp_path: Path) -> None:
@@ -83,7 +84,7 @@ async def test_wrapping_up_uses_the_rule_wrap_up_answer_or_silence(tmp_path: Pat
     agent = ScriptAgent(path, instance="dana")
 
     async def answer(text: str) -> tuple[str, ...]:
-        return (await agent.run(make_turn(bot(text), wrapping_up=True))).posts
+        return (await agent.run(make_turn(bot(text), wrapping_up=True), LocalTools())).posts
 
     assert await answer("short") == ("brief",)
     assert await answer("quiet") == ()
@@ -94,7 +95,7 @@ async def test_rules_look_at_the_newest_message_only(tmp_path: Path) -> None:
     path = rules_file(tmp_path, {"rules": [{"match": "@{name}", "reply": "yes"}]})
 
     reply = await ScriptAgent(path, instance="dana").run(
-        make_turn(human("@dana hi"), bot("@fay over to you"))
+        make_turn(human("@dana hi"), bot("@fay over to you")), LocalTools()
     )
 
     assert reply.posts == ()
@@ -117,7 +118,7 @@ async def test_next_is_the_teammate_after_me(
     path = rules_file(tmp_path, {"crew": crew, "rules": [{"reply": "[{next}]"}]})
 
     reply = await ScriptAgent(path, instance=me).run(
-        make_turn(human("hi"), instance=me, name=me, members=members)
+        make_turn(human("hi"), instance=me, name=me, members=members), LocalTools()
     )
 
     assert reply.posts == (f"[{expected}]",)
@@ -126,7 +127,7 @@ async def test_next_is_the_teammate_after_me(
 async def test_other_braces_are_kept_literally(tmp_path: Path) -> None:
     path = rules_file(tmp_path, {"rules": [{"reply": 'json: {"a": 1} {unknown} {{name}}'}]})
 
-    reply = await ScriptAgent(path, instance="dana").run(make_turn())
+    reply = await ScriptAgent(path, instance="dana").run(make_turn(), LocalTools())
 
     assert reply.posts == ('json: {"a": 1} {unknown} {dana}',)
 
@@ -134,16 +135,16 @@ async def test_other_braces_are_kept_literally(tmp_path: Path) -> None:
 async def test_rules_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     path = rules_file(tmp_path, {"rules": [{"reply": "old"}]})
     agent = ScriptAgent(path, instance="dana")
-    assert (await agent.run(make_turn())).posts == ("old",)
+    assert (await agent.run(make_turn(), LocalTools())).posts == ("old",)
 
     path.write_text(json.dumps({"rules": [{"reply": "new and longer"}]}), encoding="utf-8")
     os.utime(path, ns=(1, 1))
 
-    assert (await agent.run(make_turn())).posts == ("new and longer",)
+    assert (await agent.run(make_turn(), LocalTools())).posts == ("new and longer",)
 
     path.write_text("{broken", encoding="utf-8")
     with pytest.raises(TurnFailed, match="not valid JSON"):
-        await agent.run(make_turn())
+        await agent.run(make_turn(), LocalTools())
 
 
 @pytest.mark.parametrize(
@@ -176,7 +177,7 @@ async def test_sample_crew_hands_off_round_robin_and_then_falls_silent() -> None
     for _round in range(6):  # every bot gets a turn on every new message (mention-sticky room)
         spoke = False
         for name, agent in agents.items():
-            reply = await agent.run(_turn_for(name, history))
+            reply = await agent.run(_turn_for(name, history), LocalTools())
             for text in reply.posts:
                 posts.append((name, text))
                 history.append(bot(text, name, ts=f"17.{len(history)}"))
@@ -194,10 +195,11 @@ async def test_sample_crew_hands_off_round_robin_and_then_falls_silent() -> None
 async def test_sample_crew_is_brief_or_silent_when_wrapping_up(name: str) -> None:
     agent = ScriptAgent(REPO_TEAMMATES / name / "script.json", instance=name)
     normal = await agent.run(
-        _turn_for(name, [bot(f"@{name} over to you", "eli" if name != "eli" else "fay")])
+        _turn_for(name, [bot(f"@{name} over to you", "eli" if name != "eli" else "fay")]), LocalTools()
     )
     wrap = await agent.run(
-        _turn_for(name, [bot(f"@{name} over to you", "eli" if name != "eli" else "fay")], wrapping_up=True)
+        _turn_for(name, [bot(f"@{name} over to you", "eli" if name != "eli" else "fay")], wrapping_up=True),
+        LocalTools(),
     )
 
     assert len(" ".join(wrap.posts)) <= len(" ".join(normal.posts))

@@ -50,7 +50,8 @@ def test_skills_are_listed_by_name_and_first_non_empty_line(crew: Path) -> None:
     assert prompt.endswith(
         "Skills you can use:\n"
         "- handoff: Handoff: one @name, one ask\n"
-        "- review: Review: look for failure paths"
+        "- review: Review: look for failure paths\n"
+        "Read a skill's full text with the read_skill tool before you use it."
     )
     assert "Details." not in prompt
 

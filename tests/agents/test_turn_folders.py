@@ -12,6 +12,7 @@ from pathlib import Path
 
 from nanoslack.agents import CommandAgent
 from nanoslack.agents.command import sweep_turn_folders
+from nanoslack.agents.local import LocalTools
 
 from .helpers import make_turn
 
@@ -49,7 +50,7 @@ async def test_a_command_turn_folder_is_named_after_this_process_and_removed_aft
 ) -> None:
     seen = tmp_path / "seen"
     agent = CommandAgent(f'dirname "$NANOSLACK_SYSTEM_PROMPT_FILE" > {seen}', instance="dana")
-    await agent.run(make_turn(system="You are Dana."))
+    await agent.run(make_turn(system="You are Dana."), LocalTools())
     assert_named_and_gone(Path(seen.read_text().strip()))
 
 

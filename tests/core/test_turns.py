@@ -13,6 +13,7 @@ import io
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -58,7 +59,7 @@ def _names(store: Store) -> None:
     store.users.ensure(ELI, kind="bot", display_name="eli")
 
 
-def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnScheduler:
+def dispatcher(store: Store, agent: Agent, tmp_path: Path, **budget: Any) -> TurnScheduler:
     return build_turns(
         Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
         store,
@@ -69,6 +70,7 @@ def dispatcher(store: Store, agent: Agent, tmp_path: Path) -> TurnScheduler:
         siblings=lambda: {"dana": BOT_USER, "eli": ELI_USER},
         limiter=asyncio.Semaphore(2),
         options=TurnOptions(poll_interval=0.05),
+        **budget,
     )
 
 
@@ -244,15 +246,8 @@ async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
     store.turns.add_usage(INSTANCE, 100)
     async with httpx.AsyncClient() as http:
         # Refused before any request: the base URL is a closed port.
-        agent = OpenAIAgent(
-            http,
-            base_url="http://127.0.0.1:9/v1",
-            model="m",
-            instance=INSTANCE,
-            ledger=StoreLedger(store),
-            daily_tokens=100,
-        )
-        d = dispatcher(store, agent, tmp_path)
+        agent = OpenAIAgent(http, base_url="http://127.0.0.1:9/v1", model="m", instance=INSTANCE)
+        d = dispatcher(store, agent, tmp_path, ledger=StoreLedger(store), daily_tokens=100)
         task = asyncio.create_task(d.run())
         try:
             parent = deliver(store, router, gate, message(user=OWNER, mention=True))
@@ -290,7 +285,8 @@ def recorded(store: Store) -> Iterator[None]:
         instance="dana", channel=ROOM, thread_key="1.1", reply_thread_ts="1.1", sender_id="slack:U0A",
         through_ts="1.1", messages=2, wrapping_up=False,
     )  # fmt: skip
-    store.turns.finish(done, "done", posts=2, tokens=345)
+    store.turns.add_tokens(done, 345)
+    store.turns.finish(done, "done", posts=2)
     failed = store.turns.start(
         instance="eli", channel=ROOM, thread_key="", reply_thread_ts="", sender_id="slack:U0A",
         through_ts="1.2", messages=1, wrapping_up=False,

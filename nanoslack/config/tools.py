@@ -1,0 +1,101 @@
+"""The keys of agents with tools (DESIGN §2, §11), read once at start."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nanoslack.config.values import split_list, warn_malformed
+
+DEFAULT_MAX_STEPS = 12
+DEFAULT_TOOL_TIMEOUT_S = 60.0
+DEFAULT_APPROVAL_TIMEOUT_S = 300.0
+DEFAULT_WORKING_REACTION = "eyes"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    # NANOSLACK_A2A_ALLOW: the (from, to) pairs that may hand work to each other.
+    allow: frozenset[tuple[str, str]] = frozenset()
+    chief: str | None = None  # NANOSLACK_CHIEF
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S  # NANOSLACK_TOOL_TIMEOUT
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT_S  # NANOSLACK_TOOL_APPROVAL_TIMEOUT
+    allow_broadcast: bool = False  # NANOSLACK_ALLOW_BROADCAST
+    working_reaction: str = DEFAULT_WORKING_REACTION  # NANOSLACK_WORKING_REACTION ("": none)
+    # NANOSLACK_MAX_STEPS and its per-instance NANOSLACK_MAX_STEPS_<SUF>.
+    max_steps_default: int = DEFAULT_MAX_STEPS
+    max_steps_by_instance: Mapping[str, int] = field(default_factory=dict)
+
+    def max_steps(self, instance: str) -> int:
+        return self.max_steps_by_instance.get(instance, self.max_steps_default)
+
+    def may_hand_off(self, sender: str, recipient: str) -> bool:
+        """The allowlist, with the chief exempt both ways (never to oneself)."""
+        if sender == recipient:
+            return False
+        if self.chief is not None and self.chief in (sender, recipient):
+            return True
+        return (sender, recipient) in self.allow
+
+
+def parse_tool_settings(
+    env: Mapping[str, str], instances: tuple[str, ...], suffix: Any, log: Any
+) -> ToolSettings:
+    """``suffix(name)`` is the key suffix of an instance (``env_suffix``)."""
+    default_steps = _positive_int(env, "NANOSLACK_MAX_STEPS", DEFAULT_MAX_STEPS, log)
+    by_instance = {}
+    for name in instances:
+        key = f"NANOSLACK_MAX_STEPS_{suffix(name)}"
+        if env.get(key, "").strip():
+            by_instance[name] = _positive_int(env, key, default_steps, log)
+    reaction = env.get("NANOSLACK_WORKING_REACTION")
+    return ToolSettings(
+        allow=_pairs(env, log),
+        chief=(env.get("NANOSLACK_CHIEF") or "").strip().lower() or None,
+        tool_timeout=_seconds(env, "NANOSLACK_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT_S, log),
+        approval_timeout=_seconds(env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log),
+        allow_broadcast=(env.get("NANOSLACK_ALLOW_BROADCAST") or "").strip().lower() in _TRUE,
+        working_reaction=DEFAULT_WORKING_REACTION if reaction is None else reaction.strip().strip(":"),
+        max_steps_default=default_steps,
+        max_steps_by_instance=by_instance,
+    )
+
+
+def _pairs(env: Mapping[str, str], log: Any) -> frozenset[tuple[str, str]]:
+    pairs = set()
+    for item in split_list(env.get("NANOSLACK_A2A_ALLOW")):
+        sender, sep, recipient = item.partition(">")
+        if not sep or not sender.strip() or not recipient.strip():
+            warn_malformed(
+                log, "NANOSLACK_A2A_ALLOW", item, "from>to pairs such as dana>eli", "that pair skipped"
+            )
+            continue
+        pairs.add((sender.strip().lower(), recipient.strip().lower()))
+    return frozenset(pairs)
+
+
+def _positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    warn_malformed(log, key, raw, "an integer > 0", default)
+    return default
+
+
+def _seconds(env: Mapping[str, str], key: str, default: float, log: Any) -> float:
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value > 0 and math.isfinite(value):
+        return value
+    warn_malformed(log, key, raw, "a number of seconds > 0", default)
+    return default

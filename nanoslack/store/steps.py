@@ -1,0 +1,79 @@
+"""The steps of a turn (DESIGN §11): every model call and tool call, as it happened."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+ARGUMENTS_CHARS = 500
+
+_ADD = text(
+    "INSERT INTO turn_steps"
+    " (turn_id, step, kind, name, arguments, result_size, tokens, ms, error, created_at)"
+    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :ms, :error, :now)"
+)
+_OF = text(
+    "SELECT step, kind, name, arguments, result_size, tokens, ms, error, created_at FROM turn_steps"
+    " WHERE turn_id = :turn_id ORDER BY step, id"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    step: int
+    kind: str  # model | tool
+    name: str
+    arguments: str | None
+    result_size: int
+    tokens: int
+    ms: float
+    error: str | None
+    created_at: float
+
+
+def _row(r: Any) -> StepRow:
+    return StepRow(
+        int(r[0]), str(r[1]), str(r[2]), r[3], int(r[4]), int(r[5]), float(r[6]), r[7], float(r[8])
+    )
+
+
+class Steps:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def add(
+        self,
+        turn_id: int,
+        step: int,
+        *,
+        kind: str,
+        name: str,
+        arguments: str | None = None,
+        result_size: int = 0,
+        tokens: int = 0,
+        ms: float = 0.0,
+        error: str | None = None,
+    ) -> None:
+        params = {
+            "turn_id": turn_id,
+            "step": step,
+            "kind": kind,
+            "name": name,
+            "arguments": arguments[:ARGUMENTS_CHARS] if arguments else None,
+            "result_size": result_size,
+            "tokens": tokens,
+            "ms": round(ms, 1),
+            "error": error[:500] if error else None,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            conn.execute(_ADD, params)
+
+    def of(self, turn_id: int) -> list[StepRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_OF, {"turn_id": turn_id}).all()]

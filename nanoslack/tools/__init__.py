@@ -1,0 +1,24 @@
+"""Agents with tools (DESIGN §11): what a turn's agent may call, and what it spends.
+
+``host`` holds the fleet's own tools (``send_message``, ``read_skill``,
+``send_to_agent``, ``message_owner``), whose effects are committed with the turn;
+``toolbox`` puts one turn's tools and budgets together (``agents.Tools``); the
+instance's core builds a toolbox for every turn (``nanoslack.core``).
+"""
+
+from nanoslack.tools.host import HOST_TOOL_NAMES, SPECS, Handoff, HostContext, HostTools, TurnEffects
+from nanoslack.tools.toolbox import McpTools, ToolApprover, Toolboxes, TurnBudget, TurnToolbox
+
+__all__ = [
+    "HOST_TOOL_NAMES",
+    "SPECS",
+    "Handoff",
+    "HostContext",
+    "HostTools",
+    "McpTools",
+    "ToolApprover",
+    "Toolboxes",
+    "TurnBudget",
+    "TurnEffects",
+    "TurnToolbox",
+]

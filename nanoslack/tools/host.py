@@ -1,0 +1,181 @@
+"""The host tools (DESIGN §11): what the fleet itself offers every agent.
+
+- ``send_message(text)``: a post to the conversation (at most ``MAX_POSTS`` a turn);
+- ``read_skill(name)``: ``teammates/_skills/<name>.md``, read fresh;
+- ``send_to_agent(to, message)``: hand a scoped task to a sibling instance
+  (``NANOSLACK_A2A_ALLOW``, the chief exempt both ways, never to itself, a relay two
+  deep at most, group conversations only);
+- ``message_owner(text)``: a DM to every owner from this instance, once a turn.
+
+A call never touches Slack: what it means to do is collected in ``TurnEffects`` and
+committed with the turn (``turns.record``). A refusal is the tool's result, saying why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nanoslack.agents import ToolResult, ToolSpec
+from nanoslack.agents.teammates import list_skills
+from nanoslack.replies import MAX_POSTS
+
+SEND_MESSAGE = "send_message"
+READ_SKILL = "read_skill"
+SEND_TO_AGENT = "send_to_agent"
+MESSAGE_OWNER = "message_owner"
+# A relay goes two hops at most: a dispatch and a reply.
+MAX_RELAY_DEPTH = 2
+MAX_HANDOFFS = 3
+_SKILL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _string(description: str) -> dict[str, str]:
+    return {"type": "string", "description": description}
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        SEND_MESSAGE,
+        "Post one message to the Slack conversation you are in (in the thread you were woken in). "
+        f"Call it once per message you want people to see (at most {MAX_POSTS}). Not calling it means you "
+        "stay silent, which is fine when you have nothing useful to add. Mention a teammate as @name.",
+        _object({"text": _string("The message text (Slack mrkdwn).")}, ["text"]),
+    ),
+    ToolSpec(
+        READ_SKILL,
+        "Read one of the shared skills listed in your instructions, by name. Returns its full text.",
+        _object({"name": _string("The skill's name, e.g. handoff.")}, ["name"]),
+    ),
+    ToolSpec(
+        SEND_TO_AGENT,
+        "Hand a scoped task, or an answer, to another AI teammate by name, privately: the room does not "
+        "see it. They answer in this thread or hand back to you. Use it for work that is theirs.",
+        _object(
+            {
+                "to": _string("The teammate's name, e.g. eli."),
+                "message": _string("What you need from them, self-contained."),
+            },
+            ["to", "message"],
+        ),
+    ),
+    ToolSpec(
+        MESSAGE_OWNER,
+        "Send your owners a private direct message (the room never sees it): for something only they "
+        "should know or decide. At most once a turn.",
+        _object({"text": _string("The message text (Slack mrkdwn).")}, ["text"]),
+    ),
+)
+HOST_TOOL_NAMES = frozenset(spec.name for spec in SPECS)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    to: str
+    text: str
+
+
+@dataclass
+class TurnEffects:
+    """What a turn's tool calls mean to do, committed with the turn (exactly once)."""
+
+    posts: list[str] = field(default_factory=list)
+    handoffs: list[Handoff] = field(default_factory=list)
+    owner_messages: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class HostContext:
+    """What the host tools need to know about the instance and the turn."""
+
+    instance: str
+    skills_dir: Path
+    owners: tuple[str, ...]
+    is_dm: bool
+    handoff_depth: int  # the deepest handoff among the messages the turn answers
+    may_hand_off: Any  # (sender, recipient) -> bool: ToolSettings.may_hand_off
+
+
+class HostTools:
+    def __init__(self, ctx: HostContext, effects: TurnEffects) -> None:
+        self._ctx = ctx
+        self.effects = effects
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name == SEND_MESSAGE:
+            return self._send_message(_text(arguments, "text"))
+        if name == READ_SKILL:
+            return self._read_skill(_text(arguments, "name"))
+        if name == SEND_TO_AGENT:
+            return self._send_to_agent(_text(arguments, "to"), _text(arguments, "message"))
+        if name == MESSAGE_OWNER:
+            return self._message_owner(_text(arguments, "text"))
+        return ToolResult(f"unknown tool {name!r}", is_error=True)
+
+    def _send_message(self, text: str) -> ToolResult:
+        if not text.strip():
+            return ToolResult("nothing posted: the text is empty", is_error=True)
+        if len(self.effects.posts) >= MAX_POSTS:
+            return ToolResult(f"not posted: a turn posts at most {MAX_POSTS} messages", is_error=True)
+        self.effects.posts.append(text.strip())
+        return ToolResult("posted")
+
+    def _read_skill(self, name: str) -> ToolResult:
+        known = list_skills(self._ctx.skills_dir)
+        name = name.strip().removesuffix(".md")
+        if _SKILL_NAME.fullmatch(name) and name in known:
+            try:
+                return ToolResult((self._ctx.skills_dir / f"{name}.md").read_text(encoding="utf-8"))
+            except OSError as exc:
+                return ToolResult(f"skill {name!r} cannot be read ({exc.strerror or exc})", is_error=True)
+        listed = ", ".join(known) or "none"
+        return ToolResult(f"no skill named {name!r}; the skills are: {listed}", is_error=True)
+
+    def _send_to_agent(self, to: str, message: str) -> ToolResult:
+        me, to = self._ctx.instance, to.strip().lstrip("@").lower()
+        refusal = self._handoff_refusal(me, to, message)
+        if refusal is not None:
+            return ToolResult(refusal, is_error=True)
+        self.effects.handoffs.append(Handoff(to, message.strip()))
+        return ToolResult(f"handed to {to}: they answer in this thread (or hand back to you)")
+
+    def _handoff_refusal(self, me: str, to: str, message: str) -> str | None:
+        if not to:
+            return "not sent: name the teammate (to)"
+        if to == me:
+            return "not sent: you cannot hand off to yourself"
+        if not message.strip():
+            return "not sent: the message is empty"
+        if self._ctx.is_dm:
+            return "not sent: send_to_agent works in a group conversation, not in a direct message"
+        if self._ctx.handoff_depth >= MAX_RELAY_DEPTH:
+            return (
+                f"not sent: this turn answers a relay of {self._ctx.handoff_depth} handoffs, the most there "
+                "can be; answer in the thread with send_message instead"
+            )
+        if not self._ctx.may_hand_off(me, to):
+            return f"not sent: {me} may not hand off to {to} (NANOSLACK_A2A_ALLOW does not list {me}>{to})"
+        if len(self.effects.handoffs) >= MAX_HANDOFFS:
+            return f"not sent: a turn hands off at most {MAX_HANDOFFS} times"
+        return None
+
+    def _message_owner(self, text: str) -> ToolResult:
+        if not self._ctx.owners:
+            return ToolResult("not sent: no owner is configured (SLACK_OWNER)", is_error=True)
+        if self.effects.owner_messages:
+            return ToolResult("not sent: you already messaged the owners this turn", is_error=True)
+        if not text.strip():
+            return ToolResult("not sent: the text is empty", is_error=True)
+        self.effects.owner_messages.append(text.strip())
+        return ToolResult("sent to the owners")
+
+
+def _text(arguments: dict[str, Any], key: str) -> str:
+    value = arguments.get(key)
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,239 @@
+"""One turn's tools and budget (``agents.Tools``): the host tools, the teammate's MCP tools,
+the token budgets checked before every model call, every step recorded.
+
+Built per turn by the instance's ``Toolboxes`` (``nanoslack.core`` wires them). What the
+host tools mean to do is left in ``effects`` for the turn's recorder; MCP tools run at
+once (they are the server's business, and may run again if the turn is re-run after a
+crash). A tool marked ``"approval": "owner"`` waits for an owner's Allow first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, ToolSpec, Turn
+from nanoslack.agents.redact import scrub
+from nanoslack.budgets import RoomBudget
+from nanoslack.config import ToolSettings
+from nanoslack.logs import get_logger, redact_text
+from nanoslack.store import MessageRow, Store
+from nanoslack.tools.host import HOST_TOOL_NAMES, SPECS, HostContext, HostTools, TurnEffects
+
+log = get_logger(__name__)
+
+# A tool result longer than this reaches the model cut, with a note (DESIGN §11).
+MAX_RESULT_CHARS = 20_000
+
+
+class McpTools(Protocol):
+    """A teammate's MCP servers, as the toolbox uses them (``nanoslack.tools.mcp``)."""
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    def needs_approval(self, name: str) -> bool: ...
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+
+class ToolApprover(Protocol):
+    """Asks the owners whether a tool call may run (``nanoslack.asks``, kind ``tool``)."""
+
+    async def approve(self, *, turn_id: int, tool: str, arguments: Mapping[str, Any]) -> ToolResult | None:
+        """None when allowed; otherwise the refusal to give the model (denied, no answer)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TurnBudget:
+    """The budgets one turn's model calls spend: the instance's day and the room's day."""
+
+    instance: str
+    channel: str
+    turn_id: int
+    store: Store
+    ledger: TokenLedger | None = None
+    daily_tokens: int | None = None  # NANOSLACK_DAILY_TOKENS[_SUF]
+    room: RoomBudget | None = None  # NANOSLACK_ROOM_TOKENS
+
+    def check(self) -> None:
+        if self.daily_tokens is not None and self.ledger is not None:
+            used = self.ledger.used_today(self.instance)
+            if used >= self.daily_tokens:
+                log.warning("budget exhausted", instance=self.instance, used=used, cap=self.daily_tokens)
+                raise BudgetExhausted(
+                    f"daily token budget spent: {used} of {self.daily_tokens} tokens used today",
+                    scope="instance",
+                )
+        if self.room is not None and self.room.paused(self.channel):
+            raise BudgetExhausted("this room's token budget for today is spent", scope="room")
+
+    def spend(self, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        if self.ledger is not None:
+            self.ledger.add(self.instance, tokens)
+        self.store.turns.add_tokens(self.turn_id, tokens)
+
+
+class TurnToolbox:
+    def __init__(
+        self,
+        *,
+        turn_id: int,
+        instance: str,
+        store: Store,
+        host: HostTools,
+        budget: TurnBudget,
+        max_steps: int,
+        mcp: McpTools | None = None,
+        approver: ToolApprover | None = None,
+    ) -> None:
+        self.turn_id = turn_id
+        self.instance = instance
+        self._store = store
+        self._host = host
+        self._budget = budget
+        self._max_steps = max_steps
+        self._mcp = mcp
+        self._approver = approver
+        self._step = 0
+        self.tokens = 0
+
+    @property
+    def effects(self) -> TurnEffects:
+        return self._host.effects
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    def specs(self) -> Sequence[ToolSpec]:
+        mcp = [s for s in self._mcp.specs() if s.name not in HOST_TOOL_NAMES] if self._mcp else []
+        return (*SPECS, *mcp)
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        start = time.monotonic()
+        args = dict(arguments) if isinstance(arguments, Mapping) else {}
+        try:
+            result = await self._call(name, args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool's failure is the model's to hear about, not the turn's end
+            result = ToolResult(f"the tool failed: {type(exc).__name__}", is_error=True)
+        result = _cut(result)
+        self._record(
+            "tool",
+            name,
+            arguments=_arguments(args),
+            result_size=len(result.text),
+            ms=(time.monotonic() - start) * 1000,
+            error=result.text if result.is_error else None,
+        )
+        return result
+
+    async def _call(self, name: str, args: dict[str, Any]) -> ToolResult:
+        if name in HOST_TOOL_NAMES:
+            return self._host.call(name, args)
+        if self._mcp is None or name not in {s.name for s in self._mcp.specs()}:
+            return ToolResult(f"unknown tool {name!r}", is_error=True)
+        if self._approver is not None and self._mcp.needs_approval(name):
+            refusal = await self._approver.approve(turn_id=self.turn_id, tool=name, arguments=args)
+            if refusal is not None:
+                return refusal
+        return await self._mcp.call(name, args)
+
+    def before_model_call(self) -> None:
+        self._budget.check()
+
+    def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None:
+        tokens = max(0, int(tokens))
+        self.tokens += tokens
+        self._budget.spend(tokens)
+        self._record("model", model, tokens=tokens, ms=ms, error=error)
+
+    def _record(self, kind: str, name: str, **fields: Any) -> None:
+        self._step += 1
+        error = fields.pop("error", None)
+        try:
+            self._store.steps.add(
+                self.turn_id,
+                self._step,
+                kind=kind,
+                name=name,
+                error=scrub(redact_text(error)) if error else None,
+                **fields,
+            )
+        except Exception as exc:  # a step not recorded is a lost log line, not a lost turn
+            log.warning(
+                "turn step not recorded", instance=self.instance, turn=self.turn_id, error=type(exc).__name__
+            )
+
+
+def _arguments(args: Mapping[str, Any]) -> str:
+    try:
+        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        text = repr(args)
+    return scrub(redact_text(text))
+
+
+def _cut(result: ToolResult) -> ToolResult:
+    if len(result.text) <= MAX_RESULT_CHARS:
+        return result
+    cut = len(result.text) - MAX_RESULT_CHARS
+    note = f"\n… [{cut} more characters cut: a tool result is at most {MAX_RESULT_CHARS}]"
+    return ToolResult(result.text[:MAX_RESULT_CHARS] + note, result.is_error)
+
+
+@dataclass(frozen=True)
+class Toolboxes:
+    """Builds each turn's toolbox for one instance."""
+
+    instance: str
+    store: Store
+    settings: ToolSettings
+    skills_dir: Path
+    owners: tuple[str, ...]
+    ledger: TokenLedger | None = None
+    daily_tokens: int | None = None
+    room_budget: RoomBudget | None = None
+    mcp: McpTools | None = None
+    approver: ToolApprover | None = None
+
+    def for_turn(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnToolbox:
+        host = HostTools(
+            HostContext(
+                instance=self.instance,
+                skills_dir=self.skills_dir,
+                owners=self.owners,
+                is_dm=not turn.thread_ts,
+                handoff_depth=max((m.handoff_depth for m in msgs), default=0),
+                may_hand_off=self.settings.may_hand_off,
+            ),
+            TurnEffects(),
+        )
+        budget = TurnBudget(
+            self.instance,
+            turn.channel,
+            turn_id,
+            self.store,
+            ledger=self.ledger,
+            daily_tokens=self.daily_tokens,
+            room=self.room_budget if turn.thread_ts else None,
+        )
+        return TurnToolbox(
+            turn_id=turn_id,
+            instance=self.instance,
+            store=self.store,
+            host=host,
+            budget=budget,
+            max_steps=self.settings.max_steps(self.instance),
+            mcp=self.mcp,
+            approver=self.approver,
+        )
