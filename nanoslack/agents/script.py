@@ -18,6 +18,13 @@ The rules file is JSON::
   default: matches anything) is found in its text and whose ``from`` (``human``,
   ``bot`` or ``any``, default ``any``) fits its sender answers.
 - ``reply``: one post (a string) or several (a list); ``null`` or ``[]`` is silence.
+- ``calls`` (optional): tool calls made, in order, before the reply is posted, as a
+  model would make them: ``[{"tool": "read_skill", "arguments": {"name": "handoff"}},
+  {"tool": "send_to_agent", "arguments": {"to": "{next}", "message": "Please sketch
+  {text}"}}]`` (placeholders are filled in string arguments). Each call is a step of the
+  turn and a handoff is delivered like a model's.
+- ``from`` also takes ``agent``: a message another instance handed over with
+  ``send_to_agent`` (``bot`` is a bot's message in Slack, ``any`` is every kind).
 - ``when_wrapping_up`` (optional): the reply used instead when the turn carries the
   wrapping-up cue (``null``/``[]`` = stay silent). Without it the rule answers as usual.
 - ``default``: the reply when no rule matches (``null`` = silence, the default).
@@ -46,7 +53,7 @@ from nanoslack.agents.types import Line, Reply, Tools, Turn, TurnFailed
 
 log = structlog.get_logger("nanoslack.agents")
 
-SENDER_KINDS = ("human", "bot", "any")
+SENDER_KINDS = ("human", "bot", "agent", "any")
 _PLACEHOLDER_RE = re.compile(r"\{(sender|name|next|text)\}")
 
 Posts = tuple[str, ...]
@@ -57,14 +64,22 @@ class RulesError(ValueError):
 
 
 @dataclass(frozen=True)
+class Call:
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Rule:
     match: str
     sender: str
     reply: Posts
     wrapping_up: Posts | None  # None: no special wrap-up answer
+    calls: tuple[Call, ...] = ()
 
     def fits(self, line: Line, name: str) -> bool:
-        if self.sender == "human" and line.from_bot or self.sender == "bot" and not line.from_bot:
+        kind = "agent" if line.handoff else "bot" if line.from_bot else "human"
+        if self.sender not in ("any", kind):
             return False
         pattern = self.match.replace("{name}", re.escape(name))
         return re.search(pattern, line.text, re.IGNORECASE) is not None
@@ -103,7 +118,23 @@ def _rule(raw: Any, where: str) -> Rule:
     wrapping = (
         _posts(raw["when_wrapping_up"], f"{where}.when_wrapping_up") if "when_wrapping_up" in raw else None
     )
-    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping)
+    calls = _calls(raw.get("calls"), f"{where}.calls")
+    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping, calls)
+
+
+def _calls(value: Any, where: str) -> tuple[Call, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise RulesError(f'{where}: expected a list of {{"tool": …, "arguments": {{…}}}}')
+    calls = []
+    for i, raw in enumerate(value):
+        tool = raw.get("tool") if isinstance(raw, dict) else None
+        arguments = raw.get("arguments", {}) if isinstance(raw, dict) else None
+        if not isinstance(tool, str) or not tool or not isinstance(arguments, dict):
+            raise RulesError(f'{where}[{i}]: expected {{"tool": "name", "arguments": {{…}}}}')
+        calls.append(Call(tool, arguments))
+    return tuple(calls)
 
 
 def parse_rules(data: Any, source: str = "rules") -> Rules:
@@ -142,17 +173,17 @@ def next_teammate(turn: Turn, crew: tuple[str, ...]) -> str:
     return ""
 
 
-def choose(rules: Rules, turn: Turn) -> Posts:
-    """The raw (unfilled) posts the rules give for this turn."""
+def choose(rules: Rules, turn: Turn) -> tuple[Posts, tuple[Call, ...]]:
+    """The raw (unfilled) posts and tool calls the rules give for this turn."""
     if not turn.transcript:
-        return rules.default
+        return rules.default, ()
     last = turn.transcript[-1]
     for rule in rules.rules:
         if rule.fits(last, turn.name):
             if turn.wrapping_up and rule.wrapping_up is not None:
-                return rule.wrapping_up
-            return rule.reply
-    return rules.default
+                return rule.wrapping_up, ()
+            return rule.reply, rule.calls
+    return rules.default, ()
 
 
 def fill(template: str, turn: Turn, crew: tuple[str, ...]) -> str:
@@ -199,5 +230,11 @@ class ScriptAgent:
 
     async def run(self, turn: Turn, tools: Tools) -> Reply:
         rules = self._current()
-        posts = (fill(t, turn, rules.crew).strip() for t in choose(rules, turn))
+        templates, calls = choose(rules, turn)
+        for call in calls:
+            arguments = {
+                k: fill(v, turn, rules.crew) if isinstance(v, str) else v for k, v in call.arguments.items()
+            }
+            await tools.call(call.tool, arguments)
+        posts = (fill(t, turn, rules.crew).strip() for t in templates)
         return Reply(tuple(p for p in posts if p))

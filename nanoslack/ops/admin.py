@@ -206,6 +206,8 @@ ERROR_WIDTH = 60
 
 
 def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    if args.steps is not None:
+        return _steps(store, args.steps, out)
     rows = [
         (
             t.id,
@@ -223,6 +225,28 @@ def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
     ]
     header = ("ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "STARTED", "ERROR")
     table(out, header, rows, "no turns yet")
+    return 0
+
+
+def _steps(store: Store, turn_id: int, out: TextIO) -> int:
+    """One turn's model and tool calls, in order (DESIGN §11)."""
+    if store.turns.get(turn_id) is None:
+        raise AdminError(f"no turn {turn_id}")
+    rows = [
+        (
+            s.step,
+            s.kind,
+            s.name,
+            _short(s.arguments or ""),
+            s.result_size if s.kind == "tool" else "",
+            s.tokens if s.kind == "model" else "",
+            f"{s.ms:.0f}",
+            _short(s.error or ""),
+        )
+        for s in store.steps.of(turn_id)
+    ]
+    header = ("STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "MS", "ERROR")
+    table(out, header, rows, f"turn {turn_id} made no model or tool call")
     return 0
 
 
@@ -245,6 +269,9 @@ def turns_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     p = _parser("turns", "List recent agent turns, newest first.")
     p.add_argument("--instance", help="only this instance's turns")
     p.add_argument("--limit", type=_positive, default=20, help="how many turns (default 20)")
+    p.add_argument(
+        "--steps", type=_positive, metavar="TURN_ID", help="one turn's model and tool calls, in order"
+    )
     p.set_defaults(handler=_turns)
     return _run("turns", argv, p, out or sys.stdout)
 

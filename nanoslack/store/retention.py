@@ -13,6 +13,9 @@ most one batch. What is never pruned:
   edits it, however late it comes);
 - hop rows and engaged threads: they are state, not history, and a human message
   clears the former.
+
+A pruned turn takes its steps (``turn_steps``) with it; handoffs go by age, answered
+owner asks once their DMs are gone.
 """
 
 from __future__ import annotations
@@ -65,7 +68,30 @@ _TURNS = text(
     " AND n.status IN ('done', 'silent', 'failed', 'budget') AND n.through_ts >= t.through_ts))"
 )
 
-TABLES: dict[str, TextClause] = {"inbox": _INBOX, "messages": _MESSAGES, "outbox": _OUTBOX, "turns": _TURNS}
+# What hangs off a turn goes with it: its steps (after the turns above were pruned).
+_STEPS = text(
+    "DELETE FROM turn_steps WHERE id IN ("
+    " SELECT s.id FROM turn_steps s WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = s.turn_id)"
+    " LIMIT :batch)"
+)
+_HANDOFFS = text(
+    "DELETE FROM handoffs WHERE id IN (SELECT id FROM handoffs WHERE created_at < :cutoff LIMIT :batch)"
+)
+# An answered ask whose DMs are long gone: nothing will render it again.
+_ASKS = text(
+    "DELETE FROM owner_asks WHERE id IN (SELECT a.id FROM owner_asks a WHERE a.status = 'answered'"
+    " AND a.answered_at < :cutoff AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.ask_id = a.id) LIMIT :batch)"
+)
+
+TABLES: dict[str, TextClause] = {
+    "inbox": _INBOX,
+    "messages": _MESSAGES,
+    "outbox": _OUTBOX,
+    "turns": _TURNS,
+    "turn_steps": _STEPS,
+    "handoffs": _HANDOFFS,
+    "owner_asks": _ASKS,
+}
 
 
 @dataclass

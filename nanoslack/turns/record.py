@@ -121,6 +121,9 @@ class TurnRecorder:
         """The recipient's pending message, in this conversation and thread: its scheduler
         (in whichever process holds it) runs a turn for it like for any message."""
         text = HANDOFF_TEXT.format(sender=self.instance, room=turn.room, message=handoff.text)
+        # The recipient's transcript names the sender by its users row, which a bot that
+        # has not posted in Slack yet does not have.
+        self._store.users.ensure(self._sender_id, kind="bot", display_name=self.instance)
         thread_key = turn.thread_ts
         ts = self._store.messages.add_handoff(
             instance=handoff.to,

@@ -130,6 +130,8 @@ def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_tra
     first = turn("1700000000.000002", "done")
     second = turn("1700000000.000005", "silent")
     running = turn("1700000000.000009", None)
+    for turn_id in (first, second, running):
+        store.steps.add(turn_id, 1, kind="model", name="gpt-test", tokens=10)
     _backdate(sql, 30)
 
     Retention(store.db, days=14).prune_all()
@@ -137,6 +139,8 @@ def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_tra
     assert store.turns.get(first) is None
     assert store.turns.get(second) is not None and store.turns.get(running) is not None
     assert store.turns.last_through(INSTANCE, ROOM, "1700000000.000001") == "1700000000.000005"
+    # A turn's steps go with it, and only with it.
+    assert [len(store.steps.of(t)) for t in (first, second, running)] == [0, 1, 1]
 
 
 def test_the_background_prune_yields_to_the_loop_between_batches(

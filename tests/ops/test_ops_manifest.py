@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCOPES = (
     "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
-    "channels:history groups:history app_mentions:read users:read reactions:read"
+    "channels:history groups:history app_mentions:read users:read reactions:read reactions:write"
 ).split()
 EVENTS = "message.mpim message.im message.channels app_mention reaction_added".split()
 

@@ -1,0 +1,150 @@
+"""send_to_agent end to end (DESIGN §11): a handoff wakes the recipient with the [agent]
+cue and its answer lands in the thread the work came from; the allowlist, the chief and
+the two-hop relay limit decide what may be handed on, and a refusal says why."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.e2e.conftest import Room
+
+
+def _rules(room: Room, name: str, rules: list[dict[str, Any]]) -> dict[str, str]:
+    path = room.tmp / f"{name}-rules.json"
+    path.write_text(json.dumps({"rules": rules, "default": None}))
+    return {f"NANOSLACK_AGENT_SCRIPT_{name.upper()}": str(path)}
+
+
+def _thread(room: Room, ts: str) -> list[dict[str, Any]]:
+    for top in room.emu.conversation_messages(room.channel):
+        if top["ts"] == ts:
+            return list(top["replies"])
+    return []
+
+
+def _steps(room: Room, instance: str) -> list[tuple[Any, ...]]:
+    return room.sql(
+        "SELECT s.name, s.error FROM turn_steps s JOIN turns t ON t.id = s.turn_id"
+        " WHERE t.instance = ? ORDER BY s.turn_id, s.step",
+        instance,
+    )
+
+
+def _settled(room: Room) -> bool:
+    return room.sql(
+        "SELECT (SELECT count(*) FROM messages WHERE status = 'pending')"
+        " + (SELECT count(*) FROM turns WHERE status = 'running')"
+        " + (SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending'))"
+    ) == [(0,)]
+
+
+DANA_DISPATCHES = {
+    "match": "@{name}",
+    "from": "human",
+    "calls": [
+        {"tool": "read_skill", "arguments": {"name": "handoff"}},
+        {"tool": "send_to_agent", "arguments": {"to": "eli", "message": "please sketch the parser"}},
+    ],
+    "reply": "On it, {sender}: I asked eli for a sketch.",
+}
+ELI_ANSWERS = {"match": "from dana", "from": "agent", "reply": "Sketch: one module, one test."}
+
+
+async def test_a_handoff_wakes_the_recipient_with_the_agent_cue_and_its_answer_lands_in_the_thread(
+    room: Room, fleet_factory
+) -> None:
+    alice = room.human.id
+    skills = room.tmp / "teammates" / "_skills"
+    skills.mkdir(parents=True)
+    (skills / "handoff.md").write_text("# Handoff: one ask per teammate\n")
+    await fleet_factory(
+        ["dana", "eli"],
+        SLACK_OWNER=alice,
+        NANOSLACK_A2A_ALLOW="dana>eli",
+        NANOSLACK_TEAMMATES=str(room.tmp / "teammates"),
+        **_rules(room, "dana", [DANA_DISPATCHES]),
+        **_rules(room, "eli", [ELI_ANSWERS]),
+    )
+    ask = await room.emu.post_as_user(alice, room.channel, f"{room.mention('dana')} we need a parser")
+    await room.emu.wait_for(lambda: len(_thread(room, ask)) == 2 and _settled(room), timeout=15)
+
+    texts = [m["text"] for m in _thread(room, ask)]
+    assert texts == ["On it, alice: I asked eli for a sketch.", "Sketch: one module, one test."]
+    assert _thread(room, ask)[1]["bot_id"] == room.apps["eli"].bot_id
+    (handoff,) = room.sql("SELECT from_instance, to_instance, text, depth FROM handoffs")
+    assert handoff == ("dana", "eli", "please sketch the parser", 1)
+    # What eli's turn was shown: the cue, naming dana and the room.
+    (cue,) = room.sql("SELECT text FROM messages WHERE instance = 'eli' AND handoff_depth = 1")
+    assert cue[0].startswith("[agent] A message just arrived from dana (in ")
+    assert cue[0].endswith("): please sketch the parser")
+    assert [name for name, _ in _steps(room, "dana")] == ["read_skill", "send_to_agent"]
+    assert [error for _, error in _steps(room, "dana")] == [None, None]
+
+
+async def test_a_handoff_outside_the_allowlist_is_refused_with_the_reason_unless_the_chief_is_in_it(
+    room: Room, fleet_factory
+) -> None:
+    alice = room.human.id
+    to_fay = {
+        "match": "@{name}",
+        "from": "human",
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "fay", "message": "review please"}}],
+        "reply": None,
+    }
+    await fleet_factory(
+        ["dana", "eli"], SLACK_OWNER=alice, NANOSLACK_A2A_ALLOW="dana>eli", **_rules(room, "eli", [to_fay])
+    )
+    await room.emu.post_as_user(alice, room.channel, f"{room.mention('eli')} over to you")
+    await room.emu.wait_for(lambda: _steps(room, "eli") and _settled(room), timeout=15)
+    ((name, error),) = _steps(room, "eli")
+    assert name == "send_to_agent"
+    assert error == "not sent: eli may not hand off to fay (NANOSLACK_A2A_ALLOW does not list eli>fay)"
+    assert room.sql("SELECT count(*) FROM handoffs") == [(0,)]
+
+
+async def test_the_chief_may_be_handed_work_by_anyone(room: Room, fleet_factory) -> None:
+    alice = room.human.id
+    to_dana = {
+        "match": "@{name}",
+        "from": "human",
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "dana", "message": "status?"}}],
+        "reply": None,
+    }
+    await fleet_factory(
+        ["dana", "eli"], SLACK_OWNER=alice, NANOSLACK_CHIEF="dana", **_rules(room, "eli", [to_dana])
+    )
+    await room.emu.post_as_user(alice, room.channel, f"{room.mention('eli')} check in with the chief")
+    await room.emu.wait_for(lambda: room.sql("SELECT count(*) FROM handoffs") == [(1,)], timeout=15)
+    assert [error for _, error in _steps(room, "eli")] == [None]
+
+
+async def test_a_third_relay_hop_is_refused(room: Room, fleet_factory) -> None:
+    alice = room.human.id
+    relay = {
+        "match": ".",
+        "from": "agent",
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "{next}", "message": "your turn"}}],
+        "reply": None,
+    }
+    crew = {"crew": ["dana", "eli"], "rules": [DANA_DISPATCHES, relay], "default": None}
+    for name in ("dana", "eli"):
+        (room.tmp / f"{name}-crew.json").write_text(json.dumps(crew))
+    await fleet_factory(
+        ["dana", "eli"],
+        SLACK_OWNER=alice,
+        NANOSLACK_A2A_ALLOW="dana>eli,eli>dana",
+        NANOSLACK_AGENT_SCRIPT_DANA=str(room.tmp / "dana-crew.json"),
+        NANOSLACK_AGENT_SCRIPT_ELI=str(room.tmp / "eli-crew.json"),
+    )
+    await room.emu.post_as_user(alice, room.channel, f"{room.mention('dana')} start a relay")
+    # dana → eli (depth 1), eli → dana (depth 2), and dana may not hand on a third time.
+    await room.emu.wait_for(
+        lambda: room.sql("SELECT count(*) FROM handoffs") == [(2,)] and _settled(room), timeout=15
+    )
+    assert room.sql("SELECT from_instance, to_instance, depth FROM handoffs ORDER BY id") == [
+        ("dana", "eli", 1),
+        ("eli", "dana", 2),
+    ]
+    errors = [error for name, error in _steps(room, "dana") if name == "send_to_agent" and error]
+    assert len(errors) == 1 and errors[0].startswith("not sent: this turn answers a relay of 2 handoffs")
