@@ -122,6 +122,8 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
             "SLACK_OWNER": alice.id,
             "NANOSLACK_AGENT": "script",
             "NANOSLACK_TEAMMATES": str(TEAMMATES),
+            # dana leads: she may hand work to anyone, anyone may hand work to her.
+            "NANOSLACK_CHIEF": "dana",
         }
         for app in apps.values():
             suf = env_suffix(app.name)
@@ -174,6 +176,17 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
 
             ts = await bot_says("eli", f"{mention['dana']} psst, over here", channel=side)
             await step(f"5. eli in another group DM ({side}), not in SLACK_A2A_ROOMS", ts, 1)
+            await room_log.settle()
+
+            out("\n6. alice asks dana to hand work on privately: dana reads a skill and calls send_to_agent")
+            ask = await emu.post_as_user(
+                alice.id, room, f"{mention['dana']} please pass the build to eli privately"
+            )
+            await room_log.until(lambda m: m["user"] == apps["eli"].bot_user_id and m.get("thread_ts") == ask)
+            for handoff in fleet.store.handoffs.recent(limit=1):
+                out(
+                    f"     handoff: {handoff.from_instance} → {handoff.to_instance} (depth {handoff.depth}), not in Slack"
+                )
             await room_log.settle()
 
             out('\nmessaging groups (scripts/q.py DB "SELECT … FROM messaging_groups"):')

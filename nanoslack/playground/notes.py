@@ -4,7 +4,8 @@ A note is about one message (``channel``, ``ts``) as one instance saw it, or abo
 conversation as a whole (``ts`` None). ``kind`` is a short word the page styles;
 the page renders a kind it does not know like any other note, so new kinds (a room
 halted or paused) need no change here. Sources: the fleet's ``on_outcome`` hook
-(guard, router, gate) and the ``turns`` table (a turn that stayed silent or failed).
+(guard, router, gate), the ``turns`` table (a turn that stayed silent or failed) and
+its ``turn_steps`` (the tools a turn called: a skill read, a handoff, a refusal).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from nanoslack.a2a import HOP_LIMIT_REACHED, ROOM_NOT_LISTED
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
+from nanoslack.store import StepRow
 from nanoslack.store.turns import TurnRow
 
 MAX_NOTES = 5000
@@ -79,16 +81,28 @@ class NoteBook:
                 "hops_reset", msg.channel, msg.ts, "", f"a human spoke: hop count {was} → 0, bots may go on"
             )
 
-    def on_turns(self, rows: Iterable[TurnRow]) -> None:
-        """Finished turns from the store (newest first is fine): notes for those that posted nothing."""
+    def on_turns(
+        self, rows: Iterable[TurnRow], steps: Callable[[int], list[StepRow]] = lambda _id: []
+    ) -> None:
+        """Finished turns from the store (newest first is fine): notes for the tools they
+        called, and for those that posted nothing."""
         for row in sorted(rows, key=lambda r: r.id):
             if row.id in self._turns_seen or row.status == "running":
                 continue
             self._turns_seen.add(row.id)
+            for step in steps(row.id):
+                if step.kind == "tool" and step.name != "send_message":
+                    self.add("tool", row.channel, row.through_ts, row.instance, describe_step(step))
             if row.status in TURN_NOTES:
                 kind, text = TURN_NOTES[row.status]
                 detail = f": {row.error}" if row.error and row.status == "failed" else ""
                 self.add(kind, row.channel, row.through_ts, row.instance, text + detail)
+
+
+def describe_step(step: StepRow) -> str:
+    """A tool call as a note: ``read_skill {"name":"handoff"}``, or its refusal."""
+    call = f"{step.name} {step.arguments or ''}".strip()
+    return f"{call} → {step.error}" if step.error else call
 
 
 def describe(msg: Inbound, outcome: Outcome, senders: dict[str, str], max_hops: int) -> list[tuple[str, str]]:

@@ -152,7 +152,8 @@ class PlaygroundServer:
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
             try:
-                self.notes.on_turns(self.stage.fleet.store.turns.recent(limit=50))
+                store = self.stage.fleet.store
+                self.notes.on_turns(store.turns.recent(limit=50), store.steps.of)
                 status = self.status()
             except Exception as exc:  # a busy store must not end the page's updates
                 log.warning("playground watch failed", error=type(exc).__name__)

@@ -121,6 +121,8 @@ def _env_values(
         "SLACK_OWNER": human.id,
         "NANOSLACK_AGENT": "script",
         "NANOSLACK_TEAMMATES": str(TEAMMATES),
+        # dana leads: she may hand work to anyone, anyone may hand work to her.
+        "NANOSLACK_CHIEF": "dana",
     }
     values |= llm  # NANOSLACK_AGENT=openai… replaces the script
     for app in apps.values():

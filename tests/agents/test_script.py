@@ -152,7 +152,7 @@ async def test_rules_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     [
         ("[1, 2]", "expected a JSON object"),
         ('{"rules": [{"match": "("}]}', r"rules\[0\].match: not a valid regular expression"),
-        ('{"rules": [{"from": "robot"}]}', r"rules\[0\].from: expected one of human, bot, any"),
+        ('{"rules": [{"from": "robot"}]}', r"rules\[0\].from: expected one of human, bot, agent, any"),
         ('{"rules": [{"reply": 3}]}', r"rules\[0\].reply: expected a string"),
         ('{"crew": "dana"}', "'crew' must be a list"),
     ],

@@ -28,6 +28,7 @@ from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
+from nanoslack.turns.transcript import MAX_CHARS
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
 
@@ -262,6 +263,23 @@ async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
     assert [t.status for t in store.turns.recent()] == ["budget"] * 3
     notices = [(r.thread_ts, r.text) for r in store.outbox.queued(INSTANCE)]
     assert notices == [(parent.ts, BUDGET_TEXT), (other.ts, BUDGET_TEXT)]
+
+
+async def test_a_thread_of_pasted_logs_is_shown_newest_first_within_the_transcript_bound(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    parent = deliver(store, router, gate, message(user=OWNER, text="logs incoming"))
+    for i in range(4):  # room context: 4 × 10,000 characters, more than a transcript holds
+        deliver(store, router, gate, thread(parent, user=OWNER, text=f"LOG{i} " + "x" * 10_000))
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="what went wrong?"))
+    await settle(store, turns, turns_done=1)
+
+    (call,) = program.calls()
+    prompt = call["stdin"]
+    assert len(prompt) <= MAX_CHARS + 1_000  # the header and the closing lines on top
+    assert "… 3 earlier messages not shown" in prompt
+    assert "LOG3" in prompt and "LOG2" in prompt and "LOG1" not in prompt
+    assert prompt.index("LOG3") < prompt.index("what went wrong?")
 
 
 # -- nanoslack turns ---------------------------------------------------------------------------
