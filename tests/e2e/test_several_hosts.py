@@ -9,6 +9,7 @@ as the bots' agents would.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -302,3 +303,37 @@ async def test_a_frozen_holder_loses_its_instance_to_the_standby_when_the_lease_
     assert sorted(deliveries) == sorted(posted)
     assert not [ts for ts, n in deliveries.items() if n > 1], "a message went downstream twice"
     assert {e["ts"] for e in runs[1]} >= set(after), "the new holder runs the instance"
+
+
+async def test_a_handoff_to_an_instance_another_process_runs_is_answered_there_once(site: Site) -> None:
+    dispatch = {
+        "match": "hand it over",
+        "from": "human",
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "eli", "message": "please build it"}}],
+        "reply": None,
+    }
+    answer = {"match": "please build it", "from": "agent", "reply": "eli here: built."}
+    for name, rules in (("dana", [dispatch]), ("eli", [answer])):
+        (site.tmp / f"{name}.json").write_text(json.dumps({"rules": rules, "default": None}))
+    common = {"NANOSLACK_A2A_ALLOW": "dana>eli", "NANOSLACK_AGENT": "script"}
+    site.host("a", ["dana"], NANOSLACK_AGENT_SCRIPT=str(site.tmp / "dana.json"), **common).start()
+    site.host("b", ["eli"], NANOSLACK_AGENT_SCRIPT=str(site.tmp / "eli.json"), **common).start()
+    await site.connected("dana", "eli")
+
+    ask = await site.emu.post_as_user(site.alice.id, site.room, f"{site.mention('dana')} hand it over to eli")
+
+    def answers() -> list[dict[str, Any]]:
+        return [
+            r
+            for top in site.emu.conversation_messages(site.room)
+            if top["ts"] == ask
+            for r in top["replies"]
+            if r.get("bot_id") == site.apps["eli"].bot_id
+        ]
+
+    await site.emu.wait_for(lambda: answers(), timeout=30)
+    done = "SELECT count(*) FROM turns WHERE instance = 'eli' AND status IN ('done', 'silent')"
+    await site.emu.wait_for(lambda: site.rows(done) == [(1,)], timeout=30)
+    assert [r["text"] for r in answers()] == ["eli here: built."]
+    assert site.rows("SELECT from_instance, to_instance, depth FROM handoffs") == [("dana", "eli", 1)]
+    assert site.rows("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(1,)]
