@@ -305,7 +305,9 @@ def load_settings(
         max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
         retention_days=_positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
         post_rate=_post_rate(env, log),
-        tools=parse_tool_settings(env, tuple(i.name for i in instances), env_suffix, log),
+        tools=parse_tool_settings(
+            env, (*(i.name for i in instances), *(n for n, _ in skipped)), env_suffix, log
+        ),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )
