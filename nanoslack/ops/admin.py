@@ -133,6 +133,13 @@ def _rooms(store: Store, _args: argparse.Namespace, env: dict[str, str], out: Te
     ]
     header = ("ID", "INSTANCE", "ROOM", "KIND", "ENGAGE", "PATTERN", "POLICY", "A2A", "NAME")
     table(out, header, rows, "no messaging groups yet")
+    kinds = [
+        (r.channel, r.kind, r.lead or "", ",".join(r.members), r.mission or "")
+        for r in store.room_kinds.list()
+    ]
+    if kinds:
+        print("", file=out)
+        table(out, ("A2A ROOM", "KIND", "LEAD", "MEMBERS", "MISSION"), kinds, "")
     halts = [(h.room, h.halted_by, when(h.halted_at)) for h in store.rooms.halted()]
     if halts:
         print("", file=out)

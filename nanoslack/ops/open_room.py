@@ -45,6 +45,9 @@ class OpenRoomError(Exception):
     """A failure reported to the operator as one ``open-a2a-room: …`` line, exit 1."""
 
 
+ROOM_KINDS = ("mention", "round", "chain")
+
+
 @dataclass(frozen=True)
 class Request:
     instances: list[str]
@@ -52,6 +55,14 @@ class Request:
     env_file: Path
     api_url: str | None
     public: bool
+    # DESIGN §12: how the room works; None leaves what the store says (mention when nothing).
+    kind: str | None = None
+    lead: str | None = None
+    mission: str | None = None
+
+    @property
+    def sets_kind(self) -> bool:
+        return self.kind is not None or self.lead is not None or self.mission is not None
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also create each instance's messaging group for the room with unknown_sender_policy='public'",
     )
+    p.add_argument(
+        "--kind",
+        choices=ROOM_KINDS,
+        help="how the room works: mention (default), round (every bot answers, the chief closes) "
+        "or chain (a lead gives directives); re-running changes it",
+    )
+    p.add_argument("--lead", help="chain rooms: the instance that gives directives")
+    p.add_argument("--mission", help="what the room is for: shown to the agents in every turn")
     return p
 
 
@@ -116,9 +135,26 @@ def parse_request(argv: Sequence[str] | None) -> Request:
     args = build_parser().parse_args(argv)
     instances = parse_instances(args.instances)
     validate(instances, args.user)
+    validate_kind(args.kind, args.lead, instances)
     return Request(
-        instances=instances, user=args.user, env_file=args.env_file, api_url=args.api_url, public=args.public
+        instances=instances,
+        user=args.user,
+        env_file=args.env_file,
+        api_url=args.api_url,
+        public=args.public,
+        kind=args.kind,
+        lead=args.lead,
+        mission=args.mission.strip() if args.mission else None,
     )
+
+
+def validate_kind(kind: str | None, lead: str | None, instances: Sequence[str]) -> None:
+    if kind == "chain" and not lead:
+        raise OpenRoomError("--kind chain needs --lead NAME (the instance that gives directives)")
+    if lead and kind != "chain":
+        raise OpenRoomError("--lead only applies to a chain room (--kind chain)")
+    if lead and lead not in instances:
+        raise OpenRoomError(f"--lead {lead!r} is not one of --instances ({', '.join(instances)})")
 
 
 def load_env(env_file: Path, environ: Mapping[str, str]) -> dict[str, str]:
@@ -155,7 +191,7 @@ def api_base_url(req: Request, env: Mapping[str, str]) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def intro_text(human: str | None, bots: Sequence[Identity]) -> str:
+def intro_text(human: str | None, bots: Sequence[Identity], req: Request | None = None) -> str:
     bot_list = ", ".join(f"<@{b.user_id}> ({b.name})" for b in bots)
     greeting = (
         f"Welcome <@{human}>! This room is shared with {bot_list}."
@@ -163,12 +199,32 @@ def intro_text(human: str | None, bots: Sequence[Identity]) -> str:
         else (f"This room is shared by {bot_list}.")
     )
     example = bots[1] if len(bots) > 1 else bots[0]
+    kind = req.kind if req else None
+    mission = f"The room's mission: {req.mission}\n" if req and req.mission else ""
+    if kind == "round":
+        how = (
+            "• It is a round room: ask a question that names no bot and every bot answers it at once, "
+            "each for its own patch; then the chief closes with a dispatch. "
+            f"Mention bots (like <@{example.user_id}>) to ask only them.\n"
+            "• One question at a time: a second one waits until the round has closed.\n"
+        )
+    elif kind == "chain":
+        lead = next((b for b in bots if b.name == req.lead), bots[0]) if req else bots[0]
+        how = (
+            f"• It is a chain room led by <@{lead.user_id}>: the lead gives directives, "
+            "the others do the work and report back.\n"
+        )
+    else:
+        how = (
+            f"• It is mention-driven: mention a bot (like <@{example.user_id}>) to get its answer. "
+            "Bots that are not mentioned stay quiet; a mentioned bot keeps following that thread.\n"
+            "• Bots can hand a question to each other by mentioning one another.\n"
+        )
     return (
         f":wave: {greeting}\n"
+        f"{mission}"
         "How it works:\n"
-        f"• It is mention-driven: mention a bot (like <@{example.user_id}>) to get its answer. "
-        "Bots that are not mentioned stay quiet; a mentioned bot keeps following that thread.\n"
-        "• Bots can hand a question to each other by mentioning one another.\n"
+        f"{how}"
         "• To stop endless loops, the bots pause after too many consecutive bot messages "
         "until a human speaks again."
     )
@@ -233,6 +289,22 @@ def make_room_public(
             store.groups.ensure_public_room(platform_id=f"slack:{channel_id}", instance=name)
 
 
+def set_room_kind(
+    channel_id: str, req: Request, env: Mapping[str, str], *, base_dir: Path | None = None
+) -> None:
+    """``--kind``/``--lead``/``--mission``: the room's ``a2a_rooms`` row (re-running changes it)."""
+    from nanoslack.store import Store
+
+    with Store.open(database_url(env, base_dir or Path.cwd())) as store:
+        store.room_kinds.set(
+            channel_id,
+            kind=req.kind or "mention",
+            lead=req.lead,
+            mission=req.mission,
+            members=tuple(req.instances),
+        )
+
+
 def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
     """Open the room, post the intro and list it in ``.env``; returns the channel id."""
 
@@ -282,7 +354,7 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
     else:
         # Posted before the room is listed, so the fleet drops this bot message rather
         # than waking every bot it mentions.
-        text, metadata = intro_text(req.user, bots), intro_metadata(req.user, bots)
+        text, metadata = intro_text(req.user, bots, req), intro_metadata(req.user, bots)
         slack.call(
             "chat.postMessage",
             lambda: opener_client.chat_postMessage(channel=channel_id, text=text, metadata=metadata),
@@ -300,6 +372,15 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
             f"warning: {ROOMS_KEY} is set in the environment and overrides {req.env_file}: "
             f"add {channel_id} there"
         )
+
+    if req.sets_kind:
+        try:
+            set_room_kind(channel_id, req, env, base_dir=req.env_file.parent)
+        except Exception as e:  # the store's errors are not ours to know; report, not trace
+            raise OpenRoomError(
+                f"--kind failed (room {channel_id} is open and listed): {type(e).__name__}: {e}"
+            ) from None
+        info(f"{channel_id} is a {req.kind or 'mention'} room" + (f" led by {req.lead}" if req.lead else ""))
 
     if req.public:
         try:

@@ -26,6 +26,7 @@ from nanoslack.store.leases import Leases
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
+from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.steps import StepRow, Steps
 from nanoslack.store.turns import TurnRow, Turns
@@ -43,6 +44,7 @@ __all__ = [
     "HopCount",
     "MessageRow",
     "OutboxRow",
+    "RoomRow",
     "Purpose",
     "Store",
     "StoreError",
@@ -75,6 +77,7 @@ class Store:
         self.grants = Grants(db)
         self.steps = Steps(db)
         self.handoffs = Handoffs(db)
+        self.room_kinds = RoomKinds(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -171,8 +171,8 @@ def _metadata(raw: str) -> dict[str, Any]:
 
 
 def _v5_steps(conn: Connection) -> None:
-    """Version 5: ``turn_steps`` and ``handoffs``; a message a handoff wrote says so
-    (``messages.handoff_depth``)."""
+    """Version 5: ``turn_steps``, ``handoffs`` and ``a2a_rooms``; a message a handoff wrote
+    says so (``messages.handoff_depth``)."""
     _create_tables(conn)
     have = {c["name"] for c in inspect(conn).get_columns("messages")}
     if "handoff_depth" not in have:

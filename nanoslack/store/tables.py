@@ -386,3 +386,18 @@ class Handoff(SQLModel, table=True):
     turn_id: int  # the sender's turn
     ts: str  # the recipient's messages row
     created_at: float
+
+
+class A2ARoom(SQLModel, table=True):
+    """How an A2A room works (DESIGN §12): its kind, lead and mission, set by
+    ``open-room --kind … --lead … --mission …`` or an operator's SQL. A room without a row
+    is a ``mention`` room."""
+
+    __tablename__ = "a2a_rooms"
+    platform_id: str = Field(primary_key=True)  # slack:<conversation id>
+    kind: str = "mention"  # mention | round | chain
+    lead: str | None = None  # chain: the instance that gives directives
+    mission: str | None = None  # shown in every turn of the room
+    # The fleet's instances in the room (comma list, open-room writes it): who a round waits for.
+    members: str | None = None
+    updated_at: float

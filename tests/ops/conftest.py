@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from nanoslack.emulator import ThreadedEmulator
 from tests.conftest import PROXY_KEYS
+from tests.ops.rooms import HUMAN_NAME, Room
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,3 +57,11 @@ def run_script(
 def run() -> Callable[..., Run]:
     """``run("q.py", arg, …, cwd=…, env=…)``: the script as a real subprocess."""
     return run_script
+
+
+@pytest.fixture
+def room(tmp_path: Path, run: Callable[..., Run], temu: ThreadedEmulator) -> Room:
+    """alice, dana, eli and fay in the emulator; ``room.open(...)`` runs open-a2a-room.py."""
+    human = temu.add_user(HUMAN_NAME)
+    apps = {name: temu.add_app(name) for name in ("dana", "eli", "fay")}
+    return Room(emu=temu, human=human, apps=apps, tmp=tmp_path, run=run)

@@ -3,28 +3,16 @@ plus the pure parts (argument rules, intro text) in process."""
 
 from __future__ import annotations
 
-import re
 import socket
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dotenv import dotenv_values
 
-from nanoslack.emulator import ThreadedEmulator
 from nanoslack.inbound import Inbound
 from nanoslack.ops.open_room import Identity, OpenRoomError, intro_text, parse_request
 from nanoslack.slack.parse import parse_event
-
-Runner = Callable[..., Any]
-
-HUMAN_NAME = "alice"
-# A group DM's id as Slack prints it: never a DM (D…) and never a user (U…).
-CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{8,}")
-
+from tests.ops.rooms import Room, Runner, channel_of
 
 # --- pure parts -----------------------------------------------------------------------
 
@@ -71,61 +59,6 @@ def test_intro_mentions_every_member_and_explains_the_room() -> None:
 
 
 # --- against the emulator ---------------------------------------------------------------
-
-
-@dataclass
-class Room:
-    emu: Any
-    human: Any
-    apps: dict[str, Any]
-    tmp: Path
-    run: Runner
-
-    @property
-    def env_file(self) -> Path:
-        return self.tmp / ".env"
-
-    def token_lines(self, *names: str) -> str:
-        return "".join(f"SLACK_BOT_TOKEN_{n.upper()}={self.apps[n].bot_token}\n" for n in names)
-
-    def secrets(self) -> list[str]:
-        return [v for a in self.apps.values() for v in (a.bot_token, a.app_token)]
-
-    def open(self, *args: str, env: dict[str, str] | None = None, secrets: tuple[str, ...] = ()) -> Any:
-        """Run the script; every run, success or failure, must keep every token out of
-        its output."""
-        full_env = {"SLACK_API_URL": self.emu.api_url, **(env or {})}
-        r = self.run("open-a2a-room.py", *args, cwd=self.tmp, env=full_env)
-        for secret in [*self.secrets(), *secrets]:
-            assert secret not in r.stdout and secret not in r.stderr, "a token was printed"
-        return r
-
-    def calls(self, method: str) -> list[Any]:
-        return [c for c in self.emu.api_calls if c.method == method]
-
-    def assert_opened(self, channel: str, *instances: str, human: bool = True) -> None:
-        """The room exists in Slack with exactly these members, and ``.env`` lists it."""
-        [conv] = [c for c in self.emu.conversations() if c.id == channel]
-        assert conv.kind == "mpim"
-        expected = {self.apps[n].bot_user_id for n in instances} | ({self.human.id} if human else set())
-        assert set(conv.members) == expected
-        rooms = str(dotenv_values(self.env_file).get("SLACK_A2A_ROOMS") or "")
-        assert channel in rooms.split(","), f".env lists {rooms!r}, not {channel}"
-
-
-@pytest.fixture
-def room(tmp_path: Path, run: Runner, temu: ThreadedEmulator) -> Room:
-    human = temu.add_user(HUMAN_NAME)
-    apps = {name: temu.add_app(name) for name in ("dana", "eli", "fay")}
-    return Room(emu=temu, human=human, apps=apps, tmp=tmp_path, run=run)
-
-
-def channel_of(r: Any) -> str:
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert len(lines) == 1, "stdout must hold only the channel id"
-    assert CHANNEL_ID.fullmatch(lines[0]), f"not a channel id: {lines[0]!r}"
-    return str(lines[0])
 
 
 def test_first_instance_opens_the_room_with_the_human_and_the_other_bots(room: Room) -> None:

@@ -1,0 +1,85 @@
+"""How each A2A room works (DESIGN §12): ``a2a_rooms``, one row per room."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database, hot_first
+
+KINDS = ("mention", "round", "chain")
+
+_SET = text(
+    "INSERT INTO a2a_rooms (platform_id, kind, lead, mission, members, updated_at)"
+    " VALUES (:platform_id, :kind, :lead, :mission, :members, :now)"
+    " ON CONFLICT (platform_id) DO UPDATE SET kind = excluded.kind, lead = excluded.lead,"
+    " mission = excluded.mission, members = coalesce(excluded.members, a2a_rooms.members),"
+    " updated_at = excluded.updated_at"
+)
+_GET = text(
+    "SELECT platform_id, kind, lead, mission, members FROM a2a_rooms WHERE platform_id = :platform_id"
+)
+_ALL = text("SELECT platform_id, kind, lead, mission, members FROM a2a_rooms ORDER BY platform_id")
+
+
+@dataclass(frozen=True, slots=True)
+class RoomRow:
+    platform_id: str
+    kind: str  # mention | round | chain (an operator's typo reads as mention)
+    lead: str | None
+    mission: str | None
+    members: tuple[str, ...]
+
+    @property
+    def channel(self) -> str:
+        return self.platform_id.removeprefix("slack:")
+
+
+def mention_room(channel: str) -> RoomRow:
+    return RoomRow(f"slack:{channel}", "mention", None, None, ())
+
+
+def _row(r: Any) -> RoomRow:
+    kind = str(r[1]).strip().lower() if r[1] else "mention"
+    members = tuple(m.strip() for m in str(r[4] or "").split(",") if m.strip())
+    return RoomRow(str(r[0]), kind if kind in KINDS else "mention", r[2] or None, r[3] or None, members)
+
+
+class RoomKinds:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def set(
+        self,
+        channel: str,
+        *,
+        kind: str = "mention",
+        lead: str | None = None,
+        mission: str | None = None,
+        members: tuple[str, ...] | None = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"room kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        params = {
+            "platform_id": f"slack:{channel}",
+            "kind": kind,
+            "lead": lead,
+            "mission": mission,
+            "members": ",".join(members) if members is not None else None,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            conn.execute(_SET, params)
+
+    def get(self, channel: str) -> RoomRow:
+        """The room's row, or a plain mention room when it has none."""
+        with self._db.transaction() as conn:
+            r = hot_first(conn, _GET, {"platform_id": f"slack:{channel}"})
+        return _row(r) if r else mention_room(channel)
+
+    def list(self) -> list[RoomRow]:
+        with self._db.transaction() as conn:
+            return [_row(r) for r in conn.execute(_ALL).all()]
