@@ -184,9 +184,8 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
             )
             await room_log.until(lambda m: m["user"] == apps["eli"].bot_user_id and m.get("thread_ts") == ask)
             for handoff in fleet.store.handoffs.recent(limit=1):
-                out(
-                    f"     handoff: {handoff.from_instance} → {handoff.to_instance} (depth {handoff.depth}), not in Slack"
-                )
+                pair = f"{handoff.from_instance} → {handoff.to_instance}"
+                out(f"     handoff: {pair} (depth {handoff.depth}), not in Slack")
             await room_log.settle()
 
             out('\nmessaging groups (scripts/q.py DB "SELECT … FROM messaging_groups"):')
