@@ -2,7 +2,8 @@
 
 ::
 
-    [Group chat: "C0ROOM" - with alice, eli, fay]
+    [Group chat - with alice, eli, fay]
+    Mission: ship the release by Friday
     alice: @dana can you plan the release?
     eli: I can take the build.
       (a second line of eli's message is indented)
@@ -10,8 +11,10 @@
     The room is wrapping up: reply only if essential.
 
 The header lists the *other* members (the agent is told its own name on the last
-line); a DM reads ``[Direct message with alice]``. The last line appears only when
-``turn.wrapping_up``.
+line); a DM reads ``[Direct message with alice]``. The mission line appears in a room
+that has one (``open-room --mission``); ``… N earlier messages not shown`` when the
+transcript was cut to its bound; the room's notes (a round's cue, open votes) after the
+transcript; the last line only when ``turn.wrapping_up``.
 """
 
 from __future__ import annotations
@@ -65,11 +68,14 @@ def render_line(line: Line) -> str:
 
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
+    if turn.mission:
+        lines.append(f"Mission: {turn.mission}")
     if turn.earlier_not_shown:
         lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
     if any(line.handoff for line in turn.transcript):
         lines.append(HANDOFF_GUIDE)
+    lines.extend(turn.notes)
     lines.append(f"It's your turn, {turn.name}.")
     if turn.wrapping_up:
         lines.append(WRAPPING_UP_CUE)

@@ -36,12 +36,17 @@ class Turn:
     thread_ts: str  # thread the reply goes to; "" in a DM
     sender_id: str  # the waking message's sender id (users.id form)
     wrapping_up: bool  # the admitting hop is the last the budget allows
-    room: str  # room label, e.g. 'Group chat: "C0ROOM"' or 'DM'
+    room: str  # room label: 'Group chat' or 'DM'
     members: tuple[str, ...]  # display names of the room's members
     transcript: tuple[Line, ...]  # oldest first; since this instance's last turn in the thread
     system: str = ""  # system prompt (filled by Teammate.system_prompt)
     # Older messages of the thread left out to keep the transcript within its bound.
     earlier_not_shown: int = 0
+    # What the room is for (DESIGN §12 ``open-room --mission``), shown under the header.
+    mission: str = ""
+    # Lines about the room the agent should know this turn, shown after the transcript:
+    # e.g. that everyone is answering at once (a round), the open votes it has not answered.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

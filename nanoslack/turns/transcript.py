@@ -16,7 +16,7 @@ the edge implements.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +29,11 @@ from nanoslack.store import MessageRow, Store
 MAX_MESSAGES = 100
 MAX_CHARS = 24_000
 CUT_NOTE = " … [cut]"
+
+
+# Lines a room adds to a turn's prompt (a round's cue, the open votes), given the turn's
+# thread and the messages it answers.
+TurnNotes = Callable[[str, "ThreadKey", Sequence[MessageRow]], Sequence[str]]
 
 
 class RoomDirectory(Protocol):
@@ -54,6 +59,7 @@ class Transcripts:
         teammate: Teammate,
         skills_dir: Path,
         directory: RoomDirectory,
+        notes: Sequence[TurnNotes] = (),
     ) -> None:
         self.instance = identity.instance
         self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
@@ -61,6 +67,7 @@ class Transcripts:
         self._teammate = teammate
         self._skills_dir = skills_dir
         self._directory = directory
+        self.notes = list(notes)
 
     async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> Turn:
         """The turn that answers ``msgs`` (this thread's pending messages, oldest first)."""
@@ -80,6 +87,7 @@ class Transcripts:
         transcript += self._unsent_posts(key, reply_thread)
         kept = fit(transcript)
         members = await self._directory.member_names(key.channel)
+        room = self._store.room_kinds.get(key.channel) if key.thread_key else None
         return Turn(
             instance=self.instance,
             # The instance name, not Slack's display name: it is what siblings write
@@ -94,6 +102,8 @@ class Transcripts:
             transcript=tuple(kept),
             system=self._teammate.system_prompt(self._skills_dir),
             earlier_not_shown=max(0, older - len(rows)) + len(transcript) - len(kept),
+            mission=room.mission or "" if room else "",
+            notes=tuple(line for note in self.notes for line in note(self.instance, key, msgs)),
         )
 
     def _line(self, row: MessageRow) -> Line:
@@ -129,7 +139,9 @@ class Transcripts:
 
 
 def room_label(key: ThreadKey) -> str:
-    return "DM" if not key.thread_key else f'Group chat: "{key.channel}"'
+    """How the prompt names the conversation: a model reads words, not channel ids (the
+    header goes on with its members, the next line with the room's mission)."""
+    return "DM" if not key.thread_key else "Group chat"
 
 
 def fit(lines: list[Line], limit: int = MAX_CHARS) -> list[Line]:

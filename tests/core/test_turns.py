@@ -173,7 +173,7 @@ async def test_room_context_before_the_mention_is_shown_oldest_first(
         "alice: @dana can you look?",
         "It's your turn, dana.",
     ]
-    assert lines[0].startswith('[Group chat: "C0ROOM" - with ') and "eli" in lines[0]
+    assert lines[0].startswith("[Group chat - with ") and "eli" in lines[0]
     assert call["thread_ts"] == parent.ts and call["sender"] == f"slack:{OWNER}"
 
 
@@ -263,6 +263,16 @@ async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
     assert [t.status for t in store.turns.recent()] == ["budget"] * 3
     notices = [(r.thread_ts, r.text) for r in store.outbox.queued(INSTANCE)]
     assert notices == [(parent.ts, BUDGET_TEXT), (other.ts, BUDGET_TEXT)]
+
+
+async def test_the_rooms_mission_is_under_the_header_of_every_turn_there(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    store.room_kinds.set(ROOM, kind="mention", mission="Ship the parser by Friday")
+    deliver(store, router, gate, message(user=OWNER, mention=True, text="where are we?"))
+    await settle(store, turns, turns_done=1)
+    (call,) = program.calls()
+    assert call["stdin"].splitlines()[1] == "Mission: Ship the parser by Friday"
 
 
 async def test_a_thread_of_pasted_logs_is_shown_newest_first_within_the_transcript_bound(
