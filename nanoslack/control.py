@@ -20,13 +20,16 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nanoslack import mrkdwn
 from nanoslack.asks import HALT, OwnerAsks, by_id, who
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
+
+if TYPE_CHECKING:  # rounds need room control's halts in turn
+    from nanoslack.rounds import RoundKeeper
 
 log = get_logger(__name__)
 
@@ -148,10 +151,13 @@ class RoomControl:
     observer: a halt must not reset the hop counts it is meant to freeze.
     """
 
-    def __init__(self, store: Store, asks: OwnerAsks, halts: Halts) -> None:
+    def __init__(
+        self, store: Store, asks: OwnerAsks, halts: Halts, *, rounds: RoundKeeper | None = None
+    ) -> None:
         self._store = store
         self._asks = asks
         self.halts = halts
+        self._rounds = rounds
         self.instance = asks.instance
 
     def decide(self, msg: Inbound) -> Control | None:
@@ -187,6 +193,8 @@ class RoomControl:
         """Halt the room; only the instance whose halt landed announces it."""
         if not self._store.rooms.halt(room, by=by_id(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
+        if self._rounds is not None:
+            self._rounds.stop(room)  # nobody still answering posts, the chief does not close
         halt = self._store.rooms.get(room)
         stamp = f"{halt.halted_at:.6f}" if halt else "0"
         self._notice(f"halt:{room}:{stamp}", room, HALT_TEXT.format(who=who(by_user)))

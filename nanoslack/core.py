@@ -50,6 +50,7 @@ from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
+from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.store import Store
 from nanoslack.tools import Toolboxes
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
@@ -129,6 +130,7 @@ class InstanceCore:
             hop_scope=config.hop_scope,
             asks=self.asks,
             halts=self.halts,
+            chief=config.tools.chief,
             names=directory,
             fence=fence,
         )
@@ -149,6 +151,7 @@ class InstanceCore:
             budgets=self.budgets,
             presence=presence,
             on_handoff=config.wake,
+            rounds=self.pipeline.rounds,
             options=config.turns,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
@@ -302,6 +305,7 @@ def build_turns(
     budgets: Budgets | None = None,
     presence: Presence | None = None,
     on_handoff: Callable[[str], None] | None = None,
+    rounds: RoundKeeper | None = None,
     options: TurnOptions | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
@@ -313,7 +317,12 @@ def build_turns(
         store=store,
         agent=agent,
         transcripts=Transcripts(
-            identity=identity, store=store, teammate=teammate, skills_dir=skills_dir, directory=directory
+            identity=identity,
+            store=store,
+            teammate=teammate,
+            skills_dir=skills_dir,
+            directory=directory,
+            notes=[rounds.notes] if rounds else [],
         ),
         recorder=TurnRecorder(
             instance=instance,
@@ -325,6 +334,7 @@ def build_turns(
             bot_id=identity.bot_id,
             allow_broadcast=tools.allow_broadcast,
             on_handoff=on_handoff,
+            on_recorded=rounds.turn_recorded if rounds else None,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -340,6 +350,8 @@ def build_turns(
         halts=halts,
         room_budget=budgets.room if budgets else None,
         presence=presence,
+        rounds=rounds,
+        wake_instance=on_handoff,
         options=options,
     )
 
@@ -417,6 +429,11 @@ class FleetCore:
         )
         self.instances[identity.instance] = core
         return core
+
+    def check_rooms(self) -> None:
+        """At start: what the rooms' settings cannot do as configured (a round room whose
+        chief is missing runs its rounds without the close)."""
+        warn_chiefless(self.store.room_kinds.list(), self.settings.tools.chief)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -26,6 +26,10 @@ class InboxKey(NamedTuple):
     ts: str
 
 
+# The sender of what the fleet itself tells an agent (a round's closing brief).
+FLEET_SENDER = "slack:fleet"
+
+
 def human_sender_id(user_id: str) -> str:
     return f"slack:{user_id}"
 

@@ -31,6 +31,7 @@ from nanoslack.gate import Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
+from nanoslack.rounds import RoundKeeper
 from nanoslack.router import Route, Router
 from nanoslack.store import Store
 
@@ -79,6 +80,7 @@ class Pipeline:
         guard: BotInboundGuard,
         router: Router,
         gate: Gate,
+        rounds: RoundKeeper,
         names: NameResolver | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
@@ -89,6 +91,8 @@ class Pipeline:
         self.gate = gate
         self._store = store
         self._router = router
+        self.rounds = rounds
+        self._rounds = rounds
         self._names = names
         # Several hosts (DESIGN §10): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
@@ -178,6 +182,13 @@ class Pipeline:
         admitted = decision.msg
         route = self._router.route(admitted)
         verdict = self.gate.judge(admitted, route) if route.engaged else None
+        if (
+            verdict is not None
+            and verdict.action == "allow"
+            and route.room is not None
+            and route.room.kind == "round"
+        ):
+            self._rounds.joined(admitted, route.room, route.reason)  # a round room: it answers in the round
         reason = verdict.reason if verdict else route.reason
         self._store.inbox.finish(msg.key, "done", reason)
         return Outcome("processed", reason, decision, route, verdict)
@@ -217,6 +228,7 @@ def build_pipeline(
     hop_scope: str = "identity",
     asks: OwnerAsks | None = None,
     halts: Halts | None = None,
+    chief: str | None = None,
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
 ) -> Pipeline:
@@ -225,7 +237,8 @@ def build_pipeline(
     instance = identity.instance
     asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    control = RoomControl(store, asks, halts or Halts(store))
+    rounds = RoundKeeper(store, instance=instance, chief=chief)
+    control = RoomControl(store, asks, halts or Halts(store), rounds=rounds)
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,
@@ -240,8 +253,9 @@ def build_pipeline(
         store=store,
         control=control,
         guard=guard,
-        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id),
+        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, rounds=rounds),
         gate=Gate(store, asks),
+        rounds=rounds,
         names=names,
         fence=fence,
     )

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
-from nanoslack.store import GroupRow, Store
+from nanoslack.rounds import RoundKeeper
+from nanoslack.store import GroupRow, RoomRow, Store
 
 log = get_logger(__name__)
 
@@ -41,18 +42,24 @@ MAX_CACHED_THREADS = 50_000
 class Route:
     group: GroupRow | None
     engaged: bool
-    # Engaged: "mention", "dm", "sticky thread", "pattern". Ignored: "not mentioned",
-    # "pattern not matched", "no messaging group".
+    # Engaged: "mention", "dm", "sticky thread", "pattern", "round". Ignored: "not
+    # mentioned", "pattern not matched", "no messaging group", "round answers are room context".
     reason: str
+    # The A2A room's settings (kind, lead, mission) for a group conversation.
+    room: RoomRow | None = None
 
 
 class Router:
-    def __init__(self, store: Store, *, instance: str, bot_user_id: str) -> None:
+    def __init__(
+        self, store: Store, *, instance: str, bot_user_id: str, rounds: RoundKeeper | None = None
+    ) -> None:
         self._store = store
         self.instance = instance
         self.bot_user_id = bot_user_id
+        self._rounds = rounds or RoundKeeper(store, instance=instance, chief=None)
         self._version: tuple[int, ...] = ()
         self._groups: dict[str, GroupRow | None] = {}
+        self._rooms: dict[str, RoomRow] = {}
         self._engaged: set[tuple[int, str]] = set()
         self._known_users: set[str] = set()
         self._patterns: dict[str, re.Pattern[str] | None] = {}
@@ -68,8 +75,9 @@ class Router:
                 group = self._known_group(msg.platform_id)
                 route = Route(group, False, "room intro" if msg.intro else "fleet notice")
             else:
-                group = self._group_for(msg)
-                route = self._acknowledged(msg, group) or self._engage(msg, group)
+                room = None if msg.is_dm else self._room(msg.channel)
+                group = self._group_for(msg, room)
+                route = self._acknowledged(msg, group) or self._engage(msg, group, room)
             if not route.engaged:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
@@ -81,6 +89,7 @@ class Router:
             self._groups.clear()
             self._engaged.clear()
             self._known_users.clear()
+            self._rooms.clear()
 
     def _ensure_user(self, msg: Inbound) -> None:
         sender = msg.sender
@@ -96,10 +105,20 @@ class Router:
             return self._groups[platform_id]
         return self._store.groups.get(platform_id, self.instance)
 
-    def _group_for(self, msg: Inbound) -> GroupRow | None:
+    def _room(self, channel: str) -> RoomRow:
+        room = self._rooms.get(channel)
+        if room is None:
+            room = self._rooms[channel] = self._store.room_kinds.get(channel)
+        return room
+
+    def _group_for(self, msg: Inbound, room: RoomRow | None) -> GroupRow | None:
         platform_id = msg.platform_id
         group = self._known_group(platform_id)
-        if group is None and (msg.is_dm or msg.mentions_user(self.bot_user_id)):
+        # A round room asks every bot a human's question: each needs its group for the gate.
+        addressed = msg.mentions_user(self.bot_user_id) or (
+            room is not None and room.kind == "round" and not msg.is_bot
+        )
+        if group is None and (msg.is_dm or addressed):
             group = self._store.groups.create(platform_id, self.instance, kind="dm" if msg.is_dm else "group")
             log.info(
                 "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
@@ -116,9 +135,16 @@ class Router:
         log.info(ACK_FILTERED, instance=self.instance, channel=msg.channel, ts=msg.ts, sender=msg.sender)
         return Route(group, False, ACKNOWLEDGEMENT)
 
-    def _engage(self, msg: Inbound, group: GroupRow | None) -> Route:
+    def _engage(self, msg: Inbound, group: GroupRow | None, room: RoomRow | None) -> Route:
         if group is None:
-            return Route(None, False, "no messaging group")
+            return Route(None, False, "no messaging group", room)
+        if room is not None and room.kind == "round" and not group.is_dm:
+            engaged, reason = self._rounds.engages(msg, room, bot_user_id=self.bot_user_id)
+            return Route(group, engaged, reason, room)
+        route = self._by_mode(msg, group)
+        return Route(route.group, route.engaged, route.reason, room)
+
+    def _by_mode(self, msg: Inbound, group: GroupRow) -> Route:
         mode = group.engage_mode
         if mode == "pattern":
             return self._by_pattern(msg, group)

@@ -19,8 +19,9 @@ class Line:
     sender_id: str  # "slack:U…" or "slack:bot:B…"
     sender_name: str  # display name, already resolved by the caller
     text: str  # Slack text; mentions already rewritten to @name by the caller
-    # Handed over by another instance (``send_to_agent``): the text is the whole line,
-    # already tagged "[agent] A message just arrived from …".
+    # From the fleet, not from Slack: a sibling's handoff (``send_to_agent``, tagged
+    # "[agent] A message just arrived from …") or a round's closing brief ("[round] …").
+    # The text is the whole line, shown as it is.
     handoff: bool = False
 
     @property

@@ -290,7 +290,12 @@ def make_room_public(
 
 
 def set_room_kind(
-    channel_id: str, req: Request, env: Mapping[str, str], *, base_dir: Path | None = None
+    channel_id: str,
+    req: Request,
+    env: Mapping[str, str],
+    *,
+    bots: Sequence[Identity] = (),
+    base_dir: Path | None = None,
 ) -> None:
     """``--kind``/``--lead``/``--mission``: the room's ``a2a_rooms`` row (re-running changes it)."""
     from nanoslack.store import Store
@@ -302,6 +307,7 @@ def set_room_kind(
             lead=req.lead,
             mission=req.mission,
             members=tuple(req.instances),
+            member_users=tuple(b.user_id for b in bots) if bots else None,
         )
 
 
@@ -375,7 +381,7 @@ def open_room(req: Request, env: Mapping[str, str], log: Any = None) -> str:
 
     if req.sets_kind:
         try:
-            set_room_kind(channel_id, req, env, base_dir=req.env_file.parent)
+            set_room_kind(channel_id, req, env, bots=bots, base_dir=req.env_file.parent)
         except Exception as e:  # the store's errors are not ours to know; report, not trace
             raise OpenRoomError(
                 f"--kind failed (room {channel_id} is open and listed): {type(e).__name__}: {e}"

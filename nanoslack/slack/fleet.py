@@ -76,6 +76,7 @@ class Fleet:
         """Connect every instance that can run; the others are logged and skipped."""
         _disable_bolt_env_magic()
         a2a = self.core.a2a.get()  # read now: a malformed value is warned about at start
+        self.core.check_rooms()
         agents = {inst.name: self.core.agent_for(inst.name) for inst in self.settings.instances}
         runnable = [(inst, agent) for inst in self.settings.instances if (agent := agents[inst.name])]
         started = await asyncio.gather(*(self._start_one(inst, agent) for inst, agent in runnable))

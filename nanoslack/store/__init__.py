@@ -28,6 +28,7 @@ from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
+from nanoslack.store.rounds import MemberRow, RoundRow, Rounds
 from nanoslack.store.steps import StepRow, Steps
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
@@ -44,7 +45,9 @@ __all__ = [
     "HopCount",
     "MessageRow",
     "OutboxRow",
+    "MemberRow",
     "RoomRow",
+    "RoundRow",
     "Purpose",
     "Store",
     "StoreError",
@@ -78,6 +81,7 @@ class Store:
         self.steps = Steps(db)
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
+        self.rounds = Rounds(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

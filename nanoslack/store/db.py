@@ -92,6 +92,7 @@ _CACHED_TABLES = {
     "agent_groups": "INSERT OR UPDATE OR DELETE",
     "agent_group_members": "INSERT OR UPDATE OR DELETE",
     "engaged_threads": "DELETE",
+    "a2a_rooms": "INSERT OR UPDATE OR DELETE",
 }
 _BUMP_FUNCTION = """
 CREATE OR REPLACE FUNCTION nanoslack_bump_cache_version() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -114,15 +115,23 @@ def _v2_cache_version(conn: Connection) -> None:
     if conn.dialect.name != "postgresql":
         return
     conn.exec_driver_sql(_BUMP_FUNCTION)
-    for table, events in _CACHED_TABLES.items():
-        name = f"{table}_bumps_cache_version"
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON {table}")
-        # Row-level: an upsert that changes nothing (the router's users.ensure on
-        # every new sender) fires nothing and so invalidates no cache.
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER {name} AFTER {events} ON {table}"
-            " FOR EACH ROW EXECUTE FUNCTION nanoslack_bump_cache_version()"
-        )
+    for table in _CACHED_TABLES:
+        _cache_trigger(conn, table)
+
+
+def _cache_trigger(conn: Connection, table: str) -> None:
+    """PostgreSQL: writes to ``table`` move ``cache_version`` (another process's cache of it
+    is dropped on its next transaction)."""
+    if not inspect(conn).has_table(table):
+        return  # created by a later version, which adds its trigger then
+    name = f"{table}_bumps_cache_version"
+    conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+    # Row-level: an upsert that changes nothing (the router's users.ensure on
+    # every new sender) fires nothing and so invalidates no cache.
+    conn.exec_driver_sql(
+        f"CREATE TRIGGER {name} AFTER {_CACHED_TABLES[table]} ON {table}"
+        " FOR EACH ROW EXECUTE FUNCTION nanoslack_bump_cache_version()"
+    )
 
 
 def _v4_asks(conn: Connection) -> None:
@@ -171,12 +180,14 @@ def _metadata(raw: str) -> dict[str, Any]:
 
 
 def _v5_steps(conn: Connection) -> None:
-    """Version 5: ``turn_steps``, ``handoffs`` and ``a2a_rooms``; a message a handoff wrote
-    says so (``messages.handoff_depth``)."""
+    """Version 5: ``turn_steps``, ``handoffs``, ``a2a_rooms``, ``rounds`` and
+    ``round_members``; a message a handoff wrote says so (``messages.handoff_depth``)."""
     _create_tables(conn)
     have = {c["name"] for c in inspect(conn).get_columns("messages")}
     if "handoff_depth" not in have:
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN handoff_depth INTEGER NOT NULL DEFAULT 0")
+    if conn.dialect.name == "postgresql":
+        _cache_trigger(conn, "a2a_rooms")  # the router caches a room's kind
 
 
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 
-from nanoslack.inbound import Inbound, InboxKey
+from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.store.db import Database, hot_execute, hot_first
 
 _COLUMNS = (
@@ -55,6 +55,9 @@ _THREAD = text(
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )
+_CONSUME_EVERYONES = text(
+    "UPDATE messages SET status = 'done' WHERE channel = :channel AND ts IN :ts AND status = 'pending'"
+).bindparams(bindparam("ts", expanding=True))
 _ADD_HANDOFF = text(
     "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
     " hop, hop_limit, handoff_depth, created_at)"
@@ -98,6 +101,11 @@ class MessageRow:
     @property
     def key(self) -> InboxKey:
         return InboxKey(self.instance, self.channel, self.ts)
+
+    @property
+    def internal(self) -> bool:
+        """Written by the fleet, not heard in Slack: a handoff, a round's closing brief."""
+        return self.handoff_depth > 0 or self.sender_id == FLEET_SENDER
 
 
 def _row(r: Any) -> MessageRow:
@@ -157,11 +165,20 @@ class Messages:
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
 
-    def add_handoff(
+    def consume_everyones(self, channel: str, ts: list[str]) -> int:
+        """Every instance's pending copy of these messages, consumed without a turn (a round
+        an owner stopped: nothing of it may run after the resume)."""
+        if not ts:
+            return 0
+        with self._db.transaction() as conn:
+            return int(conn.execute(_CONSUME_EVERYONES, {"channel": channel, "ts": ts}).rowcount)
+
+    def add_internal(
         self, *, instance: str, channel: str, thread_key: str, sender_id: str, text: str, depth: int
     ) -> str:
-        """A message handed to ``instance`` by another instance, pending for its turn; its
-        ts (minted here, after every ts Slack gave so far: a turn answers in ts order)."""
+        """A message the fleet itself gives ``instance`` (a handoff from a sibling, ``depth``
+        > 0; a round's closing brief for the chief), pending for its turn; its ts (minted
+        here, after every ts Slack gave so far: a turn answers in ts order)."""
         now = time.time()
         with self._db.transaction() as conn:
             for bump in range(1000):  # two handoffs in the same microsecond: the next one
@@ -178,7 +195,7 @@ class Messages:
                 }
                 if conn.execute(_ADD_HANDOFF, params).rowcount == 1:
                     return ts
-        raise RuntimeError("no free ts for a handoff")
+        raise RuntimeError("no free ts for a message of the fleet")
 
     def thread_count(
         self,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 
 from nanoslack.store.db import Database
 
@@ -51,6 +51,14 @@ _UNSENT_REPLIES = text(
     "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND purpose = 'reply'"
     " AND status IN ('queued', 'sending') AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
     " ORDER BY id"
+)
+_OF_TURNS = text(
+    "SELECT turn_id, text, status FROM outbox WHERE purpose = 'reply' AND kind = 'post' AND turn_id IN :ids"
+    " ORDER BY id"
+).bindparams(bindparam("ids", expanding=True))
+_CANCEL_REPLIES = text(
+    "UPDATE outbox SET status = 'cancelled' WHERE purpose = 'reply' AND status = 'queued'"
+    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
 )
 _ASKING = text(f"SELECT {_COLUMNS} FROM outbox WHERE ask_id = :ask_id AND kind = 'post' ORDER BY id")
 _BY_KEY = text(f"SELECT {_COLUMNS} FROM outbox WHERE dedupe_key = :key")
@@ -231,6 +239,19 @@ class Outbox:
         params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
         with self._db.transaction() as conn:
             return [str(r[0]) for r in conn.execute(_UNSENT_REPLIES, params).all()]
+
+    def replies_of(self, turn_ids: list[int]) -> list[tuple[int, str, str]]:
+        """``(turn id, text, status)`` of these turns' replies, in the order they were queued."""
+        if not turn_ids:
+            return []
+        with self._db.transaction() as conn:
+            rows = conn.execute(_OF_TURNS, {"ids": turn_ids}).all()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def cancel_replies(self, channel: str, thread_ts: str) -> int:
+        """Every instance's replies still queued for a thread (a round an owner stopped)."""
+        with self._db.transaction() as conn:
+            return int(conn.execute(_CANCEL_REPLIES, {"channel": channel, "thread_ts": thread_ts}).rowcount)
 
     def asking(self, ask_id: int) -> list[OutboxRow]:
         """The DMs that put an owner ask to each owner."""

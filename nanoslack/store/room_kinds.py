@@ -13,16 +13,16 @@ from nanoslack.store.db import Database, hot_first
 KINDS = ("mention", "round", "chain")
 
 _SET = text(
-    "INSERT INTO a2a_rooms (platform_id, kind, lead, mission, members, updated_at)"
-    " VALUES (:platform_id, :kind, :lead, :mission, :members, :now)"
+    "INSERT INTO a2a_rooms (platform_id, kind, lead, mission, members, member_users, updated_at)"
+    " VALUES (:platform_id, :kind, :lead, :mission, :members, :member_users, :now)"
     " ON CONFLICT (platform_id) DO UPDATE SET kind = excluded.kind, lead = excluded.lead,"
     " mission = excluded.mission, members = coalesce(excluded.members, a2a_rooms.members),"
+    " member_users = coalesce(excluded.member_users, a2a_rooms.member_users),"
     " updated_at = excluded.updated_at"
 )
-_GET = text(
-    "SELECT platform_id, kind, lead, mission, members FROM a2a_rooms WHERE platform_id = :platform_id"
-)
-_ALL = text("SELECT platform_id, kind, lead, mission, members FROM a2a_rooms ORDER BY platform_id")
+_COLUMNS = "platform_id, kind, lead, mission, members, member_users"
+_GET = text(f"SELECT {_COLUMNS} FROM a2a_rooms WHERE platform_id = :platform_id")
+_ALL = text(f"SELECT {_COLUMNS} FROM a2a_rooms ORDER BY platform_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,7 @@ class RoomRow:
     lead: str | None
     mission: str | None
     members: tuple[str, ...]
+    member_users: tuple[str, ...] = ()  # the members' bot user ids, when open-room wrote them
 
     @property
     def channel(self) -> str:
@@ -42,10 +43,15 @@ def mention_room(channel: str) -> RoomRow:
     return RoomRow(f"slack:{channel}", "mention", None, None, ())
 
 
+def _list(value: object) -> tuple[str, ...]:
+    return tuple(m.strip() for m in str(value or "").split(",") if m.strip())
+
+
 def _row(r: Any) -> RoomRow:
     kind = str(r[1]).strip().lower() if r[1] else "mention"
-    members = tuple(m.strip() for m in str(r[4] or "").split(",") if m.strip())
-    return RoomRow(str(r[0]), kind if kind in KINDS else "mention", r[2] or None, r[3] or None, members)
+    return RoomRow(
+        str(r[0]), kind if kind in KINDS else "mention", r[2] or None, r[3] or None, _list(r[4]), _list(r[5])
+    )
 
 
 class RoomKinds:
@@ -60,6 +66,7 @@ class RoomKinds:
         lead: str | None = None,
         mission: str | None = None,
         members: tuple[str, ...] | None = None,
+        member_users: tuple[str, ...] | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"room kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -69,6 +76,7 @@ class RoomKinds:
             "lead": lead,
             "mission": mission,
             "members": ",".join(members) if members is not None else None,
+            "member_users": ",".join(member_users) if member_users is not None else None,
             "now": time.time(),
         }
         with self._db.transaction() as conn:

@@ -400,4 +400,46 @@ class A2ARoom(SQLModel, table=True):
     mission: str | None = None  # shown in every turn of the room
     # The fleet's instances in the room (comma list, open-room writes it): who a round waits for.
     members: str | None = None
+    # Their bot user ids (comma list): a human's message naming one of them names a bot.
+    member_users: str | None = None
     updated_at: float
+
+
+class Round(SQLModel, table=True):
+    """One question to a ``round`` room (DESIGN §12): every bot of the room (or the ones
+    named) answers at once, then the chief closes with a dispatch. A room runs one round
+    at a time: a question asked meanwhile waits (``waiting``) until the open one closes.
+
+    ``status``: waiting → open → closing (the chief's closing turn is queued) → closed,
+    or ``stopped`` (an owner halted the room: no further post, no close).
+    """
+
+    __tablename__ = "rounds"
+    __table_args__ = (
+        UniqueConstraint("room", "question_ts"),
+        Index("rounds_by_room", "room", "status"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    room: str
+    thread_key: str  # where the answers and the dispatch go
+    question_ts: str
+    question: str
+    named: bool = False  # the human named bots: only they answer
+    chief: str | None = None  # the instance that closes it (None: no close)
+    close_ts: str | None = None  # the chief's closing message (its messages row)
+    status: str = "open"
+    created_at: float
+    closed_at: float | None = None
+
+
+class RoundMember(SQLModel, table=True):
+    """A bot answering a round: joined when its pipeline let the question through,
+    finished when its turn was recorded (answered, silent, failed)."""
+
+    __tablename__ = "round_members"
+    round_id: int = Field(primary_key=True)
+    instance: str = Field(primary_key=True)
+    status: str = "answering"  # answering | done | silent | failed | budget
+    turn_id: int | None = None
+    joined_at: float
+    finished_at: float | None = None

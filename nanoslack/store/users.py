@@ -18,6 +18,7 @@ _BY_SLACK_USER = text(
     "SELECT display_name FROM users WHERE slack_user_id = :uid AND display_name IS NOT NULL"
     " ORDER BY updated_at DESC LIMIT 1"
 )
+_BOT_USERS = text("SELECT slack_user_id FROM users WHERE kind = 'bot' AND slack_user_id IS NOT NULL")
 # A later sighting may learn a name (bots.info) but must never erase one: the edge
 # resolves names, the router only makes sure the row exists.
 _ENSURE = text(
@@ -87,3 +88,8 @@ class Users:
             conn.execute(_ENSURE, params)
             r = conn.execute(_GET, {"id": user_id}).one()
         return _row(r)
+
+    def bot_user_ids(self) -> frozenset[str]:
+        """The Slack user ids of every bot seen so far (a modern bot posts as its bot user)."""
+        with self._db.transaction() as conn:
+            return frozenset(str(r[0]) for r in conn.execute(_BOT_USERS).all())

@@ -31,6 +31,9 @@ log = get_logger(__name__)
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
+# (instance, the messages the turn answered, turn id, how it ended: done/silent/failed/budget)
+OnRecorded = Callable[[str, Sequence[MessageRow], int, str], None]
+
 
 class TurnRecorder:
     def __init__(
@@ -45,6 +48,7 @@ class TurnRecorder:
         bot_id: str | None = None,
         allow_broadcast: bool = False,
         on_handoff: Callable[[str], None] | None = None,
+        on_recorded: OnRecorded | None = None,
     ) -> None:
         self.instance = instance
         self._store = store
@@ -56,6 +60,8 @@ class TurnRecorder:
         self._sender_id = bot_sender_id(bot_id) if bot_id else f"slack:bot:{instance}"
         self._allow_broadcast = allow_broadcast
         self._on_handoff = on_handoff
+        # Told, inside the recording transaction, how a turn ended (a round's member finished).
+        self._on_recorded = on_recorded
 
     def reply(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], effects: TurnEffects
@@ -71,11 +77,11 @@ class TurnRecorder:
                 self._store.turns.finish(turn_id, "halted")
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
-            if not self._store.turns.finish(
-                turn_id, "done" if texts or effects.handoffs else "silent", posts=len(texts)
-            ):
+            status = "done" if texts or effects.handoffs else "silent"
+            if not self._store.turns.finish(turn_id, status, posts=len(texts)):
                 return
             self._close(msgs)
+            self._recorded(msgs, turn_id, status)
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
         failpoints.hit("turn.recorded")
@@ -125,7 +131,7 @@ class TurnRecorder:
         # has not posted in Slack yet does not have.
         self._store.users.ensure(self._sender_id, kind="bot", display_name=self.instance)
         thread_key = turn.thread_ts
-        ts = self._store.messages.add_handoff(
+        ts = self._store.messages.add_internal(
             instance=handoff.to,
             channel=turn.channel,
             thread_key=thread_key,
@@ -160,6 +166,7 @@ class TurnRecorder:
         with self._store.transaction():
             self._store.turns.finish(turn_id, "failed", error=error)
             self._close(msgs)
+            self._recorded(msgs, turn_id, "failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def budget_spent(
@@ -181,6 +188,7 @@ class TurnRecorder:
             if not self._store.turns.finish(turn_id, "budget", posts=len(texts), error=error):
                 return
             self._close(msgs)
+            self._recorded(msgs, turn_id, "budget")
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
             if scope == "instance":
@@ -210,6 +218,10 @@ class TurnRecorder:
         if len(kept) < len(posts):
             log.info(ACK_FILTERED, instance=self.instance, turn=turn_id, dropped=len(posts) - len(kept))
         return kept
+
+    def _recorded(self, msgs: Sequence[MessageRow], turn_id: int, status: str) -> None:
+        if self._on_recorded is not None:
+            self._on_recorded(self.instance, msgs, turn_id, status)
 
     def _close(self, msgs: Sequence[MessageRow]) -> None:
         self._store.messages.set_statuses([m.key for m in msgs], "done", from_status="pending")

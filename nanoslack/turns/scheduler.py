@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +31,7 @@ from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
+from nanoslack.rounds import RoundKeeper
 from nanoslack.store import MessageRow, Store
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
@@ -68,6 +69,8 @@ class TurnScheduler:
         halts: Halts,
         room_budget: RoomBudget | None = None,
         presence: Presence | None = None,
+        rounds: RoundKeeper | None = None,
+        wake_instance: Callable[[str], None] | None = None,
         options: TurnOptions | None = None,
     ) -> None:
         self.instance = instance
@@ -77,6 +80,8 @@ class TurnScheduler:
         self._recorder = recorder
         self._toolboxes = toolboxes
         self._presence = presence
+        self._rounds = rounds
+        self._wake_instance = wake_instance
         self._limiter = limiter
         self._halts = halts
         self._room_budget = room_budget
@@ -141,12 +146,28 @@ class TurnScheduler:
         halted = self._halts.rooms()
         for channel in halted:
             self.halt(channel)
-        for key in _threads(self._store.messages.pending(self.instance)):
+        self._tick_rounds()
+        for key in _threads(self._answerable(self._store.messages.pending(self.instance))):
             if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
+
+    def _answerable(self, rows: Sequence[MessageRow]) -> list[MessageRow]:
+        """What a turn may answer now: not a question whose round waits for the room's
+        round under way (DESIGN §12: one round at a time)."""
+        waiting = self._rounds.waiting() if self._rounds is not None else frozenset()
+        return [row for row in rows if (row.channel, row.ts) not in waiting] if waiting else list(rows)
+
+    def _tick_rounds(self) -> None:
+        if self._rounds is None:
+            return
+        for chief in self._rounds.tick():
+            if chief == self.instance:
+                self._wake.set()
+            elif self._wake_instance is not None:
+                self._wake_instance(chief)
 
     def _over_budget(self, key: ThreadKey) -> bool:
         """A room whose daily token budget is spent waits for an owner's answer."""
@@ -164,7 +185,9 @@ class TurnScheduler:
             async with self._limiter:
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
-                msgs = self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key)
+                msgs = self._answerable(
+                    self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key)
+                )
                 if msgs:
                     await self._run(key, msgs)
         except Exception as exc:  # the store or the edge failed: the messages stay pending
@@ -200,7 +223,7 @@ class TurnScheduler:
         )
         recorder = self._recorder
         tools = self._toolboxes.for_turn(turn_id, turn, msgs)
-        waking = msgs[-1] if not msgs[-1].handoff_depth else None  # a handoff is not in Slack
+        waking = msgs[-1] if not msgs[-1].internal else None  # a handoff is not in Slack
         if waking is not None and self._presence is not None:
             self._presence.working(waking.channel, waking.ts)
         try:

@@ -112,7 +112,7 @@ class Transcripts:
             sender_id=row.sender_id,
             sender_name=self._name(row.sender_id),
             text=self._readable(row.text),
-            handoff=row.handoff_depth > 0,
+            handoff=row.internal,
         )
 
     def _own_posts(self, key: ThreadKey, reply_thread: str, since: str | None) -> list[Line]:

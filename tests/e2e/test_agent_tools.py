@@ -129,7 +129,7 @@ async def test_a_halted_room_starts_no_handoff_turn_until_it_is_resumed(room: Ro
     )
     # dana's turn committed a handoff to eli in this thread (as turns.record writes it).
     with Store.open(sqlite_url(str(room.db))) as store:
-        store.messages.add_handoff(
+        store.messages.add_internal(
             instance="eli",
             channel=room.channel,
             thread_key=thread,
