@@ -333,6 +333,7 @@ class _Server:
                     self._online(client, tools)
                     reason = await self._watch(client)
             except asyncio.CancelledError:
+                self._close_stderr()
                 raise
             except BaseException as exc:  # an ExceptionGroup from the transport's task group too
                 if not isinstance(exc, Exception):
