@@ -559,12 +559,13 @@ class TeammateMcp:
                 task.cancel()
 
     async def stop(self) -> None:
+        """Stop every server at once (a stdio server is given a moment to exit, then killed)."""
+        tasks = [server.task for server in self._servers.values() if server.task is not None]
         for server in self._servers.values():
-            task, server.task = server.task, None
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            server.task = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- McpTools --------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nanoslack.tools.mcp import SHARED_FILE, McpConfigError, load_mcp_config, parse_mcp_file
+from nanoslack.tools.mcp import SHARED_FILE, McpConfigError, TeammateMcp, load_mcp_config, parse_mcp_file
 
 from .mcp_helpers import echo_server, http_echo, teammate_mcp, until, write_config
 
@@ -25,15 +25,17 @@ def teammates(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def stopper() -> AsyncIterator[list[object]]:
+async def stopper() -> AsyncIterator[list[TeammateMcp]]:
     """Every TeammateMcp a test starts is stopped, pass or fail."""
-    started: list[object] = []
+    started: list[TeammateMcp] = []
     yield started
     for mcp in started:
-        await mcp.stop()  # type: ignore[attr-defined]
+        await mcp.stop()
 
 
-async def test_a_stdio_tool_result_comes_back_through_call(teammates: Path, stopper: list[object]) -> None:
+async def test_a_stdio_tool_result_comes_back_through_call(
+    teammates: Path, stopper: list[TeammateMcp]
+) -> None:
     write_config(teammates / "dana" / "mcp.json", {"echo": echo_server()})
     mcp = teammate_mcp(teammates)
     stopper.append(mcp)
@@ -49,7 +51,7 @@ async def test_a_stdio_tool_result_comes_back_through_call(teammates: Path, stop
     assert (result.text, result.is_error) == ("echo: hello", False)
 
 
-async def test_a_tool_that_raises_is_an_error_result(teammates: Path, stopper: list[object]) -> None:
+async def test_a_tool_that_raises_is_an_error_result(teammates: Path, stopper: list[TeammateMcp]) -> None:
     write_config(teammates / "dana" / "mcp.json", {"echo": echo_server()})
     mcp = teammate_mcp(teammates)
     stopper.append(mcp)
@@ -61,7 +63,9 @@ async def test_a_tool_that_raises_is_an_error_result(teammates: Path, stopper: l
     assert (await mcp.call("echo_echo", {"text": "still here"})).text == "echo: still here"
 
 
-async def test_a_slow_call_times_out_with_an_error_saying_so(teammates: Path, stopper: list[object]) -> None:
+async def test_a_slow_call_times_out_with_an_error_saying_so(
+    teammates: Path, stopper: list[TeammateMcp]
+) -> None:
     write_config(teammates / "dana" / "mcp.json", {"echo": echo_server()})
     mcp = teammate_mcp(teammates, timeout=0.5)
     stopper.append(mcp)
@@ -75,7 +79,7 @@ async def test_a_slow_call_times_out_with_an_error_saying_so(teammates: Path, st
 
 
 async def test_a_server_that_cannot_start_leaves_the_others_working(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     write_config(
         teammates / "dana" / "mcp.json",
@@ -105,7 +109,7 @@ async def test_a_server_that_cannot_start_leaves_the_others_working(
 
 
 async def test_a_killed_server_is_restarted_and_its_tools_come_back(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     write_config(teammates / "dana" / "mcp.json", {"echo": echo_server()})
     mcp = teammate_mcp(teammates)
@@ -126,7 +130,7 @@ async def test_a_killed_server_is_restarted_and_its_tools_come_back(
 
 
 async def test_a_variable_in_env_reaches_the_server_and_is_masked_in_results(
-    teammates: Path, stopper: list[object], monkeypatch: pytest.MonkeyPatch
+    teammates: Path, stopper: list[TeammateMcp], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLACK_BOT_TOKEN_CANARY", "xoxb-not-for-servers")
     write_config(
@@ -164,7 +168,7 @@ def test_a_missing_variable_names_the_server_and_the_variable(teammates: Path) -
 
 
 async def test_a_missing_variable_is_logged_as_the_server_unavailable(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     write_config(teammates / "dana" / "mcp.json", {"echo": echo_server(env={"KEY": "${NOPE}"})})
     mcp = teammate_mcp(teammates)
@@ -234,7 +238,7 @@ def test_a_malformed_instance_file_leaves_the_shared_servers(teammates: Path) ->
 
 
 async def test_a_malformed_file_is_logged_and_the_fleet_goes_on(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     (teammates / "dana").mkdir(parents=True)
     (teammates / "dana" / "mcp.json").write_text("[]", encoding="utf-8")
@@ -250,7 +254,7 @@ async def test_a_malformed_file_is_logged_and_the_fleet_goes_on(
 
 
 async def test_approval_owner_on_a_server_or_a_tool_needs_approval(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     write_config(
         teammates / "dana" / "mcp.json",
@@ -269,7 +273,7 @@ async def test_approval_owner_on_a_server_or_a_tool_needs_approval(
 
 
 async def test_a_streamable_http_server_gets_its_header_from_a_variable(
-    teammates: Path, stopper: list[object]
+    teammates: Path, stopper: list[TeammateMcp]
 ) -> None:
     async with http_echo(SECRET) as url:
         write_config(
