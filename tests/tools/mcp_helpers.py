@@ -79,11 +79,13 @@ class _Bearer:
 
 
 @contextlib.asynccontextmanager
-async def http_echo(token: str) -> AsyncIterator[str]:
-    """The echo server over streamable HTTP on 127.0.0.1; yields its URL."""
+async def http_echo(token: str, port: int = 0) -> AsyncIterator[str]:
+    """The echo server over streamable HTTP on 127.0.0.1 (``port``, or a free one);
+    yields its URL."""
     app = _Bearer(build("remote").streamable_http_app(), token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     sock.listen(16)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

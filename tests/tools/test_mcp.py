@@ -298,3 +298,29 @@ async def test_a_streamable_http_server_gets_its_header_from_a_variable(
     (refused,) = [e for e in logs if e["event"] == "mcp server unavailable"]
     assert refused["server"] == "wrongkey" and refused["reason"].startswith("HTTP 401")
     assert SECRET not in repr(logs)
+
+
+async def test_a_streamable_http_server_that_goes_away_is_reconnected_when_it_is_back(
+    teammates: Path, stopper: list[TeammateMcp]
+) -> None:
+    async with http_echo(SECRET) as url:
+        write_config(
+            teammates / "dana" / "mcp.json",
+            {"remote": {"url": url, "headers": {"Authorization": f"Bearer {SECRET}"}}},
+        )
+        mcp = teammate_mcp(teammates)
+        stopper.append(mcp)
+        await mcp.start()
+        assert (await mcp.call("remote_echo", {"text": "one"})).text == "echo: one"
+
+    with structlog.testing.capture_logs() as logs:
+        await until(lambda: not mcp.specs(), what="the gone server's tools withdrawn")
+        gone = await mcp.call("remote_echo", {"text": "two"})
+        async with http_echo(SECRET, port=int(url.rsplit(":", 1)[1].split("/")[0])):
+            await until(lambda: mcp.connected("remote"), what="reconnected")
+            back = await mcp.call("remote_echo", {"text": "three"})
+
+    assert gone.is_error
+    assert back.text == "echo: three"
+    events = [e["event"] for e in logs if e.get("server") == "remote"]
+    assert "mcp server started" in events
