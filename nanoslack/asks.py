@@ -29,6 +29,8 @@ log = get_logger(__name__)
 # Who answers when the operator does, from the command line (``nanoslack senders
 # approve``, ``nanoslack resume``): always allowed.
 OPERATOR = "cli"
+# The choice recorded on an ask nobody answered in time (``OwnerAsks.expire``).
+EXPIRED = "expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,11 @@ BUDGET = AskKind(
     (Choice("budget_allow", "Allow 1× more", "primary"), Choice("budget_stop", "Stop for today", "danger")),
     "budget",
 )
-KINDS: dict[str, AskKind] = {kind.name: kind for kind in (APPROVAL, HALT, BUDGET)}
+# May this MCP tool call run? (``"approval": "owner"``, ``nanoslack.tools.approvals``)
+TOOL = AskKind(
+    "tool", (Choice("tool_allow", "Allow", "primary"), Choice("tool_deny", "Deny", "danger")), "tool approval"
+)
+KINDS: dict[str, AskKind] = {kind.name: kind for kind in (APPROVAL, HALT, BUDGET, TOOL)}
 _BY_CHOICE: dict[str, AskKind] = {c.id: kind for kind in KINDS.values() for c in kind.choices}
 
 
@@ -143,6 +149,15 @@ class OwnerAsks:
         if ask is None or not self._store.asks.answer(
             ask.id, choice=choice, by=by_id(by_user), verdict=verdict
         ):
+            return False
+        self._update_dms(ask, verdict)
+        return True
+
+    def expire(self, kind: AskKind, ref: str, *, verdict: str) -> bool:
+        """Nobody answered in time: the ask is closed without a choice (``expired``) and
+        every owner's DM says so. False when an answer landed first."""
+        ask = self._store.asks.open_for(kind.name, ref)
+        if ask is None or not self._store.asks.answer(ask.id, choice=EXPIRED, by="timeout", verdict=verdict):
             return False
         self._update_dms(ask, verdict)
         return True

@@ -42,7 +42,7 @@ from nanoslack.agents import (
     make_http_client,
 )
 from nanoslack.agents.teammates import SKILLS_DIRNAME
-from nanoslack.asks import APPROVAL, BUDGET, HALT, Answer, NotAnOwner, OwnerAsks
+from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.values import warn_malformed
@@ -52,7 +52,9 @@ from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.store import Store
-from nanoslack.tools import Toolboxes
+from nanoslack.tools import McpTools, ToolApprover, Toolboxes
+from nanoslack.tools.approvals import OwnerToolApprover
+from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import Presence
 
@@ -101,6 +103,8 @@ class CoreConfig:
     daily_tokens: Callable[[str], int | None] = lambda _instance: None
     # Wakes the turns of a sibling this process runs (a handoff to it committed).
     wake: Callable[[str], None] = lambda _instance: None
+    # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
+    setting: Callable[[str], str | None] = lambda _key: None
 
 
 class InstanceCore:
@@ -123,6 +127,9 @@ class InstanceCore:
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
         self.halts = Halts(store)
         self.budgets = Budgets(store, self.asks, room_tokens=config.room_tokens)
+        # The teammate's MCP servers, and the owners' Allow for its guarded tools (§11).
+        self.mcp = TeammateMcp.for_instance(config.teammates_dir, self.name, config.setting, config.tools)
+        self.tool_approvals = OwnerToolApprover(store, self.asks, timeout=config.tools.approval_timeout)
         self.pipeline = build_pipeline(
             identity,
             store,
@@ -153,6 +160,8 @@ class InstanceCore:
             on_handoff=config.wake,
             rounds=self.pipeline.rounds,
             options=config.turns,
+            mcp=self.mcp,
+            approver=self.tool_approvals,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,9 +215,13 @@ class InstanceCore:
             answer.ref, allow=answer.choice == "budget_allow", by_user=answer.by_user
         ):
             self.turns.wake()
+        elif kind is TOOL:
+            self.tool_approvals.answer(answer)
 
     async def start(self) -> None:
-        """Resume what a previous run left open; then the worker and the turns run."""
+        """Start the MCP servers; resume what a previous run left open; then the worker
+        and the turns run."""
+        await self.mcp.start()
         resumed = self.pipeline.unfinished()
         for msg in resumed:
             self._queue.put_nowait(msg)
@@ -228,6 +241,7 @@ class InstanceCore:
         await self.turns.close(within=2.0)
         for task in self._tasks:
             await cancel(task)
+        await self.mcp.stop()
 
     # -- one message's way -----------------------------------------------------------------
 
@@ -307,6 +321,8 @@ def build_turns(
     on_handoff: Callable[[str], None] | None = None,
     rounds: RoundKeeper | None = None,
     options: TurnOptions | None = None,
+    mcp: McpTools | None = None,
+    approver: ToolApprover | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -345,6 +361,8 @@ def build_turns(
             ledger=ledger,
             daily_tokens=daily_tokens,
             room_budget=budgets.room if budgets else None,
+            mcp=mcp,
+            approver=approver,
         ),
         limiter=limiter,
         halts=halts,
@@ -387,6 +405,7 @@ class FleetCore:
             ledger=self._ledger,
             daily_tokens=self._daily_tokens,
             wake=self._wake,
+            setting=settings.value,
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()

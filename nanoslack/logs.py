@@ -20,7 +20,8 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 from nanoslack.secret import Secret
 
 TOKEN_RE = re.compile(r"(xox[a-z]|xapp)-[A-Za-z0-9-]+")
-NOISY_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "websockets", "asyncio")
+# mcp and httpx2 (the MCP client) log session ids and every request URL at info.
+NOISY_LOGGERS = ("slack_sdk", "slack_bolt", "aiohttp", "websockets", "asyncio", "mcp", "httpx2")
 _HANDLER_FLAG = "_nanoslack_handler"
 
 
