@@ -34,6 +34,7 @@ from typing import Protocol
 from nanoslack import failpoints
 from nanoslack.agents import (
     Agent,
+    CommandAgent,
     Teammate,
     TokenLedger,
     build_agent,
@@ -52,6 +53,7 @@ from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.store import Store
 from nanoslack.tools import Toolboxes
+from nanoslack.tools.serve import HostToolServer
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import Presence
 
@@ -378,6 +380,10 @@ class FleetCore:
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
+        # The host tools over MCP for the command agents' processes (DESIGN §11): one
+        # endpoint for the fleet, started when a command agent is built, stopped in close.
+        self.mcp = HostToolServer()
+        self._mcp_start: asyncio.Task[None] | None = None
 
     def _daily_tokens(self, instance: str) -> int | None:
         try:
@@ -393,15 +399,26 @@ class FleetCore:
     def agent_for(self, name: str) -> Agent | None:
         """The instance's back end; None (logged, with the key to fix) when it has none."""
         try:
-            return build_agent(
+            agent = build_agent(
                 self.settings.value,
                 name,
                 http=self._http,
                 teammates_dir=self.settings.teammates_dir,
+                mcp=self.mcp,
             )
         except ConfigError as exc:
             log.error("instance skipped: agent not configured", instance=name, error=str(exc))
             return None
+        if isinstance(agent, CommandAgent):
+            self._serve_mcp()
+        return agent
+
+    def _serve_mcp(self) -> None:
+        """The MCP endpoint starts with the fleet, not in its first command turn."""
+        if self._mcp_start is not None:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: the first turn starts it
+            self._mcp_start = asyncio.get_running_loop().create_task(self.mcp.warm(), name="mcp-warm")
 
     def instance(
         self,
@@ -419,6 +436,9 @@ class FleetCore:
         return core
 
     async def close(self) -> None:
+        if self._mcp_start is not None:
+            await self._mcp_start  # warm() never raises
+        await self.mcp.stop()
         await self._http.aclose()
 
 
