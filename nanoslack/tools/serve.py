@@ -52,6 +52,7 @@ SERVER_NAME = "nanoslack"
 # What the MCP SDK and uvicorn say at INFO (a session manager started, a server process
 # started) is noise in the fleet's log; their warnings still show.
 _QUIET_LOGGERS = ("mcp", "uvicorn")
+_READ_ONLY = frozenset({"read_skill"})
 _UNAUTHORIZED = (
     b'{"error":"invalid_token","error_description":"a running turn\'s NANOSLACK_MCP_TOKEN is needed"}'
 )
@@ -220,7 +221,18 @@ class HostToolServer:
             specs = grant.host_specs() if grant is not None else ()
             return types.ListToolsResult(
                 tools=[
-                    types.Tool(name=s.name, description=s.description, input_schema=dict(s.parameters))
+                    types.Tool(
+                        name=s.name,
+                        description=s.description,
+                        input_schema=dict(s.parameters),
+                        annotations=types.ToolAnnotations(
+                            # A CLI that asks before any tool with effects (Codex) may run
+                            # read_skill unasked; none of them reaches past the fleet.
+                            read_only_hint=s.name in _READ_ONLY,
+                            destructive_hint=False,
+                            open_world_hint=False,
+                        ),
+                    )
                     for s in specs
                 ]
             )

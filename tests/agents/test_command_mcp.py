@@ -268,10 +268,13 @@ async def test_the_modern_mcp_client_gets_the_same_tools(
     async with server.grant(tools, instance="dana") as endpoint:
         async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint.token}"}) as http:
             async with Client(streamable_http_client(endpoint.url, http_client=http)) as client:
-                listed = [t.name for t in (await client.list_tools()).tools]
+                offered = (await client.list_tools()).tools
                 result = await client.call_tool("message_owner", {"text": "the plan is ready"})
 
-    assert listed == HOST_TOOLS
+    assert [t.name for t in offered] == HOST_TOOLS
+    # read_skill says it changes nothing, so a CLI that asks before tools with effects need not.
+    read_only = {t.name for t in offered if t.annotations and t.annotations.read_only_hint}
+    assert read_only == {"read_skill"}
     assert result.is_error is False
     assert tools.effects.owner_messages == ["the plan is ready"]
 
