@@ -382,8 +382,8 @@ class FleetCore:
         self._http = make_http_client()
         # The host tools over MCP for the command agents' processes (DESIGN §11): one
         # endpoint for the fleet, started when a command agent is built, stopped in close.
-        self.mcp = HostToolServer()
-        self._mcp_start: asyncio.Task[None] | None = None
+        self.host_tool_server = HostToolServer()
+        self._host_tool_server_start: asyncio.Task[None] | None = None
 
     def _daily_tokens(self, instance: str) -> int | None:
         try:
@@ -404,7 +404,7 @@ class FleetCore:
                 name,
                 http=self._http,
                 teammates_dir=self.settings.teammates_dir,
-                mcp=self.mcp,
+                mcp=self.host_tool_server,
             )
         except ConfigError as exc:
             log.error("instance skipped: agent not configured", instance=name, error=str(exc))
@@ -415,10 +415,12 @@ class FleetCore:
 
     def _serve_mcp(self) -> None:
         """The MCP endpoint starts with the fleet, not in its first command turn."""
-        if self._mcp_start is not None:
+        if self._host_tool_server_start is not None:
             return
         with contextlib.suppress(RuntimeError):  # no running loop: the first turn starts it
-            self._mcp_start = asyncio.get_running_loop().create_task(self.mcp.warm(), name="mcp-warm")
+            self._host_tool_server_start = asyncio.get_running_loop().create_task(
+                self.host_tool_server.warm(), name="mcp-warm"
+            )
 
     def instance(
         self,
@@ -436,9 +438,9 @@ class FleetCore:
         return core
 
     async def close(self) -> None:
-        if self._mcp_start is not None:
-            await self._mcp_start  # warm() never raises
-        await self.mcp.stop()
+        if self._host_tool_server_start is not None:
+            await self._host_tool_server_start  # warm() never raises
+        await self.host_tool_server.stop()
         await self._http.aclose()
 
 

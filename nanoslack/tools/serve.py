@@ -30,7 +30,7 @@ import logging
 import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nanoslack.agents.types import Tools, ToolSpec, TurnFailed
@@ -74,7 +74,7 @@ class _Grant:
     instance: str
     tools: Tools
     live: bool = True
-    calls: int = field(default=0)
+    calls: int = 0
 
     def host_specs(self) -> Sequence[ToolSpec]:
         return [spec for spec in self.tools.specs() if spec.origin == "host"]
