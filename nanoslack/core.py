@@ -34,6 +34,7 @@ from typing import Protocol
 from nanoslack import failpoints
 from nanoslack.agents import (
     Agent,
+    CommandAgent,
     Teammate,
     TokenLedger,
     build_agent,
@@ -55,6 +56,7 @@ from nanoslack.store import Store
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
+from nanoslack.tools.serve import HostToolServer
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import Presence
 
@@ -409,6 +411,10 @@ class FleetCore:
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
+        # The host tools over MCP for the command agents' processes (DESIGN §11): one
+        # endpoint for the fleet, started when a command agent is built, stopped in close.
+        self.host_tool_server = HostToolServer()
+        self._host_tool_server_start: asyncio.Task[None] | None = None
 
     def _daily_tokens(self, instance: str) -> int | None:
         try:
@@ -424,15 +430,28 @@ class FleetCore:
     def agent_for(self, name: str) -> Agent | None:
         """The instance's back end; None (logged, with the key to fix) when it has none."""
         try:
-            return build_agent(
+            agent = build_agent(
                 self.settings.value,
                 name,
                 http=self._http,
                 teammates_dir=self.settings.teammates_dir,
+                mcp=self.host_tool_server,
             )
         except ConfigError as exc:
             log.error("instance skipped: agent not configured", instance=name, error=str(exc))
             return None
+        if isinstance(agent, CommandAgent):
+            self._serve_mcp()
+        return agent
+
+    def _serve_mcp(self) -> None:
+        """The MCP endpoint starts with the fleet, not in its first command turn."""
+        if self._host_tool_server_start is not None:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: the first turn starts it
+            self._host_tool_server_start = asyncio.get_running_loop().create_task(
+                self.host_tool_server.warm(), name="mcp-warm"
+            )
 
     def instance(
         self,
@@ -455,6 +474,9 @@ class FleetCore:
         warn_chiefless(self.store.room_kinds.list(), self.settings.tools.chief)
 
     async def close(self) -> None:
+        if self._host_tool_server_start is not None:
+            await self._host_tool_server_start  # warm() never raises
+        await self.host_tool_server.stop()
         await self._http.aclose()
 
 

@@ -15,6 +15,14 @@ Contract with the program:
   so that a program that only wants the conversation can read stdin as is, and it
   is a file, not a variable, because a long persona can exceed the kernel's limit on
   one environment string.
+  With the fleet's MCP endpoint (``nanoslack.tools.serve``, DESIGN §11) also
+  ``NANOSLACK_MCP_URL`` and ``NANOSLACK_MCP_TOKEN``: the turn's host tools
+  (``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``) over
+  streamable HTTP, for a client presenting ``Authorization: Bearer <token>``, valid
+  until the turn ends (127.0.0.1 is added to ``NO_PROXY``/``no_proxy``, so a
+  proxy in the environment is not asked for it). What the program posts through
+  ``send_message`` comes before its stdout's posts. Without an endpoint (a back end
+  run alone) neither is set, even when the fleet's own environment has them.
 - **stdout**: the reply. A line ``---`` separates posts; each post is stripped and
   empty ones are dropped; no output is silence.
 - **exit status**: non-zero is a failed turn (nothing posted): the error carries the
@@ -32,9 +40,10 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 
@@ -52,8 +61,32 @@ TURN_FOLDER_PREFIX = "nanoslack-turn-"
 _TURN_FOLDER_RE = re.compile(r"^nanoslack-turn-(?P<host>.+)\.(?P<pid>\d+)-[^.-]+$")
 
 
+MCP_URL_ENV = "NANOSLACK_MCP_URL"
+MCP_TOKEN_ENV = "NANOSLACK_MCP_TOKEN"
+
+
+class McpEndpoint(Protocol):
+    """Where one turn's host tools are served, and the token that opens them."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+
+class McpEndpoints(Protocol):
+    """Serves a turn's tools over MCP while the block runs (``nanoslack.tools.HostToolServer``)."""
+
+    def grant(self, tools: Tools, *, instance: str) -> AbstractAsyncContextManager[McpEndpoint]: ...
+
+
 def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
+    # Only this turn's endpoint may show up here: never one inherited from the fleet's
+    # own environment (a fleet run under another one's command agent).
+    env.pop(MCP_URL_ENV, None)
+    env.pop(MCP_TOKEN_ENV, None)
     env.update(
         NANOSLACK_INSTANCE=turn.instance,
         NANOSLACK_CHANNEL=turn.channel,
@@ -80,26 +113,48 @@ def split_posts(stdout: str) -> tuple[str, ...]:
 class CommandAgent:
     name = "command"
 
-    def __init__(self, command: str, *, timeout: float = DEFAULT_TIMEOUT_S, instance: str) -> None:
+    def __init__(
+        self,
+        command: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        instance: str,
+        mcp: McpEndpoints | None = None,
+    ) -> None:
         self.command = command
         self.timeout = timeout
         self.instance = instance
+        self.mcp = mcp
 
     def __repr__(self) -> str:
         return f"<CommandAgent instance={self.instance} timeout={self.timeout}>"
 
     async def run(self, turn: Turn, tools: Tools) -> Reply:
-        with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
-            system_file = Path(tmp) / "system.md"
-            system_file.write_text(turn.system, encoding="utf-8")
-            stdout, stderr, code = await self._execute(render_prompt(turn), turn_env(turn, system_file))
+        # The token outlives the process by nothing: it is revoked as this block ends,
+        # before the turn's effects are recorded.
+        async with self._mcp_env(tools) as mcp_env:
+            with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
+                system_file = Path(tmp) / "system.md"
+                system_file.write_text(turn.system, encoding="utf-8")
+                env = turn_env(turn, system_file) | mcp_env
+                stdout, stderr, code = await self._execute(render_prompt(turn), env)
+        # A client that dumps its request must not put the token in a log or a post.
+        token = mcp_env.get(MCP_TOKEN_ENV)
         if code != 0:
-            reason = tail(stderr, STDERR_TAIL)
+            reason = tail(stderr, STDERR_TAIL, secrets=(token,))
             log.warning("agent command failed", instance=self.instance, exit_code=code, stderr=reason)
             raise TurnFailed(f"agent command exited with {code}" + (f": {reason}" if reason else ""))
-        posts = split_posts(stdout)
+        posts = split_posts(stdout.replace(token, "***") if token else stdout)
         log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts))
         return Reply(posts)
+
+    @asynccontextmanager
+    async def _mcp_env(self, tools: Tools) -> AsyncIterator[dict[str, str]]:
+        if self.mcp is None:
+            yield {}
+            return
+        async with self.mcp.grant(tools, instance=self.instance) as endpoint:
+            yield {MCP_URL_ENV: endpoint.url, MCP_TOKEN_ENV: endpoint.token, **_no_proxy_for_loopback()}
 
     async def _execute(self, stdin: str, env: dict[str, str]) -> tuple[str, str, int]:
         proc = await asyncio.create_subprocess_shell(
@@ -123,6 +178,17 @@ class CommandAgent:
             raise
         code = proc.returncode if proc.returncode is not None else -1
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code
+
+
+def _no_proxy_for_loopback() -> dict[str, str]:
+    """A CLI behind ``HTTPS_PROXY`` would send its MCP calls for 127.0.0.1 to the proxy
+    (which cannot reach it) unless ``NO_PROXY`` names the loopback address."""
+    env: dict[str, str] = {}
+    for key in ("NO_PROXY", "no_proxy"):
+        hosts = [h.strip() for h in os.environ.get(key, "").split(",") if h.strip()]
+        if "127.0.0.1" not in hosts:
+            env[key] = ",".join([*hosts, "127.0.0.1"])
+    return env
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from nanoslack.agents.anthropic import AnthropicAgent
-from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, sweep_turn_folders
+from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, McpEndpoints, sweep_turn_folders
 from nanoslack.agents.http import Sleep
 from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.script import RulesError, ScriptAgent
@@ -120,10 +120,12 @@ def build_agent(
     http: httpx.AsyncClient,
     teammates_dir: Path,
     sleep: Sleep = asyncio.sleep,
+    mcp: McpEndpoints | None = None,
 ) -> Agent:
     """The agent for ``instance``; ``ConfigError`` naming the key when it cannot be built.
 
-    ``sleep`` is the LLM back ends' retry wait (injectable for tests).
+    ``sleep`` is the LLM back ends' retry wait (injectable for tests); ``mcp`` serves a
+    ``command`` agent's turns their host tools (``NANOSLACK_MCP_URL``/``_TOKEN``).
     """
     kind = backend_kind(settings_lookup, instance)
     keys = _Keys(settings_lookup, instance)
@@ -132,7 +134,7 @@ def build_agent(
         timeout = keys.seconds("NANOSLACK_AGENT_TIMEOUT", DEFAULT_TIMEOUT_S)
         # Built at start: what a SIGKILLed run's turns left in the temp dir goes now.
         sweep_turn_folders()
-        return CommandAgent(command, timeout=timeout, instance=instance)
+        return CommandAgent(command, timeout=timeout, instance=instance, mcp=mcp)
     if kind == "script":
         return _script(keys, Path(teammates_dir))
     model = keys.required("NANOSLACK_MODEL", f"by NANOSLACK_AGENT={kind}")
