@@ -30,18 +30,21 @@ _GET = text(f"SELECT {_COLUMNS} FROM rounds WHERE id = :id")
 _OPEN = text(f"SELECT {_COLUMNS} FROM rounds WHERE status IN ('open', 'closing') ORDER BY id")
 _WAITING = text("SELECT room, question_ts FROM rounds WHERE status = 'waiting'")
 _JOIN = text(
-    "INSERT INTO round_members (round_id, instance, status, joined_at) VALUES (:round_id, :instance, 'answering', :now)"
+    "INSERT INTO round_members (round_id, instance, status, joined_at)"
+    " VALUES (:round_id, :instance, 'answering', :now)"
     " ON CONFLICT DO NOTHING"
 )
 _MEMBERS = text(
-    "SELECT instance, status, turn_id, joined_at FROM round_members WHERE round_id = :round_id ORDER BY joined_at"
+    "SELECT instance, status, turn_id, joined_at FROM round_members"
+    " WHERE round_id = :round_id ORDER BY joined_at"
 )
 _FINISH_MEMBER = text(
     "UPDATE round_members SET status = :status, turn_id = :turn_id, finished_at = :now"
     " WHERE round_id = :round_id AND instance = :instance AND status = 'answering'"
 )
 _MOVE = text(
-    "UPDATE rounds SET status = :to, closed_at = CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"
+    "UPDATE rounds SET status = :to,"
+    " closed_at = CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"
     " WHERE id = :id AND status = :from_status"
 )
 _NEXT = text(
@@ -56,8 +59,8 @@ _WAITING_ROOMS = text(
     " SELECT 1 FROM rounds o WHERE o.room = w.room AND o.status IN ('open', 'closing'))"
 )
 _STOP = text(
-    "UPDATE rounds SET status = 'stopped', closed_at = :now WHERE room = :room AND status IN ('open', 'closing')"
-    " RETURNING id"
+    "UPDATE rounds SET status = 'stopped', closed_at = :now"
+    " WHERE room = :room AND status IN ('open', 'closing') RETURNING id"
 )
 
 
