@@ -7,7 +7,7 @@ a ``Turn``, calls ``Agent.run`` and posts the ``Reply``.
 from nanoslack.agents.anthropic import AnthropicAgent
 from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent, daily_tokens
-from nanoslack.agents.http import make_http_client, post_json_with_retries
+from nanoslack.agents.http import make_http_client
 from nanoslack.agents.local import LocalTools
 from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt
@@ -52,6 +52,5 @@ __all__ = [
     "daily_tokens",
     "load_teammate",
     "make_http_client",
-    "post_json_with_retries",
     "render_prompt",
 ]

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
+import httpx2
 
 from nanoslack.agents.anthropic import AnthropicAgent
 from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, sweep_turn_folders
@@ -117,7 +117,7 @@ def build_agent(
     settings_lookup: Lookup,
     instance: str,
     *,
-    http: httpx.AsyncClient,
+    http: httpx2.AsyncClient,
     teammates_dir: Path,
     sleep: Sleep = asyncio.sleep,
 ) -> Agent:
