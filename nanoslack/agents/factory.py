@@ -28,10 +28,8 @@ from pathlib import Path
 
 import httpx2
 
-from nanoslack.agents.anthropic import AnthropicAgent
 from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, sweep_turn_folders
 from nanoslack.agents.http import Sleep
-from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.types import Agent
 from nanoslack.config import ConfigError, instance_key
@@ -137,7 +135,10 @@ def build_agent(
         return _script(keys, Path(teammates_dir))
     model = keys.required("NANOSLACK_MODEL", f"by NANOSLACK_AGENT={kind}")
     daily_tokens(settings_lookup, instance)  # a malformed cap is refused at start, with its key
+    # Imported here: pydantic-ai and the SDKs take a while to load, and only these back ends need them.
     if kind == "openai":
+        from nanoslack.agents.openai import OpenAIAgent
+
         return OpenAIAgent(
             http,
             base_url=keys.url("OPENAI_BASE_URL"),
@@ -146,6 +147,8 @@ def build_agent(
             instance=instance,
             sleep=sleep,
         )
+    from nanoslack.agents.anthropic import AnthropicAgent
+
     api_key = _anthropic_key(keys)
     return AnthropicAgent(
         http,

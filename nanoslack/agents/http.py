@@ -1,13 +1,13 @@
-"""The one HTTP client the LLM back ends share, and their retry policy.
+"""The one HTTP client the LLM back ends share, and the numbers of their retries.
 
 The provider SDKs (``openai``, ``anthropic``) and pydantic-ai speak httpx2, so the
 shared client is an ``httpx2.AsyncClient`` (connect 10 s, read 120 s). The SDKs' own
-retries are off: the tool loop (``agents.loop``) retries one model call at a time with
-this policy, so every wait is ours to cap, log and (in tests) skip.
+retries are off: the tool loop (``agents.loop``) retries one model call at a time, so
+every wait is ours to cap, log and (in tests) skip: ``Retry-After`` honoured, each wait
+capped at 30 s, otherwise exponential backoff 0.5, 1, 2 … s, up to ``DEFAULT_ATTEMPTS``.
 
-Retried: 408, 429 and 5xx (``Retry-After``/``retry-after-ms`` honoured, each wait capped
-at 30 s; otherwise exponential backoff 0.5, 1, 2 … s), connection errors and timeouts,
-up to ``DEFAULT_ATTEMPTS`` attempts. Any other status fails at once.
+Nothing here imports pydantic-ai or the SDKs (slow to import): the fleet builds this
+client whatever its back ends, and only an LLM back end loads them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import httpx2
-from pydantic_ai.exceptions import ModelAPIError, ModelConnectionError, ModelHTTPError
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 120.0
@@ -29,22 +28,6 @@ Sleep = Callable[[float], Awaitable[None]]
 def make_http_client(*, timeout: httpx2.Timeout | None = None) -> httpx2.AsyncClient:
     """The fleet's shared client: one connection pool for every LLM instance."""
     return httpx2.AsyncClient(timeout=timeout or httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
-
-
-def retryable(error: BaseException) -> bool:
-    """A failed model call worth another attempt: the server was busy or unreachable."""
-    if isinstance(error, ModelHTTPError):
-        return error.status_code in (408, 429) or error.status_code >= 500
-    return isinstance(error, ModelConnectionError)
-
-
-def retry_wait_s(error: ModelAPIError, attempt: int) -> float:
-    """Seconds to wait after failed attempt ``attempt`` (1, 2, …): the server's
-    ``Retry-After`` when it sent one (pydantic-ai parses it), else backoff; capped."""
-    asked = error.retry_after
-    if asked is not None and asked == asked and asked >= 0:  # not NaN, not negative
-        return min(float(asked), MAX_RETRY_WAIT_S)
-    return backoff_s(attempt)
 
 
 def backoff_s(attempt: int) -> float:

@@ -47,7 +47,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.usage import UsageLimits
 from pydantic_core import SchemaValidator, core_schema
 
-from nanoslack.agents.http import Sleep, retry_wait_s, retryable
+from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.types import Tools, ToolSpec
 
@@ -168,6 +168,23 @@ class TurnSteps(AbstractCapability[None]):
         )
         await self._sleep(wait)
         raise RetryModelRequest()
+
+
+def retryable(error: BaseException) -> bool:
+    """A failed model call worth another attempt: 408, 429 and 5xx, connection errors and
+    timeouts (the server was busy or unreachable). Any other status fails at once."""
+    if isinstance(error, ModelHTTPError):
+        return error.status_code in (408, 429) or error.status_code >= 500
+    return isinstance(error, ModelConnectionError)
+
+
+def retry_wait_s(error: ModelAPIError, attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1, 2, …): what the server asked
+    for (``Retry-After``/``retry-after-ms``, parsed by pydantic-ai), else backoff; capped."""
+    asked = error.retry_after
+    if asked is not None and asked == asked and asked >= 0:  # not NaN, not negative
+        return min(float(asked), MAX_RETRY_WAIT_S)
+    return backoff_s(attempt)
 
 
 def _ms(start: float) -> float:

@@ -8,8 +8,9 @@ import structlog
 from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError, ModelTimeoutError
 
 from nanoslack.agents import OpenAIAgent, TurnFailed, make_http_client
-from nanoslack.agents.http import backoff_s, retry_wait_s, retryable, safe_url
+from nanoslack.agents.http import backoff_s, safe_url
 from nanoslack.agents.local import LocalTools
+from nanoslack.agents.loop import retry_wait_s, retryable
 from tests.llm_server import LLMServer, error
 
 from .conftest import Sleeps

@@ -5,6 +5,7 @@ reported, and a tool's schema reaches the provider as it was written."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,24 @@ def _tool_name(tool: dict[str, Any]) -> str:
 
 def _tool_schema(tool: dict[str, Any]) -> Any:
     return tool["function"]["parameters"] if "function" in tool else tool["input_schema"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_turn_cancelled_during_a_model_call_is_cancelled_not_failed(
+    http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, kind: str
+) -> None:
+    # A halt cancels the turn's task: the scheduler must see CancelledError, not a failure.
+    endpoint = endpoint_of(kind, llm)
+    endpoint.default = Answer(delay=30.0, json={})
+    agent = agent_for(kind, http, sleeps, llm)
+
+    task = asyncio.create_task(agent.run(make_turn()))
+    for _ in range(500):
+        if endpoint.requests:
+            break
+        await asyncio.sleep(0.01)
+    assert endpoint.requests, "the model call never started"
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
