@@ -81,6 +81,7 @@ class LLMAgent:
     async def run(self, turn: Turn, tools: Tools) -> Reply:
         steps = TurnSteps(
             tools,
+            instance=self.instance,
             model=self.model,
             url=safe_url(self.url),
             attempts=self.attempts,

@@ -120,9 +120,18 @@ class TurnSteps(AbstractCapability[None]):
     """Every model call of one turn: the budget before it, its tokens after, its retries."""
 
     def __init__(
-        self, tools: Tools, *, model: str, url: str, attempts: int, sleep: Sleep, describe: Describe
+        self,
+        tools: Tools,
+        *,
+        instance: str,
+        model: str,
+        url: str,
+        attempts: int,
+        sleep: Sleep,
+        describe: Describe,
     ) -> None:
         self._tools = tools
+        self._instance = instance
         self._model = model
         self._url = url
         self._attempts = max(1, attempts)
@@ -164,7 +173,12 @@ class TurnSteps(AbstractCapability[None]):
             raise error
         wait = retry_wait_s(error, attempt)
         log.info(
-            "llm request retry", url=self._url, attempt=attempt, wait_s=wait, reason=self._describe(error)
+            "llm request retry",
+            instance=self._instance,
+            url=self._url,
+            attempt=attempt,
+            wait_s=wait,
+            reason=self._describe(error),
         )
         await self._sleep(wait)
         raise RetryModelRequest()
