@@ -224,7 +224,8 @@ async def run_tool_loop(
     agent: Agent[None, str | None] = Agent(
         model,
         name=f"nanoslack-{instance}",
-        output_type=str | None,  # type: ignore[arg-type]  # a union output spec is a runtime form pydantic-ai documents
+        # Text, or nothing at all: an empty answer ends the turn (silence), it is not retried.
+        output_type=[str, type(None)],
         instructions=system,
         toolsets=[toolset],
         capabilities=[steps],
