@@ -4,12 +4,12 @@ Self-contained: nothing here talks to Slack or the store. The turn dispatcher bu
 a ``Turn``, calls ``Agent.run`` and posts the ``Reply``.
 """
 
-from nanoslack.agents.anthropic import AnthropicAgent
+from typing import TYPE_CHECKING, Any
+
 from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent, daily_tokens
-from nanoslack.agents.http import make_http_client, post_json_with_retries
+from nanoslack.agents.http import make_http_client
 from nanoslack.agents.local import LocalTools
-from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.teammates import Teammate, load_teammate
@@ -25,6 +25,23 @@ from nanoslack.agents.types import (
     TurnFailed,
 )
 from nanoslack.agents.usage import MemoryLedger, TokenLedger
+
+if TYPE_CHECKING:
+    from nanoslack.agents.anthropic import AnthropicAgent
+    from nanoslack.agents.openai import OpenAIAgent
+
+# The LLM back ends load pydantic-ai and the provider SDKs (seconds on a busy machine):
+# only a fleet that runs one pays for it, not every CLI command that needs a type here.
+_LAZY = {"AnthropicAgent": "nanoslack.agents.anthropic", "OpenAIAgent": "nanoslack.agents.openai"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BACKENDS",
@@ -52,6 +69,5 @@ __all__ = [
     "daily_tokens",
     "load_teammate",
     "make_http_client",
-    "post_json_with_retries",
     "render_prompt",
 ]

@@ -26,12 +26,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
+import httpx2
 
-from nanoslack.agents.anthropic import AnthropicAgent
 from nanoslack.agents.command import DEFAULT_TIMEOUT_S, CommandAgent, McpEndpoints, sweep_turn_folders
 from nanoslack.agents.http import Sleep
-from nanoslack.agents.openai import OpenAIAgent
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.types import Agent
 from nanoslack.config import ConfigError, instance_key
@@ -117,7 +115,7 @@ def build_agent(
     settings_lookup: Lookup,
     instance: str,
     *,
-    http: httpx.AsyncClient,
+    http: httpx2.AsyncClient,
     teammates_dir: Path,
     sleep: Sleep = asyncio.sleep,
     mcp: McpEndpoints | None = None,
@@ -139,7 +137,10 @@ def build_agent(
         return _script(keys, Path(teammates_dir))
     model = keys.required("NANOSLACK_MODEL", f"by NANOSLACK_AGENT={kind}")
     daily_tokens(settings_lookup, instance)  # a malformed cap is refused at start, with its key
+    # Imported here: pydantic-ai and the SDKs take a while to load, and only these back ends need them.
     if kind == "openai":
+        from nanoslack.agents.openai import OpenAIAgent
+
         return OpenAIAgent(
             http,
             base_url=keys.url("OPENAI_BASE_URL"),
@@ -148,6 +149,8 @@ def build_agent(
             instance=instance,
             sleep=sleep,
         )
+    from nanoslack.agents.anthropic import AnthropicAgent
+
     api_key = _anthropic_key(keys)
     return AnthropicAgent(
         http,

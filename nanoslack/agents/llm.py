@@ -1,31 +1,28 @@
-"""What the two LLM back ends share: the posting contract, the budget, the request loop."""
+"""What the two LLM back ends share: the posting rules, the tool loop, the failures.
+
+Each back end builds its pydantic-ai ``Model`` once (its SDK client on the fleet's shared
+httpx2 client, the SDK's own retries off) and runs ``agents.loop`` for every turn. Posts
+happen only through the ``send_message`` tool, so ``Reply.posts`` is always ``()``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
 
-import httpx
+import httpx2
 import structlog
+from pydantic_ai.models import Model
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.settings import ModelSettings
 
-from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, post_json_with_retries, safe_url
+from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, safe_url
+from nanoslack.agents.loop import TurnSteps, describe_failure, run_tool_loop
 from nanoslack.agents.prompt import render_prompt
-from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
+from nanoslack.agents.types import BudgetExhausted, Reply, Tools, Turn, TurnFailed
 from nanoslack.config import Secret
 
 log = structlog.get_logger("nanoslack.agents")
 
-SEND_MESSAGE = "send_message"
-SEND_MESSAGE_DESCRIPTION = (
-    "Post one message to the Slack conversation you are in. Call it once per message you "
-    "want people to see (at most 3). Not calling it means you stay silent."
-)
-TEXT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"text": {"type": "string", "description": "The message text (Slack mrkdwn)."}},
-    "required": ["text"],
-}
 # Appended to the teammate's system prompt by the LLM back ends only: command and
 # script agents answer on stdout / from rules and need no such rule.
 POSTING_RULES = (
@@ -34,28 +31,18 @@ POSTING_RULES = (
     "silence, and silence is fine when you have nothing useful to add. Mention a teammate "
     "as @name to hand over to them."
 )
+# The provider's tool schemas as given: pydantic-ai's JSON-schema transformers rewrite
+# schemas for strict modes (titles dropped, properties made required), which an MCP
+# server's own schema must not suffer.
+RAW_SCHEMAS: ModelProfile = {"json_schema_transformer": None}
 
 
 def system_text(turn: Turn) -> str:
     return f"{turn.system.rstrip()}\n\n{POSTING_RULES}" if turn.system.strip() else POSTING_RULES
 
 
-def as_int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def post_text(args: object, instance: str) -> str | None:
-    """The ``text`` argument of one send_message call, or None (logged) when unusable."""
-    if isinstance(args, dict) and isinstance(args.get("text"), str):
-        text = args["text"].strip()
-        return text or None
-    log.warning("send_message call malformed", instance=instance, arguments_type=type(args).__name__)
-    return None
-
-
 class LLMAgent:
-    """Base of ``OpenAIAgent``/``AnthropicAgent``: one request, its usage and its posts
-    (each ``send_message`` call goes to the turn's tools, which collect it)."""
+    """Base of ``OpenAIAgent``/``AnthropicAgent``: one pydantic-ai model, a tool loop per turn."""
 
     name = "llm"
     # Each back end names its server's default base URL and the endpoint under it.
@@ -64,7 +51,7 @@ class LLMAgent:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx2.AsyncClient,
         *,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -73,7 +60,6 @@ class LLMAgent:
         attempts: int = DEFAULT_ATTEMPTS,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self.client = client
         self.base_url = (base_url or self.DEFAULT_BASE_URL).rstrip("/")
         self.url = self.base_url + self.ENDPOINT
         self.model = model
@@ -81,46 +67,59 @@ class LLMAgent:
         self.attempts = attempts
         self._sleep = sleep
         self._key = Secret(api_key or "")
+        self._model = self.build_model(client)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} instance={self.instance} model={self.model} url={safe_url(self.url)}>"
 
-    def headers(self) -> dict[str, str]:
+    def build_model(self, client: httpx2.AsyncClient) -> Model:
         raise NotImplementedError
 
-    def request_body(self, turn: Turn) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
-        raise NotImplementedError
-
-    def tokens(self, body: dict[str, Any]) -> int:
-        raise NotImplementedError
+    def model_settings(self) -> ModelSettings:
+        return {}
 
     async def run(self, turn: Turn, tools: Tools) -> Reply:
-        tools.before_model_call()
-        start = time.monotonic()
-        body = await post_json_with_retries(
-            self.client,
-            self.url,
-            self.request_body(turn),
-            self.headers(),
+        steps = TurnSteps(
+            tools,
+            instance=self.instance,
+            model=self.model,
+            url=safe_url(self.url),
             attempts=self.attempts,
             sleep=self._sleep,
-            secrets=(self._key.reveal(),),
+            describe=self._describe,
         )
+        failure: str | None = None
         try:
-            # Count first: tokens spent on an answer we cannot read are still spent.
-            tokens = self.tokens(body)
-            tools.after_model_call(model=self.model, tokens=tokens, ms=(time.monotonic() - start) * 1000)
-            posts = self.posts(body)
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise TurnFailed(f"{self.name} response has an unexpected shape ({type(exc).__name__})") from exc
-        for text in posts:
-            await tools.call(SEND_MESSAGE, {"text": text})
-        log.info("agent replied", instance=self.instance, backend=self.name, posts=len(posts), tokens=tokens)
-        return Reply((), tokens)
+            posts = await run_tool_loop(
+                self._model,
+                system=system_text(turn),
+                prompt=render_prompt(turn),
+                tools=tools,
+                steps=steps,
+                settings=self.model_settings(),
+                instance=self.instance,
+            )
+        except (BudgetExhausted, TurnFailed):
+            raise
+        except Exception as exc:  # pydantic-ai's and the SDK's errors all end the turn here
+            failure = self._describe(exc)
+            if steps.attempts_of_last_call > 1:
+                failure += f" (after {steps.attempts_of_last_call} attempts)"
+        if failure is not None:
+            # Raised outside the handler: no __context__ chain back to an error whose body
+            # may echo the key.
+            raise TurnFailed(failure)
+        log.info(
+            "agent replied",
+            instance=self.instance,
+            backend=self.name,
+            posts=posts,
+            steps=steps.calls,
+            tokens=steps.tokens,
+        )
+        return Reply((), steps.tokens)
 
-    @staticmethod
-    def prompt(turn: Turn) -> str:
-        return render_prompt(turn)
+    def _describe(self, error: BaseException) -> str:
+        return describe_failure(
+            error, url=safe_url(self.url), backend=self.name, secrets=(self._key.reveal(),)
+        )

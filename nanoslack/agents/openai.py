@@ -1,37 +1,34 @@
 """``openai`` back end: any OpenAI-compatible Chat Completions server.
 
-One request per turn: ``system`` (persona + posting rules) and ``user`` (the turn
-prompt), with a ``send_message`` function tool and ``tool_choice="auto"``. Each
-``send_message`` call in the answer is one post, in order; the message ``content``
-is private scratch, never posted; no call is silence. Works against OpenAI, Ollama,
-vLLM and llama.cpp (``OPENAI_BASE_URL``, no ``Authorization`` header without a key).
-Arguments arrive as a JSON string per the spec; an object (as some local servers
-send) is accepted too, and a malformed call is skipped with a warning.
+pydantic-ai's ``OpenAIChatModel`` over the official ``openai`` SDK (Chat Completions, not
+the Responses API, so OpenAI, Ollama, vLLM and llama.cpp all answer it). Without an API
+key (``OPENAI_BASE_URL`` pointing at a local server) no ``Authorization`` header is sent
+at all. The turn's tools go as function tools with ``tool_choice="auto"``; the message
+``content`` is private scratch; no ``send_message`` call is silence. Arguments arrive as a
+JSON string per the spec; an object (as some local servers send) is accepted too.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import cast
 
-from nanoslack.agents.llm import (
-    SEND_MESSAGE,
-    SEND_MESSAGE_DESCRIPTION,
-    TEXT_SCHEMA,
-    LLMAgent,
-    as_int,
-    log,
-    post_text,
-    system_text,
-)
-from nanoslack.agents.types import Turn
+import httpx2
+from openai import AsyncOpenAI, Omit
+from openai.types.chat import ChatCompletion
+from pydantic_ai.models import Model
+from pydantic_ai.models.openai import OpenAIChatModel
+
+# The return type of the validation hook below; pydantic-ai does not re-export it.
+from pydantic_ai.models.openai._chat_completions import LenientChatCompletion
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.settings import ModelSettings
+
+from nanoslack.agents.llm import RAW_SCHEMAS, LLMAgent
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-SEND_MESSAGE_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {"name": SEND_MESSAGE, "description": SEND_MESSAGE_DESCRIPTION, "parameters": TEXT_SCHEMA},
-}
+# The SDK wants some key; with this one it is never sent (see ``model_settings``).
+NO_KEY = "no-key"
 
 
 class OpenAIAgent(LLMAgent):
@@ -39,43 +36,30 @@ class OpenAIAgent(LLMAgent):
     DEFAULT_BASE_URL = DEFAULT_BASE_URL
     ENDPOINT = "/chat/completions"
 
-    def headers(self) -> dict[str, str]:
-        key = self._key.reveal()
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    def build_model(self, client: httpx2.AsyncClient) -> Model:
+        sdk = AsyncOpenAI(
+            api_key=self._key.reveal() or NO_KEY,
+            base_url=self.base_url,
+            http_client=client,
+            max_retries=0,  # the loop retries (agents.http), with waits it caps
+        )
+        return _ChatModel(self.model, provider=OpenAIProvider(openai_client=sdk), profile=RAW_SCHEMAS)
 
-    def request_body(self, turn: Turn) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": system_text(turn)},
-                {"role": "user", "content": self.prompt(turn)},
-            ],
-            "tools": [SEND_MESSAGE_TOOL],
-            "tool_choice": "auto",
-        }
-
-    def posts(self, body: dict[str, Any]) -> tuple[str, ...]:
-        message = body["choices"][0]["message"]
-        posts: list[str] = []
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            if function.get("name") != SEND_MESSAGE:
-                log.warning("unknown tool called", instance=self.instance, tool=function.get("name"))
-                continue
-            text = post_text(_arguments(function.get("arguments")), self.instance)
-            if text is not None:
-                posts.append(text)
-        return tuple(posts)
-
-    def tokens(self, body: dict[str, Any]) -> int:
-        usage = body.get("usage") or {}
-        return as_int(usage.get("total_tokens"))
+    def model_settings(self) -> ModelSettings:
+        if self._key.reveal():
+            return {}
+        # The SDK's documented way to send no Authorization header: omit it per request.
+        return {"extra_headers": {"Authorization": cast(str, Omit())}}
 
 
-def _arguments(raw: object) -> object:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return None
-    return raw
+class _ChatModel(OpenAIChatModel):
+    def _validate_completion(self, response: ChatCompletion) -> LenientChatCompletion:
+        """The hook pydantic-ai offers for this: a tool call's ``arguments`` that came as
+        an object become the JSON string the spec (and the SDK's types) expect."""
+        data = response.model_dump(warnings=False)
+        for choice in data.get("choices") or ():
+            for call in (choice.get("message") or {}).get("tool_calls") or ():
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("arguments"), dict | list):
+                    function["arguments"] = json.dumps(function["arguments"])
+        return super()._validate_completion(ChatCompletion.model_construct(**data))

@@ -6,12 +6,6 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Protocol
 
-import structlog
-
-from nanoslack.agents.types import BudgetExhausted
-
-log = structlog.get_logger("nanoslack.agents")
-
 
 class TokenLedger(Protocol):
     def used_today(self, instance: str) -> int: ...
@@ -36,18 +30,3 @@ class MemoryLedger:
     def add(self, instance: str, tokens: int) -> None:
         key = (instance, self._today())
         self._used[key] = self._used.get(key, 0) + max(0, tokens)
-
-
-def check_budget(ledger: TokenLedger | None, instance: str, daily_tokens: int | None) -> None:
-    """Raise ``BudgetExhausted`` before a model call once today's cap is spent."""
-    if daily_tokens is None or ledger is None:
-        return
-    used = ledger.used_today(instance)
-    if used >= daily_tokens:
-        log.warning("budget exhausted", instance=instance, used=used, cap=daily_tokens)
-        raise BudgetExhausted(f"daily token budget spent: {used} of {daily_tokens} tokens used today")
-
-
-def record_usage(ledger: TokenLedger | None, instance: str, tokens: int) -> None:
-    if ledger is not None and tokens > 0:
-        ledger.add(instance, tokens)

@@ -1,14 +1,16 @@
-"""Fixtures for the agent tests: a real teammate folder and a sleep that only records."""
+"""Fixtures for the agent tests: a real teammate folder, a sleep that only records, the
+fleet's shared HTTP client and a model server on 127.0.0.1 (``tests.llm_server``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from nanoslack.agents import make_http_client
+from tests.llm_server import LLMServer
 
 
 class Sleeps:
@@ -27,9 +29,15 @@ def sleeps() -> Sleeps:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
+async def http() -> AsyncIterator[httpx2.AsyncClient]:
     async with make_http_client() as client:
         yield client
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[LLMServer]:
+    async with LLMServer() as server:
+        yield server
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nanoslack.agents import Agent, Line, LocalTools, Reply, TokenLedger, Turn
@@ -40,16 +41,27 @@ def make_turn(*lines: Line, **overrides: Any) -> Turn:
 @dataclass
 class Alone:
     """A back end run on its own, as a test drives it: each ``run`` gets fresh
-    ``LocalTools`` (the ledger and cap given here) and its reply says what it posted."""
+    ``LocalTools`` (the ledger, cap, skills and step limit given here; ``tools`` keeps the
+    last ones) and its reply says what it posted."""
 
     agent: Agent
     ledger: TokenLedger | None = None
     daily_tokens: int | None = None
+    skills_dir: Path | None = None
+    max_steps: int = 12
+    tools: list[LocalTools] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.agent, name)
 
     async def run(self, turn: Turn) -> Reply:
-        tools = LocalTools(instance=turn.instance, ledger=self.ledger, daily_tokens=self.daily_tokens)
+        tools = LocalTools(
+            instance=turn.instance,
+            ledger=self.ledger,
+            daily_tokens=self.daily_tokens,
+            skills_dir=self.skills_dir,
+            steps_allowed=self.max_steps,
+        )
+        self.tools.append(tools)
         reply = await self.agent.run(turn, tools)
         return Reply((*tools.posts, *reply.posts), reply.tokens)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from structlog.testing import capture_logs
 
@@ -216,7 +216,7 @@ async def test_a_token_is_refused_once_its_turn_has_ended(
     (url, first), (url2, second) = (json.loads(line) for line in seen.read_text().splitlines())
     assert url == url2 and url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
     assert first != second  # a fresh token every turn
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient() as http:
         for token in (first, second):
             resp = await http.post(
                 url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {token}"}
@@ -246,7 +246,7 @@ async def test_a_cancelled_turn_revokes_its_token(
     token = seen.read_text()
     headers = {**ACCEPT, "Authorization": f"Bearer {token}"}
     assert server.url is not None
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient() as http:
         assert (await http.post(server.url, json=INITIALIZE, headers=headers)).status_code == 200
 
         task.cancel()  # a halt, a shutdown
@@ -370,8 +370,8 @@ async def test_one_endpoint_serves_every_turn_and_stops_with_the_fleet(
 
     await server.stop()
 
-    async with httpx.AsyncClient() as http:
-        with pytest.raises(httpx.ConnectError):
+    async with httpx2.AsyncClient() as http:
+        with pytest.raises(httpx2.ConnectError):
             await http.post(url, json=INITIALIZE, headers=ACCEPT)
     with pytest.raises(TurnFailed):
         await CommandAgent(command, instance="dana", mcp=server).run(make_turn(), toolbox(store, teammates))

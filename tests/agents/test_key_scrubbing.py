@@ -11,38 +11,41 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import httpx
 import pytest
-import respx
 
-from nanoslack.agents import TurnFailed, build_agent
+from nanoslack.agents import TurnFailed, build_agent, make_http_client
 from nanoslack.agents.local import LocalTools
 from nanoslack.logs import configure_logging
+from tests.llm_server import Answer, LLMServer
 
 from .conftest import Sleeps
 from .helpers import make_turn
 
 LOCAL_KEY = "local-secret-key-42"
-CONFIG = {
-    "openai": {
-        "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "local-model",
-        "OPENAI_BASE_URL": "http://localhost:11434/v1",
-        "OPENAI_API_KEY": LOCAL_KEY,
-    },
-    "anthropic": {
+
+
+def config(backend: str, llm: LLMServer) -> dict[str, str]:
+    if backend == "openai":
+        return {
+            "NANOSLACK_AGENT": "openai",
+            "NANOSLACK_MODEL": "local-model",
+            "OPENAI_BASE_URL": llm.openai_url,
+            "OPENAI_API_KEY": LOCAL_KEY,
+        }
+    return {
         "NANOSLACK_AGENT": "anthropic",
         "NANOSLACK_MODEL": "claude-local",
-        "ANTHROPIC_BASE_URL": "http://localhost:11434",
+        "ANTHROPIC_BASE_URL": llm.anthropic_url,
         "ANTHROPIC_API_KEY": LOCAL_KEY,
-    },
-}
+    }
+
+
 # How servers and proxies echo a key back: the providers' error object, or plain text.
 ECHOES = {
-    "json": lambda status: httpx.Response(
+    "json": lambda status: Answer(
         status, json={"error": {"type": "authentication_error", "message": f"Invalid API key: {LOCAL_KEY}"}}
     ),
-    "text": lambda status: httpx.Response(status, text=f"Unauthorized: bearer {LOCAL_KEY} is not valid"),
+    "text": lambda status: Answer(status, text=f"Unauthorized: bearer {LOCAL_KEY} is not valid"),
 }
 
 
@@ -57,20 +60,23 @@ def _chain(exc: BaseException) -> str:
 
 
 @pytest.mark.parametrize("echo", sorted(ECHOES))
-@pytest.mark.parametrize("backend", sorted(CONFIG))
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
 async def test_a_local_key_echoed_by_the_server_is_in_neither_the_turn_failure_nor_the_log(
-    http: httpx.AsyncClient, sleeps: Sleeps, teammates: Path, backend: str, echo: str
+    sleeps: Sleeps, llm: LLMServer, teammates: Path, backend: str, echo: str
 ) -> None:
     out = io.StringIO()
-    configure_logging("debug", "json", stream=out)  # every logger: ours, httpx's, any library's
-    config = CONFIG[backend]
-    agent = build_agent(config.get, "dana", http=http, teammates_dir=teammates, sleep=sleeps)
-    with respx.mock(assert_all_called=False) as server:
-        # A retryable answer first (its reason is logged before the retry), then the refusal.
-        route = server.route(host="localhost").mock(side_effect=[ECHOES[echo](502), ECHOES[echo](401)])
+    configure_logging("debug", "json", stream=out)  # every logger: ours, httpx2's, the SDKs', pydantic-ai's
+    # A retryable answer first (its reason is logged before the retry), then the refusal.
+    endpoint = llm.openai if backend == "openai" else llm.anthropic
+    endpoint.push(ECHOES[echo](502), ECHOES[echo](401))
+    async with make_http_client() as http:
+        agent = build_agent(
+            config(backend, llm).get, "dana", http=http, teammates_dir=teammates, sleep=sleeps
+        )
         with pytest.raises(TurnFailed) as failed:
             await agent.run(make_turn(), LocalTools())
-    assert route.called
+    assert len(endpoint.requests) == 2
+    assert endpoint.requests[0].headers["authorization"] == f"Bearer {LOCAL_KEY}"  # the key was sent
     assert "401" in str(failed.value) or "502" in str(failed.value), str(failed.value)
     assert LOCAL_KEY not in _chain(failed.value)
     assert [line for line in out.getvalue().splitlines() if LOCAL_KEY in line] == []

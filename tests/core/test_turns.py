@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 
 from nanoslack.agents import Agent, OpenAIAgent, load_teammate
@@ -245,7 +245,7 @@ async def test_a_spent_daily_budget_tells_the_thread_once_per_day(
     store: Store, router: Router, gate: Gate, tmp_path: Path
 ) -> None:
     store.turns.add_usage(INSTANCE, 100)
-    async with httpx.AsyncClient() as http:
+    async with httpx2.AsyncClient() as http:
         # Refused before any request: the base URL is a closed port.
         agent = OpenAIAgent(http, base_url="http://127.0.0.1:9/v1", model="m", instance=INSTANCE)
         d = dispatcher(store, agent, tmp_path, ledger=StoreLedger(store), daily_tokens=100)

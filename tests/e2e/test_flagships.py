@@ -24,9 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import respx
 
 from nanoslack.emulator import Emulator
 from nanoslack.logs import configure_logging
@@ -34,6 +32,7 @@ from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
 from tests.fleetproc import FleetProcess
+from tests.llm_server import Answer, LLMServer
 
 # -- helpers ----------------------------------------------------------------------------------------
 
@@ -157,40 +156,45 @@ async def test_a_5000_character_answer_reaches_slack_as_several_posts_slack_take
 # -- an LLM key that matches no known shape is still scrubbed -----------------------------------------
 
 LOCAL_KEY = "local-secret-key-42"
-BACKENDS: dict[str, dict[str, str]] = {
-    "openai": {
-        "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "local-model",
-        "OPENAI_BASE_URL": "http://localhost:11434/v1",
-        "OPENAI_API_KEY": LOCAL_KEY,
-    },
-    "anthropic": {
+
+
+def _backend_env(backend: str, llm: LLMServer) -> dict[str, str]:
+    if backend == "openai":
+        return {
+            "NANOSLACK_AGENT": "openai",
+            "NANOSLACK_MODEL": "local-model",
+            "OPENAI_BASE_URL": llm.openai_url,
+            "OPENAI_API_KEY": LOCAL_KEY,
+        }
+    return {
         "NANOSLACK_AGENT": "anthropic",
         "NANOSLACK_MODEL": "claude-local",
-        "ANTHROPIC_BASE_URL": "http://localhost:11434",
+        "ANTHROPIC_BASE_URL": llm.anthropic_url,
         "ANTHROPIC_API_KEY": LOCAL_KEY,
-    },
-}
+    }
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
 async def test_a_401_that_echoes_a_local_api_key_leaves_it_out_of_the_turns_error_and_every_log_line(
     room: Room, fleet_factory: FleetFactory, backend: str
 ) -> None:
     out = io.StringIO()
     configure_logging("debug", "json", stream=out)
     refusal = {"error": {"type": "authentication_error", "message": f"Invalid API key: {LOCAL_KEY}"}}
-    # respx stands in for the model server (any path on it); Slack's traffic is aiohttp, untouched.
-    with respx.mock(assert_all_called=False) as llm:
-        server = llm.route(host="localhost").mock(return_value=httpx.Response(401, json=refusal))
-        await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **BACKENDS[backend])
+    # A local model server (tests.llm_server) refuses the key and echoes it; Slack's traffic
+    # is the emulator's, untouched.
+    async with LLMServer() as llm:
+        llm.openai.default = llm.anthropic.default = Answer(401, json=refusal)
+        await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **_backend_env(backend, llm))
         await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hello")
         await room.emu.wait_for(lambda: _turn_rows(room, "dana"), timeout=10, message="no turn ran")
         await room.emu.wait_for(lambda: _turn_rows(room, "dana")[0][0] != "running", timeout=10)
-    assert server.called
+    assert llm.requests and all(r.headers.get("authorization") == f"Bearer {LOCAL_KEY}" for r in llm.requests)
     ((status, error),) = _turn_rows(room, "dana")
     assert status == "failed" and "401" in error, (status, error)
     assert LOCAL_KEY not in error
+    steps = room.sql("SELECT kind, error FROM turn_steps")
+    assert steps and all(kind == "model" and "401" in err and LOCAL_KEY not in err for kind, err in steps)
     leaks = [line for line in out.getvalue().splitlines() if LOCAL_KEY in line]
     assert leaks == []
     assert _bot_messages(room, "dana") == []

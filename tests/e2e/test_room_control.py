@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from typing import Any
 
-import httpx
-import respx
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.e2e.conftest import Recorder, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.fleetproc import FleetProcess
+from tests.llm_server import LLMServer, Request, Script, openai_answer, openai_text, send
 
 
 def _outcome(rec: Recorder, instance: str, ts: str) -> Any:
@@ -415,45 +413,39 @@ async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first
 
 # -- budgets that pause and ask -------------------------------------------------------------------
 
-# Token budgets need a back end that counts tokens: an OpenAI-compatible server, mocked
-# with respx (the one remote service tests may mock). Slack traffic is aiohttp, untouched.
-LLM = {
-    "NANOSLACK_AGENT": "openai",
-    "NANOSLACK_MODEL": "gpt-test",
-    "OPENAI_BASE_URL": "https://llm.test/v1",
-    "OPENAI_API_KEY": "sk-test-0123456789",
-}
 
-
-def _llm_answer(text: str, tokens: int) -> dict[str, Any]:
-    call = {
-        "id": "call_0",
-        "type": "function",
-        "function": {"name": "send_message", "arguments": json.dumps({"text": text})},
-    }
+# Token budgets need a back end that counts tokens: an OpenAI-compatible server, the
+# small one of tests.llm_server on 127.0.0.1 (the one remote service tests may stand in
+# for). Slack traffic is the emulator's, untouched.
+def _llm_env(llm: LLMServer) -> dict[str, str]:
     return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                "finish_reason": "tool_calls",
-            }
-        ],
-        "usage": {"prompt_tokens": tokens - 2, "completion_tokens": 2, "total_tokens": tokens},
+        "NANOSLACK_AGENT": "openai",
+        "NANOSLACK_MODEL": "gpt-test",
+        "OPENAI_BASE_URL": llm.openai_url,
+        "OPENAI_API_KEY": "sk-test-0123456789",
     }
+
+
+def _llm_answer(text: str, tokens: int) -> Script:
+    """A model that answers every turn by posting ``text`` once, then stops: the turn's
+    two calls spend ``tokens`` together. The first spends only a few, so a small cap is
+    spent by the turn as a whole (each call checks the budget before it is made)."""
+
+    def answer(request: Request) -> Any:
+        if request.tool_results():  # its post went out: nothing more to say
+            return openai_text(tokens=(tokens - 7, 2))
+        return openai_answer(send(text), tokens=(3, 2))
+
+    return answer
 
 
 async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_more_turn_through(
     room: Room, fleet_factory
 ) -> None:
     owner = room.human.id
-    with respx.mock(assert_all_called=False) as llm:
-        llm.post("https://llm.test/v1/chat/completions").mock(
-            return_value=httpx.Response(200, json=_llm_answer("on it", 42))
-        )
-        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_ROOM_TOKENS="10", **LLM)
+    async with LLMServer() as llm:
+        llm.openai.default = _llm_answer("on it", 42)
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_ROOM_TOKENS="10", **_llm_env(llm))
 
         def answers() -> list[dict[str, Any]]:
             return [m for m in _bot_posts(room) if m.get("text") == "on it"]
@@ -492,11 +484,9 @@ async def test_a_spent_instance_budget_asks_the_owners_and_allow_gives_it_one_mo
     room: Room, fleet_factory
 ) -> None:
     owner = room.human.id
-    with respx.mock(assert_all_called=False) as llm:
-        llm.post("https://llm.test/v1/chat/completions").mock(
-            return_value=httpx.Response(200, json=_llm_answer("on it", 42))
-        )
-        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_DAILY_TOKENS="10", **LLM)
+    async with LLMServer() as llm:
+        llm.openai.default = _llm_answer("on it", 42)
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_DAILY_TOKENS="10", **_llm_env(llm))
 
         def answers() -> list[dict[str, Any]]:
             return [m for m in _bot_posts(room) if m.get("text") == "on it"]

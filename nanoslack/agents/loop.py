@@ -1,0 +1,278 @@
+"""The tool loop of the LLM back ends (DESIGN §11), on pydantic-ai.
+
+The model gets the system prompt and the turn prompt, and the turn's tools exactly as
+``Tools.specs()`` describes them; each tool call goes to ``Tools.call`` and its text goes
+back as the tool's result (a refusal as a failed result, so the model reads why and is
+not told to retry). The loop ends when the model answers without a tool call (that text
+is private: nothing is posted but ``send_message`` calls) or after ``Tools.max_steps``
+model calls: then the turn ends with what it has (``turn step limit reached``).
+
+Around every model call (``TurnSteps``): ``Tools.before_model_call`` first (a spent budget
+stops the loop there), ``Tools.after_model_call`` with its tokens after, and the retries
+of ``agents.http`` in between (pydantic-ai's ``RetryModelRequest``: another attempt at the
+same call, the model never sees it). A failure that is not retried, or still failing after
+the last attempt, fails the turn with ``TurnFailed``: the status and a short reason, with
+the API key scrubbed out even when the server echoes it.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+import structlog
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import WrapModelRequestHandler
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    RetryModelRequest,
+    ToolFailed,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.usage import UsageLimits
+from pydantic_core import SchemaValidator, core_schema
+
+from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
+from nanoslack.agents.redact import scrub
+from nanoslack.agents.types import Tools, ToolSpec
+
+log = structlog.get_logger("nanoslack.agents")
+
+SEND_MESSAGE = "send_message"
+REASON_CHARS = 200
+# Any JSON object passes: the tool's own schema is the tool's business (an MCP server
+# validates its arguments itself), and a refusal comes back from ``Tools.call`` as text.
+ANY_ARGUMENTS = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
+# How often pydantic-ai lets the model get a tool wrong (an unknown name, arguments that
+# are not JSON) before it ends the run: never before the step limit does.
+TOOL_RETRIES = 1000
+
+Describe = Callable[[BaseException], str]
+
+
+class TurnToolset(AbstractToolset[None]):
+    """The turn's ``Tools`` as pydantic-ai sees them.
+
+    Each spec is offered as it is (``strict=False`` and no schema transformer on the model:
+    an MCP tool's schema reaches the provider unchanged), arguments are only checked to be
+    an object, and the calls run one at a time in the order the model made them (posts keep
+    their order; steps are recorded in that order).
+    """
+
+    def __init__(self, tools: Tools) -> None:
+        self._tools = tools
+        self.posts = 0
+
+    @property
+    def id(self) -> str:
+        return "nanoslack"
+
+    async def get_tools(self, ctx: RunContext[None]) -> dict[str, ToolsetTool[None]]:
+        return {
+            spec.name: ToolsetTool(
+                toolset=self,
+                tool_def=_definition(spec),
+                max_retries=TOOL_RETRIES,
+                args_validator=ANY_ARGUMENTS,
+            )
+            for spec in self._tools.specs()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
+    ) -> str:
+        result = await self._tools.call(name, tool_args)
+        if result.is_error:
+            # A failed result the model reads (why it was refused), without a "try again" prompt.
+            raise ToolFailed(result.text)
+        if name == SEND_MESSAGE:
+            self.posts += 1
+        return result.text
+
+
+def _definition(spec: ToolSpec) -> ToolDefinition:
+    return ToolDefinition(
+        name=spec.name,
+        description=spec.description,
+        # A copy: the spec may be shared (an MCP server's tools), the request is this turn's.
+        parameters_json_schema=copy.deepcopy(dict(spec.parameters)),
+        strict=False,
+        sequential=True,
+    )
+
+
+class TurnSteps(AbstractCapability[None]):
+    """Every model call of one turn: the budget before it, its tokens after, its retries."""
+
+    def __init__(
+        self,
+        tools: Tools,
+        *,
+        instance: str,
+        model: str,
+        url: str,
+        attempts: int,
+        sleep: Sleep,
+        describe: Describe,
+    ) -> None:
+        self._tools = tools
+        self._instance = instance
+        self._model = model
+        self._url = url
+        self._attempts = max(1, attempts)
+        self._sleep = sleep
+        self._describe = describe
+        self.tokens = 0
+        self.calls = 0
+        self.attempts_of_last_call = 0
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[None],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        self._tools.before_model_call()  # BudgetExhausted: this call is never made
+        self.calls += 1
+        start = time.monotonic()
+        try:
+            response = await handler(request_context)
+        except Exception as exc:
+            self.attempts_of_last_call = request_context.attempt
+            self._tools.after_model_call(
+                model=self._model, tokens=0, ms=_ms(start), error=self._describe(exc)
+            )
+            raise
+        usage = response.usage
+        tokens = max(0, usage.input_tokens) + max(0, usage.output_tokens)
+        self.tokens += tokens
+        self._tools.after_model_call(model=self._model, tokens=tokens, ms=_ms(start))
+        return response
+
+    async def on_model_request_error(
+        self, ctx: RunContext[None], *, request_context: ModelRequestContext, error: Exception
+    ) -> ModelResponse:
+        attempt = request_context.attempt
+        if not (isinstance(error, ModelAPIError) and retryable(error)) or attempt >= self._attempts:
+            raise error
+        wait = retry_wait_s(error, attempt)
+        log.info(
+            "llm request retry",
+            instance=self._instance,
+            url=self._url,
+            attempt=attempt,
+            wait_s=wait,
+            reason=self._describe(error),
+        )
+        await self._sleep(wait)
+        raise RetryModelRequest()
+
+
+def retryable(error: BaseException) -> bool:
+    """A failed model call worth another attempt: 408, 429 and 5xx, connection errors and
+    timeouts (the server was busy or unreachable). Any other status fails at once."""
+    if isinstance(error, ModelHTTPError):
+        return error.status_code in (408, 429) or error.status_code >= 500
+    return isinstance(error, ModelConnectionError)
+
+
+def retry_wait_s(error: ModelAPIError, attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1, 2, …): what the server asked
+    for (``Retry-After``/``retry-after-ms``, parsed by pydantic-ai), else backoff; capped."""
+    asked = error.retry_after
+    if asked is not None and asked == asked and asked >= 0:  # not NaN, not negative
+        return min(float(asked), MAX_RETRY_WAIT_S)
+    return backoff_s(attempt)
+
+
+def _ms(start: float) -> float:
+    return (time.monotonic() - start) * 1000
+
+
+async def run_tool_loop(
+    model: Model,
+    *,
+    system: str,
+    prompt: str,
+    tools: Tools,
+    steps: TurnSteps,
+    settings: ModelSettings,
+    instance: str,
+) -> int:
+    """Run the loop to its end; the number of ``send_message`` calls that posted.
+
+    Reaching the step limit is an end, not a failure. ``BudgetExhausted`` and pydantic-ai's
+    own errors propagate: the caller turns the latter into ``TurnFailed``.
+    """
+    toolset = TurnToolset(tools)
+    agent: Agent[None, str | None] = Agent(
+        model,
+        name=f"nanoslack-{instance}",
+        # Text, or nothing at all: an empty answer ends the turn (silence), it is not retried.
+        output_type=[str, type(None)],
+        instructions=system,
+        toolsets=[toolset],
+        capabilities=[steps],
+        retries=TOOL_RETRIES,
+        model_settings=settings,
+    )
+    try:
+        await agent.run(prompt, usage_limits=UsageLimits(request_limit=tools.max_steps))
+    except UsageLimitExceeded:
+        log.warning("turn step limit reached", instance=instance, steps=steps.calls)
+    return toolset.posts
+
+
+def describe_failure(error: BaseException, *, url: str, backend: str, secrets: tuple[str, ...]) -> str:
+    """A short, key-free sentence for a failed model call: the status and the server's reason."""
+    if isinstance(error, ModelHTTPError):
+        return f"{url} answered {error.status_code}: {_reason(error, secrets)}"
+    if isinstance(error, ModelTimeoutError):
+        return f"request to {url} timed out"
+    if isinstance(error, ModelConnectionError):
+        return f"cannot reach {url}: {_clean(error.message, secrets)}"
+    if isinstance(error, ModelAPIError):
+        return f"{backend} request failed: {_clean(error.message, secrets)}"
+    if isinstance(error, UnexpectedModelBehavior):
+        return f"{backend} response has an unexpected shape: {_clean(error.message, secrets)}"
+    if isinstance(error, AgentRunError):
+        return f"{backend} run failed: {_clean(str(error), secrets)}"
+    return f"{backend} request failed ({type(error).__name__})"
+
+
+def _reason(error: ModelHTTPError, secrets: tuple[str, ...]) -> str:
+    """The provider's error message when it has one (both APIs use ``error.message``)."""
+    body = error.body
+    text: object = body
+    # The openai SDK hands over the ``error`` object itself, the anthropic SDK the whole body.
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict | str):
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        text = message if isinstance(message, str) and message else body
+    cleaned = _clean(text if isinstance(text, str) else ("" if text is None else repr(text)), secrets)
+    if cleaned:
+        return cleaned
+    try:
+        return HTTPStatus(error.status_code).phrase
+    except ValueError:
+        return "no reason given"
+
+
+def _clean(text: str, secrets: tuple[str, ...]) -> str:
+    return scrub(" ".join(text.split()), secrets)[:REASON_CHARS]

@@ -1,0 +1,272 @@
+"""A small model server for tests: OpenAI Chat Completions and Anthropic Messages on 127.0.0.1.
+
+The LLM back ends speak to it exactly as to a real provider (the SDKs over httpx2, which
+respx cannot intercept). Each endpoint has a queue of scripted answers, taken in order;
+when a queue is empty its ``default`` answers (a model that always calls a tool, say), and
+without one the server answers 500 so a test that forgot an answer fails loudly. Every
+request is recorded, whatever its path. An answer is a status, a JSON or text body and
+headers (``Retry-After``), a delay (a slow model), a dropped connection (``Answer.drop``),
+or a function of the request (a proxy echoing what it was sent).
+
+Usable from an in-process fleet and from a ``nanoslack run`` subprocess alike: it only
+needs its URL (``openai_url`` for ``OPENAI_BASE_URL``, ``anthropic_url`` for
+``ANTHROPIC_BASE_URL``) and the test's event loop running while it waits.
+
+    async with LLMServer() as llm:
+        llm.openai.push(openai_tools(("read_skill", {"name": "review"})), openai_text("done"))
+        ... OPENAI_BASE_URL=llm.openai_url ...
+        assert llm.openai.requests[1].tool_results() == [...]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+HOST = "127.0.0.1"
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # keys lower-cased
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+    def tool_results(self) -> list[str]:
+        """The texts of the tool results this request sends back to the model, in order."""
+        body = self.json or {}
+        results: list[str] = []
+        for message in body.get("messages", []):
+            if message.get("role") == "tool":  # Chat Completions
+                results.append(_text(message.get("content")))
+            elif message.get("role") == "user" and isinstance(message.get("content"), list):
+                results += [
+                    _text(block.get("content"))
+                    for block in message["content"]
+                    if isinstance(block, dict) and block.get("type") == "tool_result"
+                ]
+        return results
+
+    def tool_result_blocks(self) -> list[dict[str, Any]]:
+        """Anthropic's ``tool_result`` blocks (``is_error`` included), in order."""
+        body = self.json or {}
+        return [
+            block
+            for message in body.get("messages", [])
+            if message.get("role") == "user" and isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return "" if content is None else json.dumps(content)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    json: Any = None
+    text: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering (a slow model, a read timeout)
+    drop: bool = False  # close the connection without answering
+
+
+Script = Answer | Callable[[Request], Answer]
+
+
+class Endpoint:
+    """One endpoint's script and record."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._queue: deque[Script] = deque()
+        self.default: Script | None = None
+        self.requests: list[Request] = []
+
+    def push(self, *answers: Script) -> None:
+        self._queue.extend(answers)
+
+    def next(self, request: Request) -> Answer:
+        script = self._queue.popleft() if self._queue else self.default
+        if script is None:
+            return Answer(500, json={"error": {"message": f"llm_server: no answer scripted for {self.name}"}})
+        return script(request) if callable(script) else script
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+
+class LLMServer:
+    def __init__(self) -> None:
+        self.openai = Endpoint("openai")
+        self.anthropic = Endpoint("anthropic")
+        self.requests: list[Request] = []  # every request, any path
+        self._runner: web.AppRunner | None = None
+        self._drops: set[asyncio.Task[Any]] = set()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def openai_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return self.url
+
+    async def start(self) -> LLMServer:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, HOST, 0)
+        await site.start()
+        server = site._server  # noqa: SLF001 - aiohttp keeps the bound sockets only here
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> LLMServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _handle(self, http: web.Request) -> web.StreamResponse:
+        request = Request(
+            http.method, http.path, {k.lower(): v for k, v in http.headers.items()}, await http.read()
+        )
+        self.requests.append(request)
+        endpoint = self._endpoint(http.method, http.path)
+        if endpoint is None:
+            return web.json_response({"error": {"message": f"no such endpoint {http.path}"}}, status=404)
+        endpoint.requests.append(request)
+        answer = endpoint.next(request)
+        if answer.delay:
+            await asyncio.sleep(answer.delay)
+        if answer.drop:
+            assert http.transport is not None
+            http.transport.close()
+            return web.Response(status=500)  # never reaches the client: the connection is gone
+        if answer.json is not None:
+            return web.json_response(answer.json, status=answer.status, headers=answer.headers)
+        return web.Response(status=answer.status, text=answer.text or "", headers=answer.headers)
+
+    def _endpoint(self, method: str, path: str) -> Endpoint | None:
+        if method != "POST":
+            return None
+        if path.endswith("/chat/completions"):
+            return self.openai
+        if path.endswith("/messages"):
+            return self.anthropic
+        return None
+
+
+# -- answers in each API's shape ----------------------------------------------------------------
+
+ToolCall = tuple[str, dict[str, Any]]
+
+
+def openai_answer(*calls: ToolCall, content: str | None = None, tokens: tuple[int, int] = (40, 2)) -> Answer:
+    """A Chat Completions answer: the tool calls (name, arguments) in order, ``content``
+    the model's own text; usage as (prompt, completion) tokens."""
+    tool_calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for i, (name, args) in enumerate(calls)
+    ]
+    return openai_raw(tool_calls, content=content, tokens=tokens)
+
+
+def openai_raw(
+    tool_calls: list[dict[str, Any]], *, content: str | None = None, tokens: tuple[int, int] = (40, 2)
+) -> Answer:
+    """A Chat Completions answer with the tool calls exactly as given (malformed ones included)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return Answer(
+        json={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "test-model",
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": tokens[0],
+                "completion_tokens": tokens[1],
+                "total_tokens": tokens[0] + tokens[1],
+            },
+        }
+    )
+
+
+def openai_text(content: str = "", *, tokens: tuple[int, int] = (40, 2)) -> Answer:
+    """A Chat Completions answer with no tool call (the model is done)."""
+    return openai_raw([], content=content, tokens=tokens)
+
+
+def send(text: str) -> ToolCall:
+    return ("send_message", {"text": text})
+
+
+def anthropic_answer(*calls: ToolCall, text: str | None = None, tokens: tuple[int, int] = (30, 12)) -> Answer:
+    """A Messages answer: a ``text`` block (when given) then one ``tool_use`` block per call."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text is not None else []
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+        for i, (name, args) in enumerate(calls)
+    ]
+    return Answer(
+        json={
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-test",
+            "content": blocks,
+            "stop_reason": "tool_use" if calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+        }
+    )
+
+
+def anthropic_text(text: str = "", *, tokens: tuple[int, int] = (30, 12)) -> Answer:
+    return anthropic_answer(text=text, tokens=tokens)
+
+
+def error(status: int, message: str = "error", *, retry_after: str | None = None) -> Answer:
+    """An error in the providers' common shape (``{"error": {"message": …}}``)."""
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return Answer(status, json={"error": {"type": "error", "message": message}}, headers=headers)
