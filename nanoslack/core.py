@@ -39,10 +39,11 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings
 from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
-from nanoslack.inbound import Identity, Inbound
+from nanoslack.inbound import Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
-from nanoslack.store import Store
+from nanoslack.store import Store, store_unavailable
+from nanoslack.store.outage import StoreOutage
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 
 log = get_logger(__name__)
@@ -129,6 +130,9 @@ class InstanceCore:
             options=config.turns,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        # Messages queued again after a failure: still open? (asked before processing)
+        self._recheck: set[InboxKey] = set()
+        self._outage = StoreOutage("pipeline", instance=self.name)
         self._tasks: list[asyncio.Task[None]] = []
         # What the edge's pump recorded: batches (one commit each) and messages.
         self.inbox_batches = 0
@@ -213,15 +217,45 @@ class InstanceCore:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+            taken = len(batch)
             try:
-                outcomes = await self.pipeline.process_many(batch)
+                batch, outcomes = await self._process(batch)
             except Exception as exc:  # process_many handles message failures; this is a bug guard
                 log.error("pipeline crashed", instance=self.name, error=f"{type(exc).__name__}: {exc}")
                 outcomes = []
             for msg, outcome in zip(batch, outcomes, strict=False):
                 self._react(msg, outcome)
-            for _ in batch:
+            for _ in range(taken):
                 self._queue.task_done()
+
+    async def _process(self, batch: list[Inbound]) -> tuple[list[Inbound], list[Outcome]]:
+        """The batch through the pipeline. While the store cannot take it (a database
+        restart, a lost connection, a full disk, a deadlock's victim) the same batch is
+        tried again, and nothing queued behind it overtakes it: order matters (hops,
+        resets). Before a retry, what an attempt cut off at its commit did finish is
+        left out; so is a message queued again after a failure that parked it meanwhile."""
+        recheck = any(msg.key in self._recheck for msg in batch)
+        while True:
+            try:
+                if recheck:
+                    batch = self.pipeline.still_open(batch)
+                    self._recheck.difference_update(msg.key for msg in batch)
+                outcomes = await self.pipeline.process_many(batch) if batch else []
+            except Exception as exc:
+                trouble = store_unavailable(exc)
+                if trouble is None:
+                    raise
+                await self._outage.wait(trouble)
+                recheck = True
+                continue
+            self._outage.passed()
+            return batch, outcomes
+
+    def _retry_later(self, msg: Inbound) -> None:
+        """A message whose processing failed is queued again, to be checked first: the
+        failure may have parked it (``Inbox.note_failure``)."""
+        self._recheck.add(msg.key)
+        self._queue.put_nowait(msg)
 
     def _react(self, msg: Inbound, outcome: Outcome) -> None:
         """What a committed decision sets going."""
@@ -236,8 +270,8 @@ class InstanceCore:
             self.turns.wake()
             if self._observers.on_pending is not None:
                 self._observers.on_pending(outcome.msg or msg)
-        if outcome.status == "failed" and self.pipeline.is_open(msg):
-            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self._queue.put_nowait, msg)
+        if outcome.status == "failed":
+            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self._retry_later, msg)
         if self._observers.on_outcome is not None:
             self._observers.on_outcome(msg, outcome)
 

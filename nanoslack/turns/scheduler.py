@@ -30,7 +30,8 @@ from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import MessageRow, Store, store_unavailable
+from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.transcript import ThreadKey, Transcripts
 
@@ -68,6 +69,7 @@ class TurnScheduler:
         self._room_budget = room_budget
         self._options = options or TurnOptions()
         self._wake = asyncio.Event()
+        self._outage = StoreOutage("turns", instance=instance)
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
         self._closing = False
         # Turns cancelled because their room was halted (not a shutdown).
@@ -95,7 +97,15 @@ class TurnScheduler:
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError
                 self._wake.clear()
-                self._schedule()
+                try:
+                    self._schedule()
+                except Exception as exc:
+                    trouble = store_unavailable(exc)
+                    if trouble is None:
+                        raise
+                    await self._outage.wait(trouble)  # the next poll asks again
+                    continue
+                self._outage.passed()
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
@@ -192,13 +202,16 @@ class TurnScheduler:
                 recorder.halted(turn_id)
             raise
         except BudgetExhausted as exc:
-            recorder.budget_spent(turn_id, turn, msgs, str(exc))
+            outcome = functools.partial(recorder.budget_spent, turn_id, turn, msgs, str(exc))
         except TurnFailed as exc:
-            recorder.failure(turn_id, msgs, str(exc))
+            outcome = functools.partial(recorder.failure, turn_id, msgs, str(exc))
         except Exception as exc:  # a back-end bug must not stop the instance
-            recorder.failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
+            outcome = functools.partial(recorder.failure, turn_id, msgs, f"{type(exc).__name__}: {exc}")
         else:
-            recorder.reply(turn_id, turn, msgs, reply.posts, reply.tokens)
+            outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply.posts, reply.tokens)
+        # What the agent said is kept until the store takes it: running the agent again
+        # would cost a second call. Recording twice is harmless (a turn finishes once).
+        await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:
