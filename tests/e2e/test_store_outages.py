@@ -15,8 +15,12 @@ from typing import Any
 
 import psycopg
 import pytest
+import structlog
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.store import Store
+from nanoslack.store.db import _driver
+from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.fleetproc import FleetProcess
 from tests.pg import PgServer
@@ -214,3 +218,88 @@ async def test_an_outage_longer_than_the_lease_stops_the_instance_which_takes_it
     posted = first + second
     await _all_answered(f, posted, within=90)
     _once_each(f, posted)
+
+
+# -- SQLite ---------------------------------------------------------------------------------
+
+
+def _cannot_write(store: Store, fault: str) -> None:
+    """Make the fleet's own connection unable to write (both PRAGMAs are per connection):
+    ``full`` caps the file at the pages it has (SQLite answers "database or disk is
+    full" as on a full disk), ``read-only`` refuses every write ("attempt to write a
+    readonly database", as a file mounted read-only does: even BEGIN IMMEDIATE fails)."""
+    raw = _driver(store.db._conn)  # noqa: SLF001 - the fault must hit the fleet's connection
+    if fault == "full":
+        pages = raw.execute("PRAGMA page_count").fetchone()[0]
+        raw.execute(f"PRAGMA max_page_count = {pages}")
+    else:
+        raw.execute("PRAGMA query_only = ON")
+
+
+def _can_write_again(store: Store, fault: str) -> None:
+    raw = _driver(store.db._conn)  # noqa: SLF001
+    raw.execute("PRAGMA max_page_count = 1073741823" if fault == "full" else "PRAGMA query_only = OFF")
+
+
+def _sqlite_replies(room: Room, parents: list[str]) -> Counter[str]:
+    """dana's replies under each of ``parents`` that has any."""
+    out: Counter[str] = Counter()
+    for top in room.emu.conversation_messages(room.channel):
+        if top["ts"] in parents:
+            for r in top.get("replies") or []:
+                if r.get("bot_id") == room.apps["dana"].bot_id:
+                    out[top["ts"]] += 1
+    return out
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+async def test_a_sqlite_database_that_cannot_be_written_loses_nothing_and_the_fleet_recovers_by_itself(
+    room: Room, fleet_factory: FleetFactory, fault: str
+) -> None:
+    rules = room.tmp / "reply.json"
+    rules.write_text(json.dumps({"rules": [], "default": REPLY}))
+    fleet, _ = await fleet_factory(
+        ["dana"], SLACK_OWNER=room.human.id, NANOSLACK_AGENT_SCRIPT=str(rules), NANOSLACK_POST_RATE="0"
+    )
+    dana = room.apps["dana"]
+
+    async def post(names: range) -> list[str]:
+        texts = [f"{room.mention('dana')} m{i}" for i in names]
+        return await room.emu.bulk_post(room.human.id, room.channel, texts)
+
+    before = await post(range(10))
+    await room.emu.wait_for(lambda: len(_sqlite_replies(room, before)) == 10, timeout=30)
+    acked = room.emu.stats(dana.app_id).acked
+    with structlog.testing.capture_logs() as logs:
+        _cannot_write(fleet.store, fault)
+        during = await post(range(10, 50))
+
+        def held() -> list[dict[str, Any]]:
+            return [e for e in logs if e["event"] == "store unavailable" and e["where"] == "inbox"]
+
+        [unavailable] = await room.emu.wait_for(held, timeout=30)
+        expected = "database or disk is full" if fault == "full" else "attempt to write a readonly database"
+        assert expected in unavailable["reason"]
+        # What could not be recorded is not acked (each mention is two envelopes: the
+        # message and its app_mention twin): Slack keeps it, and so does the pump.
+        assert room.emu.stats(dana.app_id).acked - acked < 2 * len(during)
+        # Kept unwritable until Slack gave up redelivering some of them: from then on
+        # only the batch the pump holds has them.
+        hub = room.emu.engine.hub
+        given_up = hub.dropped
+        await room.emu.wait_for(lambda: hub.dropped > given_up, timeout=30)
+        assert room.emu.stats(dana.app_id).acked - acked < 2 * len(during)
+        _can_write_again(fleet.store, fault)
+        posted = before + during
+        await room.emu.wait_for(lambda: len(_sqlite_replies(room, posted)) == len(posted), timeout=60)
+        await room.emu.wait_for(
+            lambda: [e for e in logs if e["event"] == "store available again" and e["where"] == "inbox"],
+            timeout=30,
+        )
+    replies = _sqlite_replies(room, posted)
+    assert sorted(replies) == sorted(posted)
+    assert set(replies.values()) == {1}, "a reply was posted twice"
+    rows = room.sql("SELECT status, count(*) FROM inbox WHERE instance = 'dana' GROUP BY status")
+    assert rows == [("done", len(posted))]
+    turns = room.sql("SELECT thread_key, count(*) FROM turns WHERE instance = 'dana' GROUP BY thread_key")
+    assert sorted(t for t, _ in turns) == sorted(posted) and {n for _, n in turns} == {1}
