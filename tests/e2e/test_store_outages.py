@@ -26,6 +26,9 @@ from tests.fleetproc import FleetProcess
 from tests.pg import PgServer
 
 MESSAGES = 1000
+# One message in this many mentions dana and is answered (a turn, a reply); the others
+# are room context: every message goes through the pipeline, a tenth of them to a turn.
+MENTION_EVERY = 10
 REPLY = "done"
 
 
@@ -68,7 +71,11 @@ class PgFleet:
         return int(self.rows(query, *params)[0][0])
 
     async def post(self, n: int, start: int = 0) -> list[str]:
-        texts = [f"<@{self.dana.bot_user_id}> m{i}" for i in range(start, start + n)]
+        """``n`` messages from alice; every ``MENTION_EVERY``-th mentions dana. Their ts."""
+        texts = [
+            f"<@{self.dana.bot_user_id}> m{i}" if i % MENTION_EVERY == 0 else f"m{i}"
+            for i in range(start, start + n)
+        ]
         return await self.emu.bulk_post(self.alice.id, self.room, texts)
 
     def replies(self) -> Counter[str]:
@@ -105,26 +112,38 @@ def pg_server_running(pg: PgServer) -> bool:
     return True
 
 
+def _mentions(posted: list[str]) -> list[str]:
+    return posted[::MENTION_EVERY]
+
+
 async def _all_answered(f: PgFleet, posted: list[str], within: float) -> None:
-    """Until every message has its reply in Slack and its outbox row marked sent. The
-    checks run on the emulator's loop: every half second, so the fleet's posts are served."""
+    """Until every message went through the pipeline and every mention has its reply in
+    Slack, its outbox row marked sent. The checks run on the emulator's loop: every half
+    second, so the fleet's posts are served meanwhile."""
+    done = "SELECT count(*) FROM inbox WHERE instance = 'dana' AND status <> 'received'"
+    await f.emu.wait_for(lambda: f.count(done) >= len(posted), timeout=within, interval=0.5)
     sent = "SELECT count(*) FROM outbox WHERE status = 'sent'"
-    await f.emu.wait_for(lambda: f.count(sent) >= len(posted), timeout=within, interval=0.5)
-    await f.emu.wait_for(lambda: len(f.replies()) >= len(posted), timeout=within, interval=0.5)
+    mentions = len(_mentions(posted))
+    await f.emu.wait_for(lambda: f.count(sent) >= mentions, timeout=within, interval=0.5)
+    await f.emu.wait_for(lambda: len(f.replies()) >= mentions, timeout=within, interval=0.5)
 
 
 def _once_each(f: PgFleet, posted: list[str]) -> None:
-    """Every message went downstream once (one turn per thread, each done) and every
-    reply was posted once."""
-    replies = f.replies()
-    assert sorted(replies) == sorted(posted)
-    assert not [ts for ts, n in replies.items() if n > 1], "a reply was posted twice"
+    """Every message went through the pipeline once (its inbox entry done, one row in the
+    room's history), every mention to one turn, every reply was posted once."""
+    assert f.rows("SELECT status, count(*) FROM inbox WHERE instance = 'dana' GROUP BY status") == [
+        ("done", len(posted))
+    ]
+    kept = Counter(str(r[0]) for r in f.rows("SELECT ts FROM messages WHERE instance = 'dana'"))
+    assert sorted(kept) == sorted(posted) and set(kept.values()) == {1}
+    mentions = _mentions(posted)
     turns = Counter(str(r[0]) for r in f.rows("SELECT thread_key FROM turns WHERE instance = 'dana'"))
-    assert len(turns) == len(posted)
+    assert sorted(turns) == sorted(mentions)
     assert not [t for t, n in turns.items() if n > 1], "a message was answered by two turns"
-    assert f.count("SELECT count(*) FROM turns WHERE status <> 'done'") == 0
-    assert f.count("SELECT count(*) FROM inbox WHERE status <> 'done'") == 0
-    assert f.count("SELECT count(*) FROM messages WHERE status <> 'done'") == 0
+    assert f.rows("SELECT DISTINCT status FROM turns") == [("done",)]
+    replies = f.replies()
+    assert sorted(replies) == sorted(mentions)
+    assert not [ts for ts, n in replies.items() if n > 1], "a reply was posted twice"
 
 
 async def _connected(f: PgFleet) -> None:
@@ -164,9 +183,10 @@ async def test_an_eight_second_postgresql_outage_mid_stream_loses_nothing_and_an
     await _some_done(f, 50)
     await asyncio.to_thread(f.pg.stop_server)
     try:
+        acked = f.emu.stats(f.dana.app_id).acked
         second = await f.post(MESSAGES // 2, start=MESSAGES // 2)
         await asyncio.sleep(8)  # the outage itself: nothing to wait for but the clock
-        assert f.emu.stats(f.dana.app_id).acked < 2 * MESSAGES, "events acked while nothing was recorded"
+        assert f.emu.stats(f.dana.app_id).acked == acked, "events acked while nothing could be recorded"
     finally:
         await asyncio.to_thread(f.pg.start_server)
     posted = first + second
@@ -214,7 +234,9 @@ async def test_an_outage_longer_than_the_lease_stops_the_instance_which_takes_it
         await asyncio.sleep(4)  # the rest of the 8-second outage
     finally:
         await asyncio.to_thread(f.pg.start_server)
-    await fleet.wait_for_event("instance lease taken over", within=30)
+    # Stopped, then running again: through a standby's takeover, or at once when the
+    # database was back before the instance had finished stopping.
+    await f.emu.wait_for(lambda: len(fleet.events("instance ready")) >= 2, timeout=30, interval=0.1)
     posted = first + second
     await _all_answered(f, posted, within=90)
     _once_each(f, posted)
@@ -252,6 +274,7 @@ def _sqlite_replies(room: Room, parents: list[str]) -> Counter[str]:
     return out
 
 
+@pytest.mark.emulator(max_retries=1)  # Slack gives up sooner: the pump's hold is all there is
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 async def test_a_sqlite_database_that_cannot_be_written_loses_nothing_and_the_fleet_recovers_by_itself(
     room: Room, fleet_factory: FleetFactory, fault: str

@@ -123,34 +123,6 @@ async def test_a_turn_killed_while_the_agent_runs_answers_once_after_restart(set
     assert fleet.events("turns abandoned by a previous run")
 
 
-async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_again(setup: Setup) -> None:
-    """The thread is longer than a page of ``conversations.replies``: recovery reads only
-    what is newer than the attempt, and must not conclude the reply never reached Slack."""
-    s = setup
-    s.agent.reply("dana", "the summary")
-    fleet = s.start("outbox.posted=kill@1")
-    await s.emu.wait_for(lambda: s.emu.connections(s.dana.app_id) >= 1, timeout=30)
-    parent = await s.emu.post_as_user(s.alice.id, s.channel, "a long discussion")
-    for i in range(LONG_THREAD):
-        await s.emu.post_as_user(s.alice.id, s.channel, f"point {i}", thread_ts=parent)
-    await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> summarize", thread_ts=parent)
-    assert await fleet.wait(60) == -signal.SIGKILL, "the failpoint did not fire"
-    assert [r["text"] for r in s.replies(parent)] == ["the summary"]
-
-    fleet = s.start()
-    try:
-        await s.emu.wait_for(
-            lambda: (
-                fleet.events("post recovered: already posted")
-                or fleet.events("post recovered: not found, resending")
-            ),
-            timeout=30,
-        )
-    finally:
-        assert await fleet.stop() == 0
-    assert [r["text"] for r in s.replies(parent)] == ["the summary"]
-
-
 async def test_a_reply_at_the_end_of_a_230_reply_thread_is_recovered_once_under_the_15_message_limit(
     setup: Setup,
 ) -> None:
