@@ -175,6 +175,7 @@ class EnvelopePump:
                 )
                 screened.append((envelope_id, None))
         msgs = [msg for _, msg in screened if msg is not None]
+        tries = self._outage.retries
         try:
             fresh = await until_stored(lambda: self._record(msgs), self._outage) if msgs else []
         except Exception as exc:
@@ -184,8 +185,9 @@ class EnvelopePump:
             )
             await self._ack([envelope_id for envelope_id, msg in screened if msg is None])
             return
+        retried = self._outage.retries > tries
         for msg, is_new in zip(msgs, fresh, strict=True):
-            intake.accepted(msg, is_new)
+            intake.accepted(msg, is_new, retried=retried)
         await self._ack([envelope_id for envelope_id, _ in screened])
 
     async def _ack(self, envelope_ids: list[str]) -> None:

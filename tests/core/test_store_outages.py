@@ -19,8 +19,9 @@ import structlog
 from sqlalchemy import text
 
 from nanoslack.config import load_settings
-from nanoslack.core import FleetCore, InstanceCore
+from nanoslack.core import FleetCore, InstanceCore, Observers
 from nanoslack.inbound import Identity, Inbound
+from nanoslack.pipeline import Outcome
 from nanoslack.store import Store, StoreUnavailable, sqlite_url, store_unavailable
 from nanoslack.store.db import _driver
 from tests.core.core_helpers import BOT_USER, INSTANCE, bot_message
@@ -44,7 +45,7 @@ class Directory:
         return None
 
 
-def _core(tmp_path: Path, url: str) -> tuple[FleetCore, InstanceCore]:
+def _core(tmp_path: Path, url: str, observers: Observers | None = None) -> tuple[FleetCore, InstanceCore]:
     env = tmp_path / ".env"
     values = {
         "DATABASE_URL": url,
@@ -58,7 +59,7 @@ def _core(tmp_path: Path, url: str) -> tuple[FleetCore, InstanceCore]:
     }
     env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     settings = load_settings(env, environ={})
-    fleet = FleetCore(settings, Store.open(url), siblings=dict)
+    fleet = FleetCore(settings, Store.open(url), siblings=dict, observers=observers)
     agent = fleet.agent_for(INSTANCE)
     assert agent is not None
     return fleet, fleet.instance(IDENTITY, agent, directory=Directory())
@@ -210,3 +211,30 @@ def _reason(error: BaseException) -> str:
     found = store_unavailable(error)
     assert found is not None, error
     return found.reason
+
+
+async def test_a_message_handed_in_again_after_a_write_that_was_retried_is_processed_once(
+    tmp_path: Path,
+) -> None:
+    """A write cut off at its commit may have committed: tried again, its events come
+    back as duplicates, and the edge hands them in to be checked (``recheck``). Checked,
+    a message already processed, or queued before, is not processed again."""
+    seen: list[tuple[str, Outcome]] = []
+    fleet, core = _core(
+        tmp_path,
+        sqlite_url(str(tmp_path / "s.db")),
+        Observers(on_outcome=lambda m, o: seen.append((m.ts, o))),
+    )
+    first, second = _bot_message(R1), _bot_message(R1)
+    await core.start()
+    assert core.record([first, second]) == [True, True]
+    core.submit(first)
+    core.submit(first, recheck=True)  # the same batch: the copy is left out
+    await _until_async(lambda: fleet.store.inbox.status(first.key) == "done")
+    core.submit(first, recheck=True)  # processed already: left out
+    core.submit(second, recheck=True)  # recorded, never handed in (its commit was "cut off"): processed
+    await core.stop()
+    assert [ts for ts, _ in seen] == [first.ts, second.ts]
+    assert fleet.store.inbox.status(second.key) == "done"
+    await fleet.close()
+    fleet.store.close()
