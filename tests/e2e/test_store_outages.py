@@ -184,12 +184,14 @@ async def test_an_eight_second_postgresql_outage_mid_stream_loses_nothing_and_an
     await asyncio.to_thread(f.pg.stop_server)
     try:
         acked = f.emu.stats(f.dana.app_id).acked
-        second = await f.post(MESSAGES // 2, start=MESSAGES // 2)
+        second = await f.post(400, start=MESSAGES // 2)
         await asyncio.sleep(8)  # the outage itself: nothing to wait for but the clock
         assert f.emu.stats(f.dana.app_id).acked == acked, "events acked while nothing could be recorded"
     finally:
         await asyncio.to_thread(f.pg.start_server)
-    posted = first + second
+    later = await f.post(100, start=MESSAGES // 2 + 400)  # and the fleet goes on
+    posted = first + second + later
+    assert len(posted) == MESSAGES
     await _all_answered(f, posted, within=90)
     _once_each(f, posted)
     unavailable = fleet.events("store unavailable")
