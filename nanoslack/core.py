@@ -48,11 +48,12 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
-from nanoslack.inbound import Identity, Inbound
+from nanoslack.inbound import Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.rounds import RoundKeeper, warn_chiefless
-from nanoslack.store import Store
+from nanoslack.store import Store, store_unavailable
+from nanoslack.store.outage import StoreOutage
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
@@ -165,7 +166,10 @@ class InstanceCore:
             mcp=self.mcp,
             approver=self.tool_approvals,
         )
-        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        # Each message with whether it is to be checked before it is processed: still
+        # open in the inbox, and not already in its batch (see ``_to_process``).
+        self._queue: asyncio.Queue[tuple[Inbound, bool]] = asyncio.Queue()
+        self._outage = StoreOutage("pipeline", instance=self.name)
         self._tasks: list[asyncio.Task[None]] = []
         # What the edge's pump recorded: batches (one commit each) and messages.
         self.inbox_batches = 0
@@ -186,9 +190,12 @@ class InstanceCore:
         failpoints.hit("inbox.recorded", len(msgs))
         return fresh
 
-    def submit(self, msg: Inbound) -> None:
-        """A recorded message, to be processed after those submitted before it."""
-        self._queue.put_nowait(msg)
+    def submit(self, msg: Inbound, *, recheck: bool = False) -> None:
+        """A recorded message, to be processed after those submitted before it.
+        ``recheck``: it may have been submitted already, or processed (a "duplicate" the
+        edge got back from a write it tried again after a commit was cut off, which may
+        have been its own); it is processed only if still open and not submitted before."""
+        self._queue.put_nowait((msg, recheck))
 
     def backlog(self) -> int:
         """Recorded messages not processed yet (the edge stops reading past a bound)."""
@@ -226,7 +233,7 @@ class InstanceCore:
         await self.mcp.start()
         resumed = self.pipeline.unfinished()
         for msg in resumed:
-            self._queue.put_nowait(msg)
+            self._queue.put_nowait((msg, False))
         if resumed:
             log.info("inbox resumed", instance=self.name, count=len(resumed))
         self.turns.recover()
@@ -252,18 +259,64 @@ class InstanceCore:
         on the order messages happened in. What queued up meanwhile is processed
         as one batch (one commit), which is how the fleet keeps up with a burst."""
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            items = [await self._queue.get()]
+            while len(items) < MAX_BATCH and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            batch = [msg for msg, _ in items]
             try:
-                outcomes = await self.pipeline.process_many(batch)
+                batch, outcomes = await self._process(items)
             except Exception as exc:  # process_many handles message failures; this is a bug guard
                 log.error("pipeline crashed", instance=self.name, error=f"{type(exc).__name__}: {exc}")
                 outcomes = []
             for msg, outcome in zip(batch, outcomes, strict=False):
                 self._react(msg, outcome)
-            for _ in batch:
+            for _ in items:
                 self._queue.task_done()
+
+    async def _process(self, items: list[tuple[Inbound, bool]]) -> tuple[list[Inbound], list[Outcome]]:
+        """The batch through the pipeline. While the store cannot take it (a database
+        restart, a lost connection, a full disk, a deadlock's victim) the same batch is
+        tried again, and nothing queued behind it overtakes it: order matters (hops,
+        resets). Before a retry every message is checked (``_to_process``): an attempt
+        cut off at its commit may have finished some after all."""
+        batch = [msg for msg, _ in items]
+        check = [flag for _, flag in items]
+        while True:
+            try:
+                if any(check):
+                    batch = self._to_process(batch, check)
+                    check = [False] * len(batch)
+                outcomes = await self.pipeline.process_many(batch) if batch else []
+            except Exception as exc:
+                trouble = store_unavailable(exc)
+                if trouble is None:
+                    raise
+                await self._outage.wait(trouble)
+                check = [True] * len(batch)
+                continue
+            self._outage.passed()
+            return batch, outcomes
+
+    def _to_process(self, batch: list[Inbound], check: list[bool]) -> list[Inbound]:
+        """``batch`` less the checked messages that are finished (parked after failures,
+        finished by a commit that was cut off) or that came earlier in the batch. A
+        checked copy queued behind an unchecked one is left out the same way once the
+        first is processed: messages are processed in the order they were queued."""
+        checked = [msg for msg, flag in zip(batch, check, strict=True) if flag]
+        still_open = {msg.key for msg in self.pipeline.still_open(checked)}
+        seen: set[InboxKey] = set()
+        kept: list[Inbound] = []
+        for msg, flag in zip(batch, check, strict=True):
+            if msg.key in seen or (flag and msg.key not in still_open):
+                continue
+            seen.add(msg.key)
+            kept.append(msg)
+        return kept
+
+    def _retry_later(self, msg: Inbound) -> None:
+        """A message whose processing failed is queued again, to be checked first: the
+        failure may have parked it (``Inbox.note_failure``)."""
+        self._queue.put_nowait((msg, True))
 
     def _react(self, msg: Inbound, outcome: Outcome) -> None:
         """What a committed decision sets going."""
@@ -278,8 +331,8 @@ class InstanceCore:
             self.turns.wake()
             if self._observers.on_pending is not None:
                 self._observers.on_pending(outcome.msg or msg)
-        if outcome.status == "failed" and self.pipeline.is_open(msg):
-            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self._queue.put_nowait, msg)
+        if outcome.status == "failed":
+            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self._retry_later, msg)
         if self._observers.on_outcome is not None:
             self._observers.on_outcome(msg, outcome)
 

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.logs import get_logger
+from nanoslack.store.db import store_unavailable
 
 HumanObserver = Callable[[Inbound], None]
 Callback = Callable[[], None]
@@ -106,7 +107,9 @@ class BotInboundGuard:
         for observer in self._observers:
             try:
                 observer(msg)
-            except Exception:
+            except Exception as exc:
+                if store_unavailable(exc) is not None:
+                    raise  # the reset is not skipped: the message waits for the store
                 log.warning(
                     "human observer failed",
                     instance=self.instance,
@@ -124,6 +127,10 @@ class BotInboundGuard:
         try:
             answer = policy(msg)
         except Exception as exc:
+            # A store that cannot answer now (a lost connection, a deadlock's victim, a
+            # full disk) decides nothing: fail closed would drop the message for good.
+            if store_unavailable(exc) is not None:
+                raise
             reason = f"bot-inbound policy failed: {type(exc).__name__}"
             self._dropped(msg, reason, level="warning", exc_info=True)
             return Drop(reason)

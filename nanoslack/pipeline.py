@@ -33,7 +33,7 @@ from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.rounds import RoundKeeper
 from nanoslack.router import Route, Router
-from nanoslack.store import Store
+from nanoslack.store import Store, store_unavailable
 
 log = get_logger(__name__)
 
@@ -119,6 +119,14 @@ class Pipeline:
         """Still waiting to be finished (a failed attempt not yet parked)."""
         return self._store.inbox.status(msg.key) == "received"
 
+    def still_open(self, msgs: Sequence[Inbound]) -> list[Inbound]:
+        """Those of ``msgs`` still waiting to be finished, in one transaction: before a
+        batch is tried again, since an attempt whose commit was cut off may have
+        committed after all (only this process runs the instance, so nothing else
+        finishes them meanwhile)."""
+        with self._store.transaction():
+            return [msg for msg in msgs if self.is_open(msg)]
+
     async def process_many(self, msgs: Sequence[Inbound]) -> list[Outcome]:
         """Guard, route, gate and close the inbox entries in one transaction.
 
@@ -127,6 +135,11 @@ class Pipeline:
         Batching is what makes the pipeline fast: SQLite's cost is the pages a commit
         writes, and consecutive messages share pages. The one stage that may touch
         the network, the sender's display name, runs first, outside the transaction.
+
+        A store that cannot take the batch (``store_unavailable``: the connection lost,
+        the disk full, a deadlock's victim) is no message's fault: that error is raised
+        as it is, nothing is counted against the messages, and the caller tries the
+        batch again (``InstanceCore``).
         """
         if self._names is not None:
             await self._names.ensure_many(msgs)
@@ -148,6 +161,8 @@ class Pipeline:
         except LeaseLost:
             raise
         except Exception as exc:
+            if store_unavailable(exc) is not None:
+                raise
             if len(msgs) == 1:
                 return [_failed(exc)]
             return self._run_batch(msgs, isolate=True)
@@ -165,6 +180,8 @@ class Pipeline:
                     with self._store.db.savepoint():
                         outcomes.append(self._process_one(msg))
                 except Exception as exc:
+                    if store_unavailable(exc) is not None:
+                        raise  # the whole batch waits for the store, not this message
                     outcomes.append(_failed(exc))
         return outcomes
 
@@ -200,7 +217,12 @@ class Pipeline:
             outcome.admitted.accepted()
 
     def _record_failure(self, msg: Inbound, error: str) -> None:
-        parked = self._store.inbox.note_failure(msg.key, error)
+        try:
+            parked = self._store.inbox.note_failure(msg.key, error)
+        except Exception as exc:
+            if store_unavailable(exc) is None:
+                raise
+            parked = False  # not counted: the entry stays open and is tried again
         log.error(
             "downstream failed",
             instance=self.instance,

@@ -85,24 +85,44 @@ class PgServer:
             "-E", "UTF8", "--no-sync",
         )  # fmt: skip
         self.port = _free_port()
-        options = (
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
-        )
-        self._run(
-            str(self.bin_dir / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-w",
-            "-o",
-            options,
-            "start",
-        )
+        self.start_server()
         self.create_database(TEMPLATE)
         Store.open(self.url(TEMPLATE)).close()  # migrated once; every test copies it
         return self
+
+    def _options(self) -> str:
+        return (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off"
+            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+
+    def _pg_ctl(self, *argv: str) -> None:
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *argv)
+
+    def start_server(self) -> None:
+        """Start the server (again) on the same port and data directory."""
+        self._pg_ctl("-l", str(self.log), "-w", "-o", self._options(), "start")
+
+    def stop_server(self) -> None:
+        """Stop the server as an operator would (``-m fast``: sessions are cut, the
+        data kept); ``start_server`` brings it back."""
+        self._pg_ctl("-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        """``pg_ctl restart``: every session is cut, the server is back at once."""
+        self._pg_ctl("-l", str(self.log), "-m", "fast", "-w", "-o", self._options(), "restart")
+
+    def terminate_backends(self, url: str) -> int:
+        """``pg_terminate_backend`` every session of ``url``'s database but ours: the
+        fleet's connections die under it, the server stays up."""
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url("postgres", driver="postgresql"), autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            ).fetchall()
+        return sum(1 for (killed,) in rows if killed)
 
     def stop(self) -> None:
         try:

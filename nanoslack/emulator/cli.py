@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-own-posts", action="store_true", help="do not deliver an app its own posts")
     p.add_argument("--mpim-prefix", default="C", choices=["C", "G"])
     p.add_argument("--no-api-log", action="store_true", help="do not keep the Web API call log")
+    p.add_argument(
+        "--non-marketplace",
+        action="store_true",
+        help="Slack's 2025 limits for non-Marketplace apps: conversations.history/replies"
+        " at most 15 messages, 1 call a minute per app",
+    )
     p.add_argument("--json", action="store_true", help="print the ready line as one JSON object")
     return p
 
@@ -39,6 +45,7 @@ async def serve(args: argparse.Namespace) -> int:
         team_id=team_id,
         team_name=team_name,
         log_api_calls=not args.no_api_log,
+        non_marketplace=args.non_marketplace,
     )
     apply_workspace(emu, spec)
     await emu.start(args.port)

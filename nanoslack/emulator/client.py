@@ -106,6 +106,9 @@ class EmulatorClient:
         body = {"method": method, "n": n, "error": error, "retry_after": retry_after, "app_id": app_id}
         self._req("fail_next", body)
 
+    def set_non_marketplace(self, on: bool = True) -> None:
+        self._req("non_marketplace", {"on": on})
+
     def drop_sockets(self, app_id: str) -> int:
         return int(self._req("drop_sockets", {"app_id": app_id})["dropped"])
 

@@ -184,6 +184,7 @@ class Driver(ABC):
 
     # ---- faults ----------------------------------------------------------------------------
     fail_next = _Plain(Engine.fail_next, _of_engine)
+    set_non_marketplace = _Plain(Engine.set_non_marketplace, _of_engine)
     drop_sockets = _Awaited(Engine.drop_sockets)
     send_disconnect = _Awaited(Engine.send_disconnect)
     withhold_acks = _Plain(Engine.withhold_acks, _of_engine)

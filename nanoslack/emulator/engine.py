@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -19,6 +20,11 @@ from .socket import Delivery, SocketHub
 from .state import ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
 
 JSON = dict[str, Any]
+
+# Slack's limits for commercially distributed non-Marketplace apps (May 2025).
+NON_MARKETPLACE_METHODS = frozenset({"conversations.history", "conversations.replies"})
+NON_MARKETPLACE_LIMIT = 15
+NON_MARKETPLACE_WINDOW_S = 60.0
 
 
 class Options(TypedDict, total=False):
@@ -31,6 +37,9 @@ class Options(TypedDict, total=False):
     team_id: str
     team_name: str
     log_api_calls: bool  # keep the Web API call log (``api_calls``)
+    # Slack's 2025 limits for a commercially distributed non-Marketplace app:
+    # conversations.history/replies answer at most 15 messages, once a minute per app.
+    non_marketplace: bool
 
 
 class Engine:
@@ -44,6 +53,9 @@ class Engine:
         self.hub = SocketHub(o.get("ack_timeout", 3.0), o.get("max_retries", 3))
         self.deliver_own_posts = o.get("deliver_own_posts", True)
         self.log_api_calls = o.get("log_api_calls", True)
+        self.non_marketplace = o.get("non_marketplace", False)
+        # (app_id, method) -> when its last rate-limited read was answered (monotonic)
+        self._last_read: dict[tuple[str, str], float] = {}
         self.api_calls: list[ApiCall] = []
         # (method, app_id or None for any app) -> [remaining, error, retry_after]
         self.faults: dict[tuple[str, str | None], list[Any]] = {}
@@ -280,6 +292,26 @@ class Engine:
         """The next ``n`` calls of ``method`` (by ``app_id`` only, when given) fail."""
         key = (method, self.app(app_id).app_id if app_id else None)
         self.faults[key] = [n, error, retry_after]
+
+    def set_non_marketplace(self, on: bool = True) -> None:
+        """Apply (or lift) the limits of a commercially distributed non-Marketplace app
+        (Slack, 2025): ``conversations.history`` and ``conversations.replies`` answer at
+        most ``NON_MARKETPLACE_LIMIT`` messages a call, and each app gets one call of
+        each a minute; the next one is answered 429 with ``Retry-After``."""
+        self.non_marketplace = on
+        self._last_read.clear()
+
+    def read_rate_limit(self, method: str, app_id: str) -> int | None:
+        """Under the non-Marketplace limits, a call of a limited method that comes too
+        soon: the seconds to wait (``Retry-After``), else None (and the call counts)."""
+        if not self.non_marketplace or method not in NON_MARKETPLACE_METHODS:
+            return None
+        now = time.monotonic()
+        last = self._last_read.get((app_id, method))
+        if last is not None and now - last < NON_MARKETPLACE_WINDOW_S:
+            return max(1, math.ceil(NON_MARKETPLACE_WINDOW_S - (now - last)))
+        self._last_read[(app_id, method)] = now
+        return None
 
     def take_fault(self, method: str, app_id: str | None = None) -> tuple[str, int] | None:
         """Consume one planned failure of ``method`` for this app: (error, retry_after) or None."""

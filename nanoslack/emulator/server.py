@@ -123,6 +123,11 @@ def build_app(engine: Engine) -> web.Application:
         )
         return {"ok": True}
 
+    async def d_non_marketplace(b: JSON) -> JSON:
+        on = b.get("on", True)
+        engine.set_non_marketplace(on if isinstance(on, bool) else str(on).lower() in ("1", "true"))
+        return {"non_marketplace": engine.non_marketplace}
+
     async def d_drop(b: JSON) -> JSON:
         return {"dropped": await engine.drop_sockets(b["app_id"])}
 
@@ -172,6 +177,7 @@ def build_app(engine: Engine) -> web.Application:
         ("messages", d_messages),
         ("api_calls", d_api_calls),
         ("fail_next", d_fail_next),
+        ("non_marketplace", d_non_marketplace),
         ("drop_sockets", d_drop),
         ("disconnect", d_disconnect),
         ("withhold_acks", d_withhold),

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .engine import Engine
+from .engine import NON_MARKETPLACE_LIMIT, Engine
 from .events import CHANNEL_TYPE, bot_profile
 from .state import ApiCall, App, Channel, EmulatorError, User, parse_bool
 
@@ -154,6 +154,10 @@ async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
             app_level = True
         if app_level != (method in APP_LEVEL_METHODS):
             raise EmulatorError("not_allowed_token_type")
+        wait = engine.read_rate_limit(method, app.app_id)
+        if wait is not None:
+            status, headers = 429, {"Retry-After": str(wait)}
+            raise EmulatorError("ratelimited")
         fault = engine.take_fault(method, app.app_id)
         if fault is not None and fault[0] != ACCEPTED_THEN_500:
             err, retry_after = fault
@@ -257,7 +261,7 @@ def _page(items: list[JSON], params: Ctx, default_limit: int = 100) -> tuple[lis
         limit = int(params.opt("limit") or default_limit)
     except ValueError as e:
         raise EmulatorError("invalid_limit") from e
-    limit = max(1, min(limit, 1000))
+    limit = max(1, min(limit, NON_MARKETPLACE_LIMIT if params.engine.non_marketplace else 1000))
     cursor = params.opt("cursor")
     start = 0
     if cursor:
@@ -401,7 +405,18 @@ async def conversations_replies(c: Ctx) -> JSON:
     parent_ts = msg.get("thread_ts") or msg["ts"]
     parent = ch.by_ts.get(parent_ts, msg)
     meta = c.flag("include_all_metadata")
-    items = [strip_meta(parent, meta)] + [strip_meta(r, meta) for r in ch.replies.get(parent["ts"], [])]
+    inclusive = c.flag("inclusive")
+    oldest = _ts_float(c.opt("oldest"), 0.0)
+    latest = _ts_float(c.opt("latest"), float("inf"))
+
+    def within(m: JSON) -> bool:
+        t = float(m["ts"])
+        return (t > oldest or (inclusive and t == oldest)) and (t < latest or (inclusive and t == latest))
+
+    # The thread's first message always comes first, as in Slack; ``oldest``/``latest``
+    # bound the replies after it (oldest first).
+    replies = [strip_meta(r, meta) for r in ch.replies.get(parent["ts"], []) if within(r)]
+    items = [strip_meta(parent, meta), *replies]
     page, nxt = _page(items, c, default_limit=1000)
     return {"messages": page, "has_more": bool(nxt), "response_metadata": {"next_cursor": nxt}}
 

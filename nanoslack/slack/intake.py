@@ -12,7 +12,7 @@ envelope itself; an owner's click on one of the core's questions becomes an
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -30,7 +30,13 @@ log = get_logger(__name__)
 # take it, Slack's retry brings it back (the envelope handler sends no ack for it).
 RETRY_STATUS = 503
 
-Submit = Callable[[Inbound], None]
+
+class Submit(Protocol):
+    """``InstanceCore.submit``."""
+
+    def __call__(self, msg: Inbound, *, recheck: bool = False) -> None: ...
+
+
 OnAnswer = Callable[[Answer], Awaitable[None]]
 
 
@@ -92,10 +98,14 @@ class Intake(AsyncMiddleware):
             return None
         return parsed
 
-    def accepted(self, msg: Inbound, fresh: bool) -> None:
-        """``msg`` is durable: a new one goes to the core, a repeat is ignored."""
+    def accepted(self, msg: Inbound, fresh: bool, *, retried: bool = False) -> None:
+        """``msg`` is durable: a new one goes to the core, a repeat is ignored. After a
+        write that had to be tried again (``retried``) a repeat may be the first attempt's
+        own, committed although the store's answer was lost: the core gets it to check."""
         if fresh:
             self._submit(msg)
+        elif retried:
+            self._submit(msg, recheck=True)
         else:
             log.debug(
                 "duplicate delivery ignored", instance=self.identity.instance, channel=msg.channel, ts=msg.ts

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from nanoslack.store import Store
+from nanoslack.store import Store, store_unavailable
 
 log = structlog.get_logger("nanoslack.lease")
 
@@ -29,6 +29,8 @@ TTL_KEY = "NANOSLACK_LEASE_SECONDS"
 HEARTBEAT_KEY = "NANOSLACK_LEASE_HEARTBEAT"
 DEFAULT_TTL = 15.0
 DEFAULT_HEARTBEAT = 5.0
+# How long a clean stop waits for an instance still stopping after its lease was lost.
+LOST_STOP_WAIT_S = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,8 @@ class LeaseKeeper:
         self._held: set[str] = set()
         self._waiting: dict[str, asyncio.Task[None]] = {}
         self._heartbeat_task: asyncio.Task[None] | None = None
+        # Instances being stopped after their lease was lost.
+        self._losing: set[asyncio.Task[None]] = set()
 
     @property
     def waiting(self) -> list[str]:
@@ -107,9 +111,16 @@ class LeaseKeeper:
 
     def take(self, name: str, then: Callable[[], Awaitable[object]]) -> bool:
         """True when this process now holds ``name``; otherwise it waits as standby
-        in the background and calls ``then`` once the lease is ours."""
-        if self._try(name):
-            return True
+        in the background and calls ``then`` once the lease is ours. A store that
+        cannot answer now (a lease lost to an outage, retaken as it ends) makes a
+        standby too: its poll takes the lease once the store is back."""
+        try:
+            if self._try(name):
+                return True
+        except Exception as exc:
+            if store_unavailable(exc) is None:
+                raise
+            log.warning("lease check failed", instance=name, error=type(exc).__name__)
         if name not in self._waiting:
             self._waiting[name] = asyncio.create_task(self._standby(name, then), name=f"{name}-standby")
         return False
@@ -123,8 +134,12 @@ class LeaseKeeper:
 
     async def stand_down(self) -> None:
         """First step of a clean stop: no standby may start an instance any more.
-        Leases stay held (and renewed) while the instances drain."""
-        tasks = list(self._waiting.values())
+        Leases stay held (and renewed) while the instances drain. An instance being
+        stopped after a lost lease is let finish stopping first (it is no longer
+        among the fleet's instances, so nobody else would)."""
+        if self._losing:
+            await asyncio.wait(list(self._losing), timeout=LOST_STOP_WAIT_S)
+        tasks = [*self._waiting.values(), *self._losing]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -158,7 +173,12 @@ class LeaseKeeper:
         return True
 
     async def _standby(self, name: str, then: Callable[[], Awaitable[object]]) -> None:
-        row = self._store.leases.get(name)
+        try:
+            row = self._store.leases.get(name)
+        except Exception as exc:
+            if store_unavailable(exc) is None:
+                raise
+            row = None
         previous = row.holder if row else None
         log.info("instance standby: lease held", instance=name, holder=previous)
         try:
@@ -178,9 +198,18 @@ class LeaseKeeper:
             return False
 
     async def _heartbeat(self) -> None:
+        """Renew every held lease each heartbeat. A renewal the store cannot take (an
+        outage) is tried again every poll, so a store back within the lease time
+        renews it before it lapses and nothing stops. Unrenewed for a whole lease,
+        the instance is handled as lost: a standby elsewhere may run it by now. It is
+        stopped here (in a task of its own: stopping takes seconds, and the other
+        leases must be renewed meanwhile) and waits as a standby, which takes the
+        lease back once the store answers, if nobody else did."""
         last_ok: dict[str, float] = {}
+        failing = False
         while True:
-            await asyncio.sleep(self.timings.heartbeat)
+            await asyncio.sleep(self.timings.poll if failing else self.timings.heartbeat)
+            failing = False
             for name in sorted(self._held):
                 last_ok.setdefault(name, time.monotonic())
                 ok = self._renew(name)
@@ -191,7 +220,19 @@ class LeaseKeeper:
                     self._held.discard(name)
                     last_ok.pop(name, None)
                     log.error("instance lease lost", instance=name, holder=self.holder)
-                    await self._on_lost(name)
+                    self._losing.add(asyncio.create_task(self._lost(name), name=f"{name}-lease-lost"))
+                else:
+                    failing = True
+
+    async def _lost(self, name: str) -> None:
+        try:
+            await self._on_lost(name)
+        except Exception as exc:  # the heartbeat, and every other lease, must go on
+            log.error("lease loss handling failed", instance=name, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._losing.discard(task)
 
     def _renew(self, name: str) -> bool | None:
         try:

@@ -26,7 +26,8 @@ from nanoslack.logs import get_logger
 from nanoslack.slack.blocks import ask_blocks
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
-from nanoslack.store import OutboxRow, Store
+from nanoslack.store import OutboxRow, Store, store_unavailable
+from nanoslack.store.outage import StoreOutage, until_stored
 
 log = get_logger(__name__)
 
@@ -40,10 +41,13 @@ EVENT_TYPES = {
 # Every post carries its outbox key in its metadata: that is how a restart tells
 # "posted, but the process died before recording it" from "never posted".
 KEY_FIELD = "nanoslack_key"
-# Looking for a post a crash left in doubt: pages of this many messages, at most this
-# many pages (a thread of 4,000 replies).
-SEARCH_PAGE = 200
+# Looking for a post a crash left in doubt: one call of this many messages, newer than
+# the attempt. Since 2025 Slack gives a commercially distributed non-Marketplace app one
+# conversations.history/replies call a minute, of at most 15 messages (DESIGN §13).
+SEARCH_PAGE = 15
+# Further pages only when more than a page is newer than the attempt (a busy channel).
 MAX_SEARCH_PAGES = 20
+# How far our clock may be ahead of Slack's, when no Slack ts is known to go by.
 CLOCK_SKEW_S = 600.0
 # Errors that will not change on a retry: give up on the row at once.
 FINAL_ERRORS = frozenset(
@@ -64,6 +68,8 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
+# Queued rows read at a time.
+QUEUED_PAGE = 50
 
 
 class Poster:
@@ -90,6 +96,7 @@ class Poster:
         # take the row the first is still sending for one left by a crash, find it
         # not posted yet, and post it again.
         self._draining = asyncio.Lock()
+        self._outage = StoreOutage("outbox", instance=instance)
 
     def wake(self) -> None:
         self._wake.set()
@@ -103,7 +110,18 @@ class Poster:
             except TimeoutError:
                 pass
             self._wake.clear()
-            await self.drain()
+            try:
+                await self.drain()
+            except Exception as exc:
+                trouble = store_unavailable(exc)
+                if trouble is None:
+                    raise
+                # What was queued stays queued, what was being sent stays in doubt: the
+                # next drain, as soon as the store answers, takes them up.
+                await self._outage.wait(trouble)
+                self._wake.set()
+                continue
+            self._outage.passed()
 
     async def drain(self) -> int:
         async with self._draining:
@@ -114,12 +132,18 @@ class Poster:
             await self._recover(row)
         sent = 0
         held = self._held_rooms()
-        for row in self._store.outbox.queued(self.instance):
-            if row.purpose == "reply" and row.channel in held:
-                continue  # an agent's reply to a halted room waits for the resume
-            if await self._send(row):
-                sent += 1
-        return sent
+        while True:
+            page = self._store.outbox.queued(self.instance, limit=QUEUED_PAGE)
+            sent_before = sent
+            for row in page:
+                if row.purpose == "reply" and row.channel in held:
+                    continue  # an agent's reply to a halted room waits for the resume
+                if await self._send(row):
+                    sent += 1
+            # A full page that went out may have more behind it (a backlog after an
+            # outage): go on now rather than at the next poll.
+            if len(page) < QUEUED_PAGE or sent == sent_before:
+                return sent
 
     async def _send(self, row: OutboxRow) -> bool:
         if row.kind == "update" and not row.update_ts:
@@ -147,12 +171,16 @@ class Poster:
             log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=error, final=final)
             return False
         except Exception as exc:
+            if store_unavailable(exc) is not None:
+                raise  # Slack was not called: the row is still queued (run waits for the store)
             # No answer (timeout, dropped connection): the post may have landed.
             # The row stays in doubt; the next drain looks for it before resending.
             log.warning("post in doubt", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__)
             return False
         failpoints.hit("outbox.posted")
-        self._store.outbox.mark_sent(row.id, posted_channel, ts)
+        # Slack has the post and we know its ts: keep it until the store takes it, or the
+        # row would be in doubt and cost a lookup.
+        await until_stored(lambda: self._store.outbox.mark_sent(row.id, posted_channel, ts), self._outage)
         log.info(
             "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
         )
@@ -177,6 +205,8 @@ class Poster:
         try:
             found = await self._find_posted(row, row.posted_channel)
         except Exception as exc:
+            if store_unavailable(exc) is not None:
+                raise
             log.warning(
                 "post recovery failed", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__
             )
@@ -189,12 +219,15 @@ class Poster:
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
     async def _find_posted(self, row: OutboxRow, channel: str) -> str | None:
-        """The ts of the message carrying this row's key, searched among recent posts.
+        """The ts of the message carrying this row's key, if the post reached Slack.
 
-        A thread is read page by page from its start (``conversations.replies`` is
-        oldest first), so a reply at the end of a long thread is still found; a
-        channel's history only back to when the row was written (Slack's clock and
-        ours may differ a little)."""
+        Only messages newer than the attempt are read (``oldest``, see ``_oldest``): the
+        post, if it landed, is among the first of them, so one call of ``SEARCH_PAGE``
+        messages finds it however long the thread (``conversations.replies`` answers
+        the thread's first message, then the replies newer than ``oldest``, oldest
+        first; ``conversations.history`` the channel's newest first). Further pages
+        are read only when Slack says more are newer than the attempt."""
+        oldest = self._oldest(row, channel)
         cursor: str | None = None
         for _ in range(MAX_SEARCH_PAGES):
             if row.thread_ts:
@@ -203,6 +236,7 @@ class Poster:
                     ts=row.thread_ts,
                     include_all_metadata=True,
                     limit=SEARCH_PAGE,
+                    oldest=oldest,
                     cursor=cursor,
                 )
             else:
@@ -211,7 +245,7 @@ class Poster:
                     include_all_metadata=True,
                     limit=SEARCH_PAGE,
                     cursor=cursor,
-                    oldest=f"{row.created_at - CLOCK_SKEW_S:.6f}",
+                    oldest=oldest,
                 )
             for message in resp.get("messages") or []:
                 payload = (message.get("metadata") or {}).get("event_payload") or {}
@@ -221,6 +255,21 @@ class Poster:
             if not cursor:
                 break
         return None
+
+    def _oldest(self, row: OutboxRow, channel: str) -> str:
+        """A time on Slack's clock that the post, if it landed, is newer than.
+
+        The newest message this instance had recorded in the channel when it called
+        Slack (``attempted_at``, written before the call) is one: Slack stamped it
+        before our post, and it is Slack's own clock, so no skew between the clocks
+        matters. The attempt time less ``CLOCK_SKEW_S`` is the other, for a channel
+        with nothing recorded lately; the later of the two is the tighter."""
+        attempted = row.attempted_at if row.attempted_at is not None else row.created_at
+        by_clock = attempted - CLOCK_SKEW_S
+        floor = self._store.inbox.newest_ts(self.instance, channel, received_by=attempted)
+        if floor is not None and float(floor) > by_clock:
+            return floor
+        return f"{by_clock:.6f}"
 
     async def _post(self, row: OutboxRow, channel: str) -> tuple[str, str]:
         blocks = self._blocks(row)

@@ -20,7 +20,9 @@ pump replaces slack-sdk's reader of the client's queue, which started one task
 per envelope with no bound: it takes what is queued in arrival order, records
 the batch's events in one commit, then acks them. The queue is bounded, so when
 the fleet falls behind the socket reader waits, the socket's buffers fill, and
-what is not acked is Slack's to retry: nothing piles up in memory. Interactive
+what is not acked is Slack's to retry: nothing piles up in memory. A store that
+cannot take the batch holds the pump the same way: the batch stays unacked and is
+recorded as soon as the store answers again (``nanoslack.store.outage``). Interactive
 payloads (approval clicks), disconnects and anything unusual still take the
 bolt path, in order.
 """
@@ -45,6 +47,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.slack.intake import RETRY_STATUS, Intake
+from nanoslack.store.outage import StoreOutage, until_stored
 
 log = get_logger(__name__)
 # Envelopes read off a socket but not yet recorded, per instance: the backpressure
@@ -123,6 +126,10 @@ class EnvelopePump:
         self._backlog = backlog
         self._instance = instance
         self.queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED)
+        # A store that cannot record the batch (restarting, full, read-only): the batch
+        # is held, unacked, and recorded once it can be; the socket waits meanwhile, and
+        # Slack's redeliveries of the same events are duplicates by then.
+        self._outage = StoreOutage("inbox", instance=instance)
 
     def install(self) -> None:
         client = self._client
@@ -168,8 +175,9 @@ class EnvelopePump:
                 )
                 screened.append((envelope_id, None))
         msgs = [msg for _, msg in screened if msg is not None]
+        tries = self._outage.retries
         try:
-            fresh = self._record(msgs) if msgs else []
+            fresh = await until_stored(lambda: self._record(msgs), self._outage) if msgs else []
         except Exception as exc:
             # No ack for what was to be recorded: Slack's retry brings it back.
             log.error(
@@ -177,8 +185,9 @@ class EnvelopePump:
             )
             await self._ack([envelope_id for envelope_id, msg in screened if msg is None])
             return
+        retried = self._outage.retries > tries
         for msg, is_new in zip(msgs, fresh, strict=True):
-            intake.accepted(msg, is_new)
+            intake.accepted(msg, is_new, retried=retried)
         await self._ack([envelope_id for envelope_id, _ in screened])
 
     async def _ack(self, envelope_ids: list[str]) -> None:

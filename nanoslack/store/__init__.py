@@ -17,7 +17,7 @@ from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.budgets import Grant, Grants
-from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
+from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError, StoreUnavailable, store_unavailable
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.hops import HopCount, Hops
@@ -51,9 +51,11 @@ __all__ = [
     "Purpose",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "TurnRow",
     "UserRow",
     "sqlite_url",
+    "store_unavailable",
 ]
 
 

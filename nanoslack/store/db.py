@@ -12,27 +12,120 @@ lock around migrations, and the ``cache_version`` row kept by triggers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from sqlalchemy import Connection, Engine, RootTransaction, TextClause, create_engine, event, inspect, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class StoreError(RuntimeError):
     pass
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot take work now, through no fault of the work: the connection was
+    lost, the server is down or starting, the disk is full or read-only, a lock could
+    not be had, or the transaction was a deadlock's victim. The same work, tried again
+    once the store answers, succeeds; nothing about it is to be counted as a failure."""
+
+    def __init__(self, reason: str, *, deadlock: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        # A deadlock's victim may try again at once: the other transaction has gone on.
+        self.deadlock = deadlock
+
+
+# PostgreSQL SQLSTATEs (or their two-character classes) that say "not now", not "wrong":
+# connection exceptions (08), insufficient resources (53: disk full, too many
+# connections), operator intervention (57: admin shutdown, e.g. pg_terminate_backend;
+# the server starting up), system errors (58: I/O), lock not available (55P03),
+# serialization failure (40001) and deadlock (40P01).
+_PG_UNAVAILABLE_CLASSES = ("08", "53", "57", "58")
+_PG_RETRY_STATES = {"40001", "55P03"}
+_PG_DEADLOCK = "40P01"
+# SQLite's primary result codes that say the same: the disk is full, the file is
+# read-only or cannot be opened, an I/O error, the database is locked (past
+# busy_timeout) or changed its schema under us.
+_SQLITE_UNAVAILABLE = {
+    "SQLITE_FULL",
+    "SQLITE_READONLY",
+    "SQLITE_IOERR",
+    "SQLITE_CANTOPEN",
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_PROTOCOL",
+}
+
+
+def store_unavailable(error: BaseException) -> StoreUnavailable | None:
+    """``error`` as a ``StoreUnavailable`` when it means the store cannot take work now
+    (see the class), else None: a bug or a constraint is not retried, it is reported.
+    The driver's error is looked for under SQLAlchemy's wrapper and the raw driver
+    calls of ``hot_execute`` alike, and along the chain of causes (a failed rollback
+    raised while handling the first error)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        found = _classify(current)
+        if found is not None:
+            return found
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _classify(error: BaseException) -> StoreUnavailable | None:
+    if isinstance(error, StoreUnavailable):
+        return error
+    if isinstance(error, sa_exc.DBAPIError):
+        orig = error.orig
+        if orig is not None:
+            found = _classify(orig)
+            if found is not None:
+                return found
+        if error.connection_invalidated:
+            return StoreUnavailable(f"connection lost: {_first_line(error.orig or error)}")
+        return None
+    if isinstance(error, psycopg.Error):
+        state = error.sqlstate or ""
+        if state == _PG_DEADLOCK:
+            return StoreUnavailable(f"deadlock detected: {_first_line(error)}", deadlock=True)
+        if state in _PG_RETRY_STATES or state[:2] in _PG_UNAVAILABLE_CLASSES:
+            return StoreUnavailable(_first_line(error))
+        # No SQLSTATE: the client side of a lost connection ("the connection is lost",
+        # "connection failed: ... Connection refused", "the connection is closed").
+        if not state and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return StoreUnavailable(f"connection lost: {_first_line(error)}")
+        return None
+    if isinstance(error, sqlite3.DatabaseError):
+        # Extended codes name their primary first: SQLITE_READONLY_DBMOVED, SQLITE_IOERR_WRITE.
+        primary = "_".join((getattr(error, "sqlite_errorname", "") or "").split("_")[:2])
+        return StoreUnavailable(_first_line(error)) if primary in _SQLITE_UNAVAILABLE else None
+    if isinstance(error, sa_exc.PendingRollbackError | sa_exc.ResourceClosedError):
+        return StoreUnavailable(f"connection lost: {_first_line(error)}")
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
 
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -171,6 +264,15 @@ def _v4_asks(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE IF EXISTS room_notices")
 
 
+def _v6_attempted_at(conn: Connection) -> None:
+    """Version 6: ``outbox.attempted_at``, when the poster last called Slack for the row
+    (written before the call), so the lookup of a post in doubt reads only what is newer."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
+    if "attempted_at" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN attempted_at REAL")
+
+
 def _metadata(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
@@ -195,12 +297,14 @@ def _v5_steps(conn: Connection) -> None:
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
+# Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
     _create_tables,
     _v4_asks,
     _v5_steps,
+    _v6_attempted_at,
 ]
 
 
@@ -322,13 +426,15 @@ class Transaction:
         try:
             db._depth = 0
             if exc_type is not None:
-                root.rollback()
+                db._rollback(root)
                 return
             try:
                 root.commit()
             except BaseException:
-                if root.is_active:
-                    root.rollback()
+                # Even when the failed commit left it inactive: until it is rolled back
+                # the connection refuses every later begin() (a PostgreSQL session cut
+                # off at its commit would wedge the process for good).
+                db._rollback(root)
                 raise
         finally:
             db._lock.release()
@@ -412,6 +518,24 @@ class Database:
                 run(f"RELEASE SAVEPOINT {name}")
             finally:
                 self._savepoints -= 1
+
+    def _rollback(self, root: RootTransaction) -> None:
+        """Undo a transaction whose body or commit failed, without hiding why it failed.
+
+        When the connection itself is gone (a PostgreSQL restart, ``pg_terminate_backend``,
+        an error on the raw driver path that SQLAlchemy never saw) the rollback fails
+        too: the connection is then invalidated, and the next transaction opens a
+        fresh one (``pool_pre_ping`` checks it) instead of failing on the dead one.
+        """
+        try:
+            root.rollback()
+        except Exception:
+            with contextlib.suppress(Exception):
+                self._conn.invalidate()
+            if self._conn.get_transaction() is root:
+                with contextlib.suppress(Exception):
+                    root.rollback()  # on the invalidated connection: only closes the transaction
+            self._rolled_back()  # the listener SQLAlchemy would have called
 
     def _raw_or_sa(self) -> Callable[[str], object]:
         if self.is_sqlite:

@@ -26,6 +26,9 @@ _UNFINISHED = text(
     "SELECT payload FROM inbox WHERE instance = :instance AND status = 'received' ORDER BY received_at, ts"
 )
 _STATUS = text("SELECT status FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
+_NEWEST = text(
+    "SELECT max(ts) FROM inbox WHERE instance = :instance AND channel = :channel AND received_at <= :by"
+)
 
 # A message whose downstream keeps failing is parked after this many tries, so
 # one poison payload cannot wedge an instance's resume loop forever.
@@ -71,6 +74,15 @@ class Inbox:
         with self._db.transaction() as conn:
             row = hot_first(conn, _STATUS, key._asdict())
             return str(row[0]) if row else None
+
+    def newest_ts(self, instance: str, channel: str, *, received_by: float) -> str | None:
+        """The newest Slack ts the instance had recorded in ``channel`` by ``received_by``
+        (its own clock): a time on Slack's clock that anything the instance posted
+        after that moment is newer than, whatever the two clocks say."""
+        params = {"instance": instance, "channel": channel, "by": received_by}
+        with self._db.transaction() as conn:
+            row = conn.execute(_NEWEST, params).first()
+        return str(row[0]) if row and row[0] else None
 
     def unfinished(self, instance: str) -> list[Inbound]:
         """Entries recorded but never finished: what a restart must resume."""

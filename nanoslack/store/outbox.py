@@ -19,7 +19,8 @@ from nanoslack.store.db import Database
 
 _COLUMNS = (
     "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
-    " update_ts, text, blocks, status, attempts, error, posted_channel, posted_ts, created_at, sent_at"
+    " update_ts, text, blocks, status, attempts, error, posted_channel, posted_ts, created_at, sent_at,"
+    " attempted_at"
 )
 _ENQUEUE = text(
     "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
@@ -33,7 +34,8 @@ _QUEUED = text(
 )
 _GET = text(f"SELECT {_COLUMNS} FROM outbox WHERE id = :id")
 _SENDING = text(
-    "UPDATE outbox SET status = 'sending', posted_channel = :channel WHERE id = :id AND status = 'queued'"
+    "UPDATE outbox SET status = 'sending', posted_channel = :channel, attempted_at = :now"
+    " WHERE id = :id AND status = 'queued'"
 )
 _IN_DOUBT = text(
     f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
@@ -99,6 +101,7 @@ class OutboxRow:
     posted_ts: str | None
     created_at: float
     sent_at: float | None
+    attempted_at: float | None = None  # when Slack was last called for it (None: never, or before v5)
 
     @property
     def blocks_list(self) -> list[dict[str, Any]] | None:
@@ -128,6 +131,7 @@ def _row(r: Any) -> OutboxRow:
         r[18],
         float(r[19]),
         None if r[20] is None else float(r[20]),
+        None if r[21] is None else float(r[21]),
     )
 
 
@@ -202,9 +206,11 @@ class Outbox:
 
     def mark_sending(self, outbox_id: int, channel: str) -> bool:
         """About to call Slack for this row: if the process dies before
-        ``mark_sent``, the row is *in doubt*, not forgotten and not blindly resent."""
+        ``mark_sent``, the row is *in doubt*, not forgotten and not blindly resent.
+        The moment is kept (``attempted_at``): the post, if it landed, is newer."""
+        params = {"id": outbox_id, "channel": channel, "now": time.time()}
         with self._db.transaction() as conn:
-            return int(conn.execute(_SENDING, {"id": outbox_id, "channel": channel}).rowcount) == 1
+            return int(conn.execute(_SENDING, params).rowcount) == 1
 
     def in_doubt(self, instance: str) -> list[OutboxRow]:
         """Rows a previous run was sending when it stopped."""

@@ -203,6 +203,9 @@ class OutboxPost(SQLModel, table=True):
     posted_ts: str | None = None
     created_at: float
     sent_at: float | None = None
+    # When the poster last called Slack for the row (v5), written before the call: a
+    # post left in doubt is looked for only among messages newer than this.
+    attempted_at: float | None = None
 
 
 class TurnRecord(SQLModel, table=True):

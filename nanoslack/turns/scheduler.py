@@ -32,7 +32,8 @@ from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
 from nanoslack.rounds import RoundKeeper
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import MessageRow, Store, store_unavailable
+from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.transcript import ThreadKey, Transcripts
@@ -87,6 +88,7 @@ class TurnScheduler:
         self._room_budget = room_budget
         self._options = options or TurnOptions()
         self._wake = asyncio.Event()
+        self._outage = StoreOutage("turns", instance=instance)
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
         self._closing = False
         # Turns cancelled because their room was halted (not a shutdown).
@@ -114,7 +116,15 @@ class TurnScheduler:
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError
                 self._wake.clear()
-                self._schedule()
+                try:
+                    self._schedule()
+                except Exception as exc:
+                    trouble = store_unavailable(exc)
+                    if trouble is None:
+                        raise
+                    await self._outage.wait(trouble)  # the next poll asks again
+                    continue
+                self._outage.passed()
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
@@ -233,16 +243,21 @@ class TurnScheduler:
                 recorder.halted(turn_id)
             raise
         except BudgetExhausted as exc:
-            recorder.budget_spent(turn_id, turn, msgs, str(exc), tools.effects, scope=exc.scope)
+            outcome = functools.partial(
+                recorder.budget_spent, turn_id, turn, msgs, str(exc), tools.effects, scope=exc.scope
+            )
         except TurnFailed as exc:
-            recorder.failure(turn_id, msgs, str(exc))
+            outcome = functools.partial(recorder.failure, turn_id, msgs, str(exc))
         except Exception as exc:  # a back-end bug must not stop the instance
-            recorder.failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
+            outcome = functools.partial(recorder.failure, turn_id, msgs, f"{type(exc).__name__}: {exc}")
         else:
-            recorder.reply(turn_id, turn, msgs, reply.posts, tools.effects)
+            outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply.posts, tools.effects)
         finally:
             if waking is not None and self._presence is not None:
                 self._presence.done(waking.channel, waking.ts)
+        # What the agent said is kept until the store takes it: running the agent again
+        # would cost a second call. Recording twice is harmless (a turn finishes once).
+        await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:

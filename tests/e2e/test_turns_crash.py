@@ -17,7 +17,8 @@ from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
 from tests.fleetproc import FleetProcess
 
-# More replies than one page of conversations.replies as the poster asks for it (200).
+# More replies than 15 pages of conversations.replies at Slack's 2025 limit for
+# non-Marketplace apps (15 messages a call, one call a minute).
 LONG_THREAD = 230
 
 
@@ -122,9 +123,13 @@ async def test_a_turn_killed_while_the_agent_runs_answers_once_after_restart(set
     assert fleet.events("turns abandoned by a previous run")
 
 
-async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_again(setup: Setup) -> None:
-    """The thread is longer than one page of ``conversations.replies``: recovery must
-    look past the first page before it concludes the reply never reached Slack."""
+async def test_a_reply_at_the_end_of_a_230_reply_thread_is_recovered_once_under_the_15_message_limit(
+    setup: Setup,
+) -> None:
+    """Slack's 2025 limits for a commercially distributed non-Marketplace app: one
+    ``conversations.replies`` call a minute, at most 15 messages. Paging the thread from
+    its start would take 16 calls (16 minutes); the lookup reads only the messages newer
+    than the attempt, so one call finds the reply."""
     s = setup
     s.agent.reply("dana", "the summary")
     fleet = s.start("outbox.posted=kill@1")
@@ -135,19 +140,28 @@ async def test_a_reply_in_a_long_thread_is_found_after_a_sigkill_not_posted_agai
     await s.emu.post_as_user(s.alice.id, s.channel, f"<@{s.dana.bot_user_id}> summarize", thread_ts=parent)
     assert await fleet.wait(60) == -signal.SIGKILL, "the failpoint did not fire"
     assert [r["text"] for r in s.replies(parent)] == ["the summary"]
+    assert (
+        scalar(s.db, "SELECT count(*) FROM outbox WHERE status = 'sending' AND attempted_at IS NOT NULL") == 1
+    )
 
+    s.emu.set_non_marketplace(True)
+    calls_before = len(s.emu.api_calls)
     fleet = s.start()
     try:
-        await s.emu.wait_for(
-            lambda: (
-                fleet.events("post recovered: already posted")
-                or fleet.events("post recovered: not found, resending")
-            ),
-            timeout=30,
-        )
+        await fleet.wait_for_event("post recovered: already posted")
+        sent = "SELECT count(*) FROM outbox WHERE status = 'sent' AND purpose = 'reply'"
+        await s.emu.wait_for(lambda: scalar(s.db, sent) == 1, timeout=10)
     finally:
         assert await fleet.stop() == 0
     assert [r["text"] for r in s.replies(parent)] == ["the summary"]
+    reads = [
+        c
+        for c in s.emu.api_calls[calls_before:]
+        if c.method in ("conversations.replies", "conversations.history")
+    ]
+    assert [(c.method, c.status) for c in reads] == [("conversations.replies", 200)]
+    assert int(reads[0].params["limit"]) <= 15 and reads[0].params.get("oldest")
+    assert len(s.agent.calls("dana")) == 1
 
 
 async def test_a_reply_recorded_but_not_sent_before_a_sigkill_is_sent_once_after_restart(
