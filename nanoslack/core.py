@@ -25,7 +25,6 @@ cancels the room's turns, a resume restarts them → the scheduler runs a turn
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +40,12 @@ from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
+from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
+from nanoslack.shutdown import Shutdown
 from nanoslack.store import Store
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
+from nanoslack.turns.scheduler import TurnsClosed
 
 log = get_logger(__name__)
 
@@ -52,6 +54,10 @@ log = get_logger(__name__)
 MAX_BATCH = 64
 # A failed message still open in the inbox is tried again after this long.
 RETRY_DELAY_S = 1.0
+# A stop without a signal's grace (a lost lease): turns under way get this long.
+STOP_GRACE_S = 2.0
+# What the worker has queued (acked already) may finish within this long, grace or not.
+QUEUE_GRACE_S = 5.0
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -96,11 +102,13 @@ class InstanceCore:
         *,
         directory: Directory,
         fence: Callable[[], bool] | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.identity = identity
         self.name = identity.instance
         self.store = store
         self.agent = agent
+        self.tally = tally or Tally()
         self._observers = config.observers
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
         self.halts = Halts(store)
@@ -127,6 +135,7 @@ class InstanceCore:
             halts=self.halts,
             budgets=self.budgets,
             options=config.turns,
+            tally=self.tally,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
@@ -194,14 +203,19 @@ class InstanceCore:
             asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
         ]
 
-    async def stop(self, *, within: float = 5.0) -> None:
+    async def stop(self, shutdown: Shutdown | None = None) -> TurnsClosed:
         """Let the worker finish what is queued (it is already acked) and the turns under
-        way record their replies; what does not finish runs again at the next start."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), timeout=within)
-        await self.turns.close(within=2.0)
+        way record their replies, within the stop's grace; what does not finish runs
+        again at the next start (the inbox and the turn rows say where it was)."""
+        shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
+        self.turns.stop_starting()
+        drained = asyncio.ensure_future(self._queue.join())
+        closed = await self.turns.close(shutdown)
+        await shutdown.wait({drained}, shutdown.remaining(at_least=QUEUE_GRACE_S))
+        drained.cancel()
         for task in self._tasks:
             await cancel(task)
+        return closed
 
     # -- one message's way -----------------------------------------------------------------
 
@@ -228,6 +242,8 @@ class InstanceCore:
         self._log.debug(
             "message processed", channel=msg.channel, ts=msg.ts, status=outcome.status, reason=outcome.reason
         )
+        if outcome.status == "dropped":
+            self.tally.hop_drop(outcome.reason)
         if outcome.control == "halted":
             self.turns.halt(msg.channel)
         elif outcome.control == "resumed":
@@ -274,6 +290,7 @@ def build_turns(
     halts: Halts | None = None,
     budgets: Budgets | None = None,
     options: TurnOptions | None = None,
+    tally: Tally | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts and recorder."""
     halts = halts or Halts(store)
@@ -290,11 +307,13 @@ def build_turns(
             halts=halts,
             siblings=siblings,
             budget=budgets.instance if budgets else None,
+            tally=tally,
         ),
         limiter=limiter,
         halts=halts,
         room_budget=budgets.room if budgets else None,
         options=options,
+        tally=tally,
     )
 
 
@@ -309,9 +328,11 @@ class FleetCore:
         siblings: Callable[[], Mapping[str, str]],
         turns: TurnOptions | None = None,
         observers: Observers | None = None,
+        metrics: FleetMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.metrics = metrics or FleetMetrics()
         self.a2a = settings.a2a_source()
         self.config = CoreConfig(
             owners=settings.owners,
@@ -350,7 +371,15 @@ class FleetCore:
         directory: Directory,
         fence: Callable[[], bool] | None = None,
     ) -> InstanceCore:
-        return InstanceCore(identity, self.store, agent, self.config, directory=directory, fence=fence)
+        return InstanceCore(
+            identity,
+            self.store,
+            agent,
+            self.config,
+            directory=directory,
+            fence=fence,
+            tally=self.metrics.tally(identity.instance),
+        )
 
     async def close(self) -> None:
         await self._http.aclose()

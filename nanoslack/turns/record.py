@@ -17,6 +17,7 @@ from nanoslack.agents import Turn
 from nanoslack.budgets import InstanceBudget
 from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_POSTS, prepare_posts
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
@@ -35,8 +36,10 @@ class TurnRecorder:
         halts: Halts,
         siblings: Callable[[], Mapping[str, str]],
         budget: InstanceBudget | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
+        self._tally = tally or Tally()
         self._store = store
         self._halts = halts
         self._siblings = siblings
@@ -49,17 +52,35 @@ class TurnRecorder:
         if len(posts) > MAX_POSTS:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
         texts = prepare_posts(posts, self._siblings())
+        status = self._commit_reply(turn_id, turn, msgs, texts, tokens)
+        if status is None:
+            return
+        self._tally.turn(status, tokens)
+        if status == "halted":
+            log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
+            return
+        failpoints.hit("turn.recorded")
+        log.info(
+            "turn finished" if texts else "turn silent",
+            instance=self.instance,
+            turn=turn_id,
+            posts=len(texts),
+            tokens=tokens,
+        )
+
+    def _commit_reply(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], texts: Sequence[str], tokens: int
+    ) -> str | None:
+        """The turn's status as committed; None when the turn was no longer running."""
         with self._store.transaction():
             if self._halts.is_halted(turn.channel):
                 # Halted while the agent was answering: nothing is posted, the
                 # messages stay pending for the turn that runs after the resume.
                 self._store.turns.finish(turn_id, "halted", tokens=tokens)
-                log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
-                return
-            if not self._store.turns.finish(
-                turn_id, "done" if texts else "silent", posts=len(texts), tokens=tokens
-            ):
-                return
+                return "halted"
+            status = "done" if texts else "silent"
+            if not self._store.turns.finish(turn_id, status, posts=len(texts), tokens=tokens):
+                return None
             self._close(msgs)
             for i, text in enumerate(texts):
                 self._store.outbox.enqueue(
@@ -71,17 +92,11 @@ class TurnRecorder:
                     thread_ts=turn.thread_ts or None,
                     text=text,
                 )
-        failpoints.hit("turn.recorded")
-        log.info(
-            "turn finished" if texts else "turn silent",
-            instance=self.instance,
-            turn=turn_id,
-            posts=len(texts),
-            tokens=tokens,
-        )
+        return status
 
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")
+        self._tally.turn("halted")
         log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
 
     def failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
@@ -90,6 +105,7 @@ class TurnRecorder:
         with self._store.transaction():
             self._store.turns.finish(turn_id, "failed", error=error)
             self._close(msgs)
+        self._tally.turn("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def budget_spent(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], error: str) -> None:
@@ -106,6 +122,7 @@ class TurnRecorder:
                 thread_ts=turn.thread_ts or None,
                 text=BUDGET_TEXT,
             )
+        self._tally.turn("budget")
         log.warning("turn refused: daily token budget spent", instance=self.instance, turn=turn_id)
         if self._budget is not None:
             self._budget.spent()  # the owners may allow one more day's worth

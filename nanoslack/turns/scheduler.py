@@ -30,6 +30,8 @@ from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
+from nanoslack.shutdown import Shutdown
 from nanoslack.store import MessageRow, Store
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.transcript import ThreadKey, Transcripts
@@ -42,6 +44,14 @@ CRASH_BACKOFF_S = 5.0
 @dataclass(frozen=True)
 class TurnOptions:
     poll_interval: float = 1.0
+
+
+@dataclass(frozen=True)
+class TurnsClosed:
+    """What a stop did to the turns under way: finished (recorded) or left for the next start."""
+
+    finished: int = 0
+    left: int = 0
 
 
 class TurnScheduler:
@@ -57,8 +67,10 @@ class TurnScheduler:
         halts: Halts,
         room_budget: RoomBudget | None = None,
         options: TurnOptions | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
+        self._tally = tally or Tally()
         self._store = store
         self._agent = agent
         self._transcripts = transcripts
@@ -79,6 +91,7 @@ class TurnScheduler:
     def recover(self) -> int:
         """At start: turns a previous run left ``running`` run again."""
         abandoned = self._store.turns.abandon_running(self.instance)
+        self._tally.turns["abandoned"] += abandoned
         self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
         if abandoned:
             log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
@@ -100,18 +113,24 @@ class TurnScheduler:
             for task in list(self._busy.values()):
                 task.cancel()
 
-    async def close(self, within: float) -> None:
-        """Start no new turn; give the turns under way ``within`` seconds to record
-        their output, then cancel the rest (they run again at the next start)."""
+    def stop_starting(self) -> None:
+        """No new turn from now on (the first thing a clean stop does)."""
         self._closing = True
-        tasks = list(self._busy.values())
+
+    async def close(self, shutdown: Shutdown) -> TurnsClosed:
+        """Start no new turn; give the turns under way what is left of the stop's grace
+        to record their output, then cancel the rest (they run again at the next start)."""
+        self._closing = True
+        tasks: set[asyncio.Future[None]] = set(self._busy.values())
         if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=within)
+            return TurnsClosed()
+        late = await shutdown.wait(tasks, shutdown.remaining())
         for task in late:
             task.cancel()
         if late:
-            await asyncio.wait(late, timeout=within)
+            # A cancelled command agent is killed (its process group) before the task ends.
+            await asyncio.wait(late, timeout=5.0)
+        return TurnsClosed(finished=len(tasks) - len(late), left=len(late))
 
     def halt(self, channel: str) -> None:
         """The room was halted: cancel its turns under way; their messages stay pending."""
