@@ -31,6 +31,9 @@ BOT_SCOPES: tuple[str, ...] = (
     "users:read",
     # An owner's 🛑 reaction halts a room (DESIGN §5 "Room control").
     "reactions:read",
+    # The fleet reads back the metadata it writes (DESIGN §13): the post lookup after a
+    # crash, the room intro's and the notices' markers. Without it Slack leaves it out.
+    "metadata.message:read",
 )
 BOT_EVENTS: tuple[str, ...] = (
     "message.mpim",
