@@ -340,7 +340,9 @@ async def check_rooms(settings: Settings, bots: Sequence[Bot], report: Report) -
                 _join_fix(bot.name, room, info, expected),
             )
         if not absent:
-            report.add(True, subject, f"{', '.join(expected)} are members ({why})")
+            report.add(
+                True, subject, f"every bot that should be there is a member: {', '.join(expected)} ({why})"
+            )
 
 
 async def check_owners(settings: Settings, bots: Sequence[Bot], report: Report) -> None:
@@ -464,59 +466,77 @@ def _schema_version_url(url: str) -> int:
 
 
 def check_store(settings: Settings, report: Report) -> None:
-    from sqlalchemy.engine import make_url
-
-    from nanoslack.store.db import SCHEMA_VERSION
-
     url = settings.db_url
-    shown = make_url(url).render_as_string(hide_password=True)
     subject = "store"
     try:
         if url.startswith("sqlite:///"):
             path = Path(url.removeprefix("sqlite:///"))
+            shown = str(path)
             if not path.exists():
-                folder = next((p for p in path.parents if p.exists()), Path("/"))
-                if os.access(folder, os.W_OK):
-                    report.add(True, subject, f"{path} does not exist yet: `nanoslack run` creates it")
-                else:
-                    report.add(
-                        False,
-                        subject,
-                        f"{path} cannot be created: {folder} is not writable",
-                        "point NANOSLACK_DB (or DATABASE_URL) at a writable place",
-                    )
+                _check_new_sqlite(path, report)
                 return
-            version = _schema_version_sqlite(path)
             if not os.access(path, os.W_OK):
                 report.add(
                     False, subject, f"{path} is read-only", f"make {path} writable for the fleet's user"
                 )
                 return
+            version = _schema_version_sqlite(path)
         else:
+            from sqlalchemy.engine import make_url
+
+            shown = make_url(url).render_as_string(hide_password=True)
             version = _schema_version_url(url)
     except Exception as exc:
         report.add(
             False,
             subject,
-            f"{shown} does not answer: {type(exc).__name__}: {exc}",
-            "check DATABASE_URL (or NANOSLACK_DB) and that the server runs",
+            f"{url if url.startswith('sqlite') else 'DATABASE_URL'} does not answer: {_db_error(exc, url)}",
+            "check DATABASE_URL (or NANOSLACK_DB) and that the database server runs",
         )
         return
+    _report_version(shown, version, report)
+
+
+def _db_error(exc: Exception, url: str) -> str:
+    """The error's first line, without the URL's password should a driver quote it."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    password = urlparse(url).password
+    if password:
+        first = first.replace(password, "***")
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _check_new_sqlite(path: Path, report: Report) -> None:
+    folder = next((p for p in path.parents if p.exists()), Path("/"))
+    if os.access(folder, os.W_OK):
+        report.add(True, "store", f"{path} does not exist yet: `nanoslack run` creates it")
+    else:
+        report.add(
+            False,
+            "store",
+            f"{path} cannot be created: {folder} is not writable",
+            "point NANOSLACK_DB (or DATABASE_URL) at a writable place",
+        )
+
+
+def _report_version(shown: str, version: int, report: Report) -> None:
+    from nanoslack.store.db import SCHEMA_VERSION
+
     if version > SCHEMA_VERSION:
         report.add(
             False,
-            subject,
+            "store",
             f"{shown} has schema version {version}, newer than this nanoslack's {SCHEMA_VERSION}",
             "upgrade nanoslack on this host",
         )
     elif version < SCHEMA_VERSION:
         report.add(
             True,
-            subject,
-            f"{shown} answers; schema version {version} is migrated to {SCHEMA_VERSION} at the next start",
+            "store",
+            f"{shown} answers; schema version {version} is migrated to {SCHEMA_VERSION} at start",
         )
     else:
-        report.add(True, subject, f"{shown} answers; schema version {version} (current)")
+        report.add(True, "store", f"{shown} answers; schema version {version} (current)")
 
 
 # -- teammates and MCP servers --------------------------------------------------------------------
