@@ -106,6 +106,12 @@ class EmulatorClient:
         body = {"method": method, "n": n, "error": error, "retry_after": retry_after, "app_id": app_id}
         self._req("fail_next", body)
 
+    def clear_faults(self, method: str | None = None) -> None:
+        self._req("clear_faults", {"method": method} if method else {})
+
+    def revoke_token(self, token: str) -> None:
+        self._req("revoke_token", {"token": token})
+
     def drop_sockets(self, app_id: str) -> int:
         return int(self._req("drop_sockets", {"app_id": app_id})["dropped"])
 

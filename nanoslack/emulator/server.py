@@ -135,6 +135,10 @@ def build_app(engine: Engine) -> web.Application:
     async def d_disconnect(b: JSON) -> JSON:
         return {"sent": await engine.send_disconnect(b["app_id"], b.get("reason", "refresh_requested"))}
 
+    async def d_clear_faults(b: JSON) -> JSON:
+        engine.clear_faults(b.get("method"))
+        return {"ok": True}
+
     async def d_revoke(b: JSON) -> JSON:
         engine.revoke_token(b["token"])
         return {"ok": True}
@@ -186,6 +190,7 @@ def build_app(engine: Engine) -> web.Application:
         ("disconnect", d_disconnect),
         ("withhold_acks", d_withhold),
         ("revoke_token", d_revoke),
+        ("clear_faults", d_clear_faults),
         ("stats", d_stats),
         ("connections", d_connections),
         ("ack_latencies", d_ack_latencies),

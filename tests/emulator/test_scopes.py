@@ -98,3 +98,19 @@ def test_metadata_is_withheld_from_an_app_without_metadata_message_read(temu: Th
             "messages"
         ]
         assert ("metadata" in in_history, "metadata" in in_replies) == (sees, sees), app.name
+
+
+def test_the_http_driver_makes_scoped_apps_revokes_tokens_and_clears_faults(temu: ThreadedEmulator) -> None:
+    from nanoslack.emulator import EmulatorClient
+
+    drv = EmulatorClient(temu.base_url)
+    old = drv.add_app("dana", scopes=["chat:write"])
+    assert old["scopes"] == ["chat:write"]
+    web = WebClient(token=old["bot_token"], base_url=temu.api_url)
+    assert _scopes(web.auth_test()) == {"chat:write"}
+    drv.fail_next("auth.test", n=10, error="internal_error")
+    drv.clear_faults()
+    assert web.auth_test()["ok"]
+    drv.revoke_token(old["bot_token"])
+    with pytest.raises(SlackApiError):
+        web.auth_test()
