@@ -29,7 +29,7 @@ log = get_logger(__name__)
 
 
 class HealthSource(Protocol):
-    async def health(self) -> tuple[FleetState, list[str]]:
+    async def health(self, *, probe_store: bool = True) -> tuple[FleetState, list[str]]:
         """The fleet as it is now, and why it is not ready (empty: ready)."""
         ...
 
@@ -80,7 +80,7 @@ class HealthServer:
         return web.json_response({"ready": True})
 
     async def _metrics_page(self, _request: web.Request) -> web.Response:
-        state, _ = await self._source.health()
+        state, _ = await self._source.health(probe_store=False)
         self._metrics.state = state
         body = generate_latest(self._metrics.registry)
         response = web.Response(body=body)

@@ -133,6 +133,8 @@ class Fleet:
         rt = self.instances.pop(name, None)
         if rt is not None:
             await rt.stop()
+        if self._shutdown is not None:
+            return  # stopping: no standby any more
         agent = rt.core.agent if rt is not None else self.core.agent_for(name)
         if agent is not None:
             await self._start_one(next(i for i in self.settings.instances if i.name == name), agent)
@@ -171,9 +173,10 @@ class Fleet:
         await server.start()
         self.health_server = server
 
-    async def health(self) -> tuple[FleetState, list[str]]:
+    async def health(self, *, probe_store: bool = True) -> tuple[FleetState, list[str]]:
         """For ``/metrics`` and ``/readyz``: every instance this process holds, its socket,
-        the backlog, the leases; and why the fleet is not ready, if it is not."""
+        the backlog, the leases; and why the fleet is not ready, if it is not (the store
+        is asked only with ``probe_store``: ``/metrics`` does not need it)."""
         held = self.leases.held
         connected = {}
         for name in held:
@@ -190,10 +193,11 @@ class Fleet:
             reasons.append("starting")
         if self._shutdown is not None:
             reasons.append("stopping")
-        try:
-            self.store.ping()
-        except Exception as exc:
-            reasons.append(f"store not answering: {type(exc).__name__}")
+        if probe_store:
+            try:
+                self.store.ping()
+            except Exception as exc:
+                reasons.append(f"store not answering: {type(exc).__name__}")
         return state, reasons
 
     async def stop(self) -> None:
