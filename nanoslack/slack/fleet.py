@@ -238,7 +238,7 @@ class Fleet:
             shutdown = self._begin_stop()
             if not shutdown.hurry.is_set():
                 shutdown.hurry.set()
-                log.warning("fleet stopping now: turns under way are cancelled")
+                log.warning("fleet stopping now", reason="second signal: turns under way are cancelled")
             return
         self._stopping.set()
 
@@ -250,10 +250,11 @@ class Fleet:
             loop.add_signal_handler(sig, self.request_stop)
         try:
             try:
-                names = await self.start()
+                await self._serve_health()
             except OSError as exc:
                 log.error("metrics address unavailable", key="NANOSLACK_METRICS_ADDR", error=str(exc))
                 return 1
+            names = await self.start()
             if not names:
                 log.error("no instance could start", skipped=[n for n, _ in self.settings.skipped])
                 return 1

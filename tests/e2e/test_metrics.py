@@ -162,3 +162,30 @@ async def test_a_malformed_metrics_address_stops_the_run_naming_the_key(room: Ro
     fleet = FleetProcess.start(env)
     assert await fleet.wait() == 2
     assert "NANOSLACK_METRICS_ADDR: expected host:port" in fleet.output
+
+
+async def test_a_metrics_address_already_in_use_stops_the_run(room: Room, tmp_path) -> None:
+    import socket
+
+    from tests.e2e.helpers import write_fleet_env
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        env = write_fleet_env(
+            tmp_path / "busy.env",
+            room.emu,
+            [room.apps["dana"]],
+            room.db,
+            LOG_FORMAT="json",
+            NANOSLACK_METRICS_ADDR=f"127.0.0.1:{port}",
+        )
+        fleet = FleetProcess.start(env)
+        assert await fleet.wait() == 1
+        [refused] = fleet.events("metrics address unavailable")
+        assert refused["key"] == "NANOSLACK_METRICS_ADDR"
+        assert fleet.events("instance connected") == []
+    finally:
+        taken.close()
