@@ -276,8 +276,11 @@ async def _intro_names(bot: Bot, room: str, created: float, bots: Sequence[Bot])
     intro is found (a room opened by hand, or metadata hidden from this bot)."""
     from nanoslack.slack.parse import ROOM_INTRO_EVENT_TYPE
 
+    # No retry here: since 2025 Slack allows many apps one history call a minute, and a
+    # doctor that waits a minute per room helps nobody (no intro found is the fallback).
+    client = AsyncWebClient(token=bot.client.token, base_url=bot.client.base_url, timeout=HTTP_TIMEOUT_S)
     try:
-        resp = await bot.client.conversations_history(
+        resp = await client.conversations_history(
             channel=room,
             oldest=f"{max(created - 1, 0):.6f}",
             latest=f"{created + INTRO_WINDOW_S:.6f}",
