@@ -35,6 +35,18 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+async def _scrape_until(base: str, done: Any, within: float = 10.0) -> Samples:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        samples = await scrape(base)
+        if done(samples) or time.monotonic() > deadline:
+            return samples
+        await asyncio.sleep(0.05)
+
+
 async def readyz(base: str) -> tuple[int, Any]:
     import json
 
@@ -54,7 +66,10 @@ async def test_metrics_count_every_envelope_of_a_run_received_and_acked(room: Ro
         timeout=15,
         message="every envelope acked",
     )
-    samples = await scrape(base)
+    # The fleet counts a batch's acks once the last one is sent: scrape until it has.
+    samples = await _scrape_until(
+        base, lambda s: all(value(s, "nanoslack_envelopes_acked_total", instance=n) >= sent for n in apps)
+    )
     for name, app in apps.items():
         stats = room.emu.stats(app)
         # What the emulator sent (a redelivery is another envelope) is what the fleet read and acked.
@@ -81,7 +96,10 @@ async def test_turns_posts_drops_and_slack_errors_are_counted(room: Room, fleet_
     await room.emu.wait_for(
         lambda: any(m.get("text") == "on it" for m in room.emu.all_messages(room.channel)), timeout=15
     )
-    samples = await scrape(base)
+    # The poster counts a post once Slack's answer is recorded, just after Slack stored it.
+    samples = await _scrape_until(
+        base, lambda s: value(s, "nanoslack_posts_total", instance="dana", result="sent") >= 1
+    )
 
     drop = {"reason": "room not in SLACK_A2A_ROOMS"}
     assert value(samples, "nanoslack_hop_drops_total", instance="dana", **drop) == 1
