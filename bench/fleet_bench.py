@@ -18,10 +18,12 @@ Prints one JSON object (all figures and the targets) and a short summary.
 
     .venv/bin/python bench/fleet_bench.py [--messages 5000] [--rate 100] [--rate-seconds 10]
         [--skip-memory] [--skip-latency] [--skip-bare-latency] [--profile-fleet FILE]
-        [--database-url postgresql+psycopg://…]
+        [--database-url postgresql+psycopg://…] [--metrics]
 
 ``--database-url`` runs the fleet phases on that database instead of a temp SQLite file
 (DESIGN §10); give it an empty database: its nanoslack tables are emptied first.
+``--metrics`` serves the fleet's ``/metrics`` (``NANOSLACK_METRICS_ADDR``, DESIGN §13) and
+scrapes it every second while the fleet phase is measured, as Prometheus would (more often).
 """
 
 from __future__ import annotations
@@ -245,6 +247,7 @@ async def phase_fleet(
     latency: tuple[float, float] | None,
     profile: cProfile.Profile | None,
     database_url: str | None = None,
+    metrics: bool = False,
 ) -> dict[str, Any]:
     proc, info = start_emulator(N_APPS)
     drv = Driver(info["base_url"])
@@ -255,6 +258,8 @@ async def phase_fleet(
             db = Path(tmp) / "nanoslack.db"
             env = Path(tmp) / ".env"
             on_url = {"DATABASE_URL": database_url} if database_url else {}
+            if metrics:
+                on_url["NANOSLACK_METRICS_ADDR"] = "127.0.0.1:0"
             write_fleet_env(
                 env,
                 info,
@@ -282,6 +287,7 @@ async def phase_fleet(
             if profile is not None:
                 profile.enable()
             timer = Timer(proc.pid)
+            scraper = asyncio.create_task(scrape_forever(fleet)) if metrics else None
             post = asyncio.create_task(drv.bulk_post(alice, room, texts))
             await wait_until(
                 acked_at_least(drv, expected), within=300, interval=0.02, what="all envelopes acked"
@@ -291,6 +297,7 @@ async def phase_fleet(
             wall, cpu, emu_cpu = timer.lap()
             if profile is not None:
                 profile.disable()
+            scrapes = await _stop_scraping(scraper)
             await post
             s = await drv.stats()
             envelopes = envelopes_for(n_messages, N_APPS)
@@ -310,6 +317,8 @@ async def phase_fleet(
                 "group_commits": sum(rt.core.inbox_batches for rt in fleet.instances.values()),
                 "group_commit_records": sum(rt.core.inbox_records for rt in fleet.instances.values()),
             }
+            if metrics:
+                result["metrics_scrapes"] = scrapes
             if latency is not None:
                 # The burst above left one turn per mention queued (5,000 at the default
                 # size); the latency target is the steady state with agents answering
@@ -325,6 +334,29 @@ async def phase_fleet(
                 await fleet.stop()
             await drv.close()
             stop_process(proc)
+
+
+async def scrape_forever(fleet: Fleet, every: float = 1.0) -> int:
+    """GET /metrics every ``every`` seconds until cancelled; how many scrapes were answered."""
+    assert fleet.health_server is not None
+    url = fleet.health_server.url + "metrics"
+    done = 0
+    async with aiohttp.ClientSession() as http:
+        try:
+            while True:
+                async with http.get(url) as resp:
+                    await resp.read()
+                    done += resp.status == 200
+                await asyncio.sleep(every)
+        except asyncio.CancelledError:
+            return done
+
+
+async def _stop_scraping(scraper: asyncio.Task[int] | None) -> int:
+    if scraper is None:
+        return 0
+    scraper.cancel()
+    return await scraper
 
 
 def _inbox_rows(url: str) -> dict[str, int]:
@@ -526,6 +558,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "messages": args.messages,
         "envelopes": envelopes_for(args.messages, N_APPS),
         "database": "sqlite" if not args.database_url else args.database_url.split(":", 1)[0],
+        "metrics": args.metrics,
     }
     met: dict[str, bool] = {}
     if not args.skip_throughput:
@@ -537,6 +570,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 latency if i == 0 else None,
                 profile if i == 0 else None,
                 args.database_url,
+                args.metrics,
             )
             rounds.append(
                 {
@@ -648,6 +682,7 @@ def main() -> None:
         metavar="URL",
         help="run the fleet phase on this (empty) database, e.g. postgresql+psycopg://…; default: SQLite",
     )
+    p.add_argument("--metrics", action="store_true", help="serve /metrics and scrape it every second")
     args = p.parse_args()
     r = asyncio.run(run(args))
     print(json.dumps(r))

@@ -23,6 +23,7 @@ commands:
   halt        halt an A2A room (no bot message, no turn) until resumed
   resume      resume a halted room
   manifest    print the Slack app manifest for an instance
+  doctor      check a configuration (tokens, scopes, rooms, owners, agents, store) before a run
 """
 
 
@@ -45,6 +46,11 @@ def _run(argv: list[str]) -> int:
         print(f"nanoslack run: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    try:
+        settings.metrics_addr  # noqa: B018 - read now: a malformed value stops the run before it starts
+    except ConfigError as exc:
+        print(f"nanoslack run: {exc}", file=sys.stderr)
+        return 2
     if not settings.instances:
         get_logger("nanoslack.cli").error(
             "no instance configured", expected="SLACK_BOT_TOKEN and/or SLACK_INSTANCES with their tokens"
@@ -79,6 +85,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "halt": _lazy("nanoslack.ops.admin", "halt_main"),
     "resume": _lazy("nanoslack.ops.admin", "resume_main"),
     "manifest": _lazy("nanoslack.ops.manifest"),
+    "doctor": _lazy("nanoslack.ops.doctor"),
 }
 
 

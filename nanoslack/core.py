@@ -50,8 +50,10 @@ from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
+from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.rounds import RoundKeeper, warn_chiefless
+from nanoslack.shutdown import Shutdown
 from nanoslack.store import Store, store_unavailable
 from nanoslack.store.outage import StoreOutage
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
@@ -59,7 +61,7 @@ from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
-from nanoslack.turns.scheduler import Presence
+from nanoslack.turns.scheduler import Presence, TurnsClosed
 
 log = get_logger(__name__)
 
@@ -68,6 +70,10 @@ log = get_logger(__name__)
 MAX_BATCH = 64
 # A failed message still open in the inbox is tried again after this long.
 RETRY_DELAY_S = 1.0
+# A stop without a signal's grace (a lost lease): turns under way get this long.
+STOP_GRACE_S = 2.0
+# What the worker has queued (acked already) may finish within this long, grace or not.
+QUEUE_GRACE_S = 5.0
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -121,11 +127,13 @@ class InstanceCore:
         directory: Directory,
         presence: Presence | None = None,
         fence: Callable[[], bool] | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.identity = identity
         self.name = identity.instance
         self.store = store
         self.agent = agent
+        self.tally = tally or Tally()
         self._observers = config.observers
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
         self.halts = Halts(store)
@@ -165,6 +173,7 @@ class InstanceCore:
             options=config.turns,
             mcp=self.mcp,
             approver=self.tool_approvals,
+            tally=self.tally,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -242,15 +251,20 @@ class InstanceCore:
             asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
         ]
 
-    async def stop(self, *, within: float = 5.0) -> None:
+    async def stop(self, shutdown: Shutdown | None = None) -> TurnsClosed:
         """Let the worker finish what is queued (it is already acked) and the turns under
-        way record their replies; what does not finish runs again at the next start."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), timeout=within)
-        await self.turns.close(within=2.0)
+        way record their replies, within the stop's grace; what does not finish runs
+        again at the next start (the inbox and the turn rows say where it was)."""
+        shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
+        self.turns.stop_starting()
+        drained = asyncio.ensure_future(self._queue.join())
+        closed = await self.turns.close(shutdown)
+        await shutdown.wait({drained}, shutdown.remaining(at_least=QUEUE_GRACE_S))
+        drained.cancel()
         for task in self._tasks:
             await cancel(task)
         await self.mcp.stop()
+        return closed
 
     # -- one message's way -----------------------------------------------------------------
 
@@ -323,6 +337,8 @@ class InstanceCore:
         self._log.debug(
             "message processed", channel=msg.channel, ts=msg.ts, status=outcome.status, reason=outcome.reason
         )
+        if outcome.status == "dropped":
+            self.tally.hop_drop(outcome.reason)
         if outcome.control == "halted":
             self.turns.halt(msg.channel)
         elif outcome.control == "resumed":
@@ -378,6 +394,7 @@ def build_turns(
     options: TurnOptions | None = None,
     mcp: McpTools | None = None,
     approver: ToolApprover | None = None,
+    tally: Tally | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -406,6 +423,7 @@ def build_turns(
             allow_broadcast=tools.allow_broadcast,
             on_handoff=on_handoff,
             on_recorded=rounds.turn_recorded if rounds else None,
+            tally=tally,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -426,6 +444,7 @@ def build_turns(
         rounds=rounds,
         wake_instance=on_handoff,
         options=options,
+        tally=tally,
     )
 
 
@@ -440,9 +459,11 @@ class FleetCore:
         siblings: Callable[[], Mapping[str, str]],
         turns: TurnOptions | None = None,
         observers: Observers | None = None,
+        metrics: FleetMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.metrics = metrics or FleetMetrics()
         self.a2a = settings.a2a_source()
         self._ledger = StoreLedger(store)
         self.instances: dict[str, InstanceCore] = {}
@@ -516,7 +537,14 @@ class FleetCore:
         fence: Callable[[], bool] | None = None,
     ) -> InstanceCore:
         core = InstanceCore(
-            identity, self.store, agent, self.config, directory=directory, presence=presence, fence=fence
+            identity,
+            self.store,
+            agent,
+            self.config,
+            directory=directory,
+            presence=presence,
+            fence=fence,
+            tally=self.metrics.tally(identity.instance),
         )
         self.instances[identity.instance] = core
         return core

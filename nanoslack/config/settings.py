@@ -32,6 +32,8 @@ DEFAULT_TEAMMATES = "teammates"
 DEFAULT_MAX_TURNS = 8
 DEFAULT_POST_RATE = 1.0
 DEFAULT_RETENTION_DAYS = 14
+DEFAULT_SHUTDOWN_GRACE = 20.0
+METRICS_ADDR_KEY = "NANOSLACK_METRICS_ADDR"
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -89,6 +91,8 @@ class Settings:
     post_rate: float = DEFAULT_POST_RATE
     # Agents with tools (DESIGN §11): steps, handoffs, timeouts, broadcast, the reaction.
     tools: ToolSettings = field(default_factory=ToolSettings)
+    # Seconds running turns may finish after SIGTERM (NANOSLACK_SHUTDOWN_GRACE).
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -97,6 +101,12 @@ class Settings:
     def value(self, key: str) -> str | None:
         """A key of the merged view; empty counts as unset."""
         return self.env.get(key) or None
+
+    @property
+    def metrics_addr(self) -> tuple[str, int] | None:
+        """Where ``/metrics``, ``/healthz`` and ``/readyz`` are served; None: off.
+        Raises ``ConfigError`` naming the key when the value is not ``host:port``."""
+        return parse_host_port(METRICS_ADDR_KEY, self.value(METRICS_ADDR_KEY))
 
     def instance(self, name: str) -> InstanceSettings | None:
         return next((i for i in self.instances if i.name == name), None)
@@ -152,6 +162,35 @@ def _post_rate(env: Mapping[str, str], log: Any) -> float:
         return rate
     warn_malformed(log, "NANOSLACK_POST_RATE", raw, "posts per second >= 0 (0: unpaced)", DEFAULT_POST_RATE)
     return DEFAULT_POST_RATE
+
+
+def _grace(env: Mapping[str, str], log: Any) -> float:
+    raw = env.get("NANOSLACK_SHUTDOWN_GRACE", "").strip()
+    if not raw:
+        return DEFAULT_SHUTDOWN_GRACE
+    try:
+        grace = float(raw)
+    except ValueError:
+        grace = -1.0
+    if 0 <= grace < float("inf"):
+        return grace
+    warn_malformed(log, "NANOSLACK_SHUTDOWN_GRACE", raw, "a number of seconds >= 0", DEFAULT_SHUTDOWN_GRACE)
+    return DEFAULT_SHUTDOWN_GRACE
+
+
+_HOST_PORT_RE = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9.-]+)):(?P<port>\d{1,5})$")
+
+
+def parse_host_port(key: str, value: str | None) -> tuple[str, int] | None:
+    """``host:port`` (``[::1]:9464`` for IPv6; port 0: any free one); empty → None."""
+    raw = (value or "").strip()
+    if not raw:
+        return None
+    match = _HOST_PORT_RE.match(raw)
+    port = int(match["port"]) if match else -1
+    if match is None or not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: expected host:port such as 127.0.0.1:9464, got {raw!r}")
+    return match["v6"] or match["host"], port
 
 
 def _parse_ttl(env: Mapping[str, str], log: Any) -> float:
@@ -308,6 +347,7 @@ def load_settings(
         tools=parse_tool_settings(
             env, (*(i.name for i in instances), *(n for n, _ in skipped)), env_suffix, log
         ),
+        shutdown_grace=_grace(env, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -109,6 +109,12 @@ class EmulatorClient:
     def set_non_marketplace(self, on: bool = True) -> None:
         self._req("non_marketplace", {"on": on})
 
+    def clear_faults(self, method: str | None = None) -> None:
+        self._req("clear_faults", {"method": method} if method else {})
+
+    def revoke_token(self, token: str) -> None:
+        self._req("revoke_token", {"token": token})
+
     def drop_sockets(self, app_id: str) -> int:
         return int(self._req("drop_sockets", {"app_id": app_id})["dropped"])
 

@@ -185,6 +185,8 @@ class Driver(ABC):
     # ---- faults ----------------------------------------------------------------------------
     fail_next = _Plain(Engine.fail_next, _of_engine)
     set_non_marketplace = _Plain(Engine.set_non_marketplace, _of_engine)
+    clear_faults = _Plain(Engine.clear_faults, _of_engine)
+    revoke_token = _Plain(Engine.revoke_token, _of_engine)
     drop_sockets = _Awaited(Engine.drop_sockets)
     send_disconnect = _Awaited(Engine.send_disconnect)
     withhold_acks = _Plain(Engine.withhold_acks, _of_engine)
@@ -302,6 +304,8 @@ def apply_workspace(emu: Driver, spec: JSON) -> None:
             for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events")
             if a.get(k)
         }
+        if a.get("scopes") is not None:  # [] is an app with no scope at all
+            kw["scopes"] = list(a["scopes"])
         emu.add_app(a["name"], **kw)
     for c in spec.get("conversations", []):
         emu.create_conversation(

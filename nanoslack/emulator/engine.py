@@ -17,7 +17,7 @@ from typing import Any, TypedDict, Unpack
 
 from . import events as ev_mod
 from .socket import Delivery, SocketHub
-from .state import ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
+from .state import METADATA_SCOPE, ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
 
 JSON = dict[str, Any]
 
@@ -181,12 +181,15 @@ class Engine:
         if not targets:
             return
         event_time = int(time.time())
-        # one serialization per distinct event: the mention twin is shared by every app it names
-        cache: dict[int, str] = {}
+        # one serialization per distinct event: the mention twin is shared by every app it
+        # names; an app without the metadata scope gets it without the metadata (as in Slack)
+        cache: dict[tuple[int, bool], str] = {}
         for app, _etype, e in targets:
-            ej = cache.get(id(e))
+            sees_metadata = METADATA_SCOPE in app.scopes
+            ej = cache.get((id(e), sees_metadata))
             if ej is None:
-                ej = cache[id(e)] = json.dumps(e, separators=(",", ":"))
+                shown = e if sees_metadata else ev_mod.without_metadata(e)
+                ej = cache[(id(e), sees_metadata)] = json.dumps(shown, separators=(",", ":"))
             payload = ev_mod.callback_json(self.ws, app, ej, self.ws.next_event_id(), event_time)
             await self.hub.deliver(Delivery(app_id=app.app_id, kind="events_api", payload_json=payload))
 
@@ -312,6 +315,16 @@ class Engine:
             return max(1, math.ceil(NON_MARKETPLACE_WINDOW_S - (now - last)))
         self._last_read[(app_id, method)] = now
         return None
+
+    def clear_faults(self, method: str | None = None) -> None:
+        """Forget the planned failures (of ``method`` only, when given)."""
+        for key in [k for k in self.faults if method is None or k[0] == method]:
+            del self.faults[key]
+
+    def revoke_token(self, token: str) -> None:
+        """From now on Slack answers ``token_revoked`` to calls made with ``token`` (a bot
+        or app-level token), as after the app was uninstalled or the token revoked."""
+        self.ws.revoked.add(token)
 
     def take_fault(self, method: str, app_id: str | None = None) -> tuple[str, int] | None:
         """Consume one planned failure of ``method`` for this app: (error, retry_after) or None."""

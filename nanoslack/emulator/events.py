@@ -174,6 +174,17 @@ def message_event(ws: Workspace, ch: Channel, msg: JSON) -> JSON:
     return ev
 
 
+def without_metadata(ev: JSON) -> JSON:
+    """The event as an app without ``metadata.message:read`` gets it: no message metadata,
+    not even in an edit's ``message``/``previous_message``."""
+    out = {k: v for k, v in ev.items() if k != "metadata"}
+    for key in ("message", "previous_message"):
+        inner = out.get(key)
+        if isinstance(inner, dict) and "metadata" in inner:
+            out[key] = {k: v for k, v in inner.items() if k != "metadata"}
+    return out
+
+
 def app_mention_event(ev: JSON) -> JSON:
     m = {k: v for k, v in ev.items() if k not in ("channel_type", "subtype")}
     m["type"] = "app_mention"

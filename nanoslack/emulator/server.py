@@ -10,7 +10,7 @@ from aiohttp import web
 
 from . import webapi
 from .engine import Engine
-from .state import EmulatorError
+from .state import App, EmulatorError
 
 JSON = dict[str, Any]
 
@@ -36,6 +36,10 @@ async def _body(request: web.Request) -> JSON:
     if isinstance(data, dict):
         out.update(data)
     return out
+
+
+def _app_json(a: App) -> JSON:
+    return {**asdict(a), "events": sorted(a.events), "scopes": sorted(a.scopes)}
 
 
 def build_app(engine: Engine) -> web.Application:
@@ -68,7 +72,7 @@ def build_app(engine: Engine) -> web.Application:
             "team": engine.ws.team_name,
             "api_url": engine.api_url,
             "users": [asdict(u) for u in engine.users()],
-            "apps": [{**asdict(a), "events": sorted(a.events)} for a in engine.apps()],
+            "apps": [_app_json(a) for a in engine.apps()],
             "conversations": [asdict(c) for c in engine.conversations()],
         }
 
@@ -77,10 +81,12 @@ def build_app(engine: Engine) -> web.Application:
 
     async def d_add_app(b: JSON) -> JSON:
         kw = {
-            k: b[k] for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events") if k in b
+            k: b[k]
+            for k in ("app_id", "bot_id", "bot_user_id", "bot_token", "app_token", "events", "scopes")
+            if k in b
         }
         a = engine.ws.add_app(b["name"], **kw)
-        return {**asdict(a), "events": sorted(a.events)}
+        return _app_json(a)
 
     async def d_conv(b: JSON) -> JSON:
         return asdict(
@@ -134,6 +140,14 @@ def build_app(engine: Engine) -> web.Application:
     async def d_disconnect(b: JSON) -> JSON:
         return {"sent": await engine.send_disconnect(b["app_id"], b.get("reason", "refresh_requested"))}
 
+    async def d_clear_faults(b: JSON) -> JSON:
+        engine.clear_faults(b.get("method"))
+        return {"ok": True}
+
+    async def d_revoke(b: JSON) -> JSON:
+        engine.revoke_token(b["token"])
+        return {"ok": True}
+
     async def d_withhold(b: JSON) -> JSON:
         n = b.get("n")
         engine.withhold_acks(b["app_id"], None if n is None else int(n))
@@ -181,6 +195,8 @@ def build_app(engine: Engine) -> web.Application:
         ("drop_sockets", d_drop),
         ("disconnect", d_disconnect),
         ("withhold_acks", d_withhold),
+        ("revoke_token", d_revoke),
+        ("clear_faults", d_clear_faults),
         ("stats", d_stats),
         ("connections", d_connections),
         ("ack_latencies", d_ack_latencies),

@@ -14,6 +14,30 @@ JSON = dict[str, Any]
 DEFAULT_EVENTS: frozenset[str] = frozenset(
     {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention", "reaction_added"}
 )
+# The bot scopes an app has unless it is made with others: every scope the fleet's
+# manifest asks for (manifests/fleet-bot.json; a test keeps the two in step).
+DEFAULT_SCOPES: frozenset[str] = frozenset(
+    {
+        "chat:write",
+        "mpim:write",
+        "mpim:read",
+        "mpim:history",
+        "im:write",
+        "im:read",
+        "im:history",
+        "channels:history",
+        "groups:history",
+        "app_mentions:read",
+        "users:read",
+        "reactions:read",
+        "reactions:write",
+        "metadata.message:read",
+    }
+)
+# Without it Slack leaves message metadata out of events and of history/replies.
+METADATA_SCOPE = "metadata.message:read"
+# What Slack's x-oauth-scopes header says for an app-level token.
+APP_TOKEN_SCOPES = ("connections:write",)
 MENTION_RE = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 KINDS = ("im", "mpim", "channel", "group")
 
@@ -47,6 +71,7 @@ class App:
     bot_token: str
     app_token: str
     events: set[str] = field(default_factory=lambda: set(DEFAULT_EVENTS))
+    scopes: set[str] = field(default_factory=lambda: set(DEFAULT_SCOPES))
     verification_token: str = ""
     updated: int = 0
 
@@ -104,6 +129,8 @@ class Workspace:
         self.apps_by_bot_id: dict[str, App] = {}
         self.bot_tokens: dict[str, App] = {}
         self.app_tokens: dict[str, App] = {}
+        # Tokens Slack answers ``token_revoked`` for (an uninstalled app, a revoked token).
+        self.revoked: set[str] = set()
         self.channels: dict[str, Channel] = {}
         self.by_memberset: dict[tuple[str, frozenset[str]], str] = {}
         self._ids: set[str] = set()
@@ -154,7 +181,9 @@ class Workspace:
         bot_token: str | None = None,
         app_token: str | None = None,
         events: list[str] | None = None,
+        scopes: list[str] | None = None,
     ) -> App:
+        """A bot app; ``scopes`` are its bot token's (default: the fleet manifest's)."""
         if name in self.users_by_name:
             raise ValueError(f"name {name!r} already exists")
         app = App(
@@ -165,6 +194,7 @@ class Workspace:
             bot_token=bot_token or f"xoxb-emu-{name}-{secrets.token_hex(12)}",
             app_token=app_token or f"xapp-emu-{name}-{secrets.token_hex(12)}",
             events=set(events) if events is not None else set(DEFAULT_EVENTS),
+            scopes=set(scopes) if scopes is not None else set(DEFAULT_SCOPES),
             verification_token=secrets.token_hex(12),
             updated=int(time.time()),
         )

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from .engine import NON_MARKETPLACE_LIMIT, Engine
 from .events import CHANNEL_TYPE, bot_profile
-from .state import ApiCall, App, Channel, EmulatorError, User, parse_bool
+from .state import APP_TOKEN_SCOPES, METADATA_SCOPE, ApiCall, App, Channel, EmulatorError, User, parse_bool
 
 log = logging.getLogger("nanoslack.emulator.webapi")
 JSON = dict[str, Any]
@@ -47,6 +47,10 @@ class Ctx:
 
     def flag(self, name: str) -> bool:
         return parse_bool(self.params.get(name))
+
+    def metadata_flag(self) -> bool:
+        """``include_all_metadata``, honoured only for an app that may read metadata."""
+        return self.flag("include_all_metadata") and METADATA_SCOPE in self.bot.scopes
 
     def jsonish(self, name: str) -> Any:
         v = self.params.get(name)
@@ -152,6 +156,11 @@ async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
             if app is None:
                 raise EmulatorError("invalid_auth")
             app_level = True
+        if str(token) in engine.ws.revoked:
+            raise EmulatorError("token_revoked")
+        # As Slack: every answer to an authenticated call says what the token may do.
+        scopes = APP_TOKEN_SCOPES if app_level else sorted(app.scopes)
+        headers = {"x-oauth-scopes": ",".join(scopes)}
         if app_level != (method in APP_LEVEL_METHODS):
             raise EmulatorError("not_allowed_token_type")
         wait = engine.read_rate_limit(method, app.app_id)
@@ -163,7 +172,7 @@ async def handle(engine: Engine, request: web.Request) -> web.StreamResponse:
             err, retry_after = fault
             if err == "ratelimited":
                 status = 429
-                headers = {"Retry-After": str(int(retry_after))}
+                headers = {**(headers or {}), "Retry-After": str(int(retry_after))}
             raise EmulatorError(err)
         body = await handler(Ctx(engine, params, app, app_level))
         body = {"ok": True, **body}
@@ -375,7 +384,7 @@ def _ts_float(v: str | None, default: float) -> float:
 @api("conversations.history")
 async def conversations_history(c: Ctx) -> JSON:
     ch = c.member_channel()
-    meta = c.flag("include_all_metadata")
+    meta = c.metadata_flag()
     inclusive = c.flag("inclusive")
     oldest = _ts_float(c.opt("oldest"), 0.0)
     latest = _ts_float(c.opt("latest"), float("inf"))
@@ -404,7 +413,7 @@ async def conversations_replies(c: Ctx) -> JSON:
         raise EmulatorError("thread_not_found")
     parent_ts = msg.get("thread_ts") or msg["ts"]
     parent = ch.by_ts.get(parent_ts, msg)
-    meta = c.flag("include_all_metadata")
+    meta = c.metadata_flag()
     inclusive = c.flag("inclusive")
     oldest = _ts_float(c.opt("oldest"), 0.0)
     latest = _ts_float(c.opt("latest"), float("inf"))

@@ -33,6 +33,9 @@ BOT_SCOPES: tuple[str, ...] = (
     "reactions:read",
     # The working reaction on the message a turn answers (DESIGN §11 "Seen working").
     "reactions:write",
+    # The fleet reads back the metadata it writes (DESIGN §13): the post lookup after a
+    # crash, the room intro's and the notices' markers. Without it Slack leaves it out.
+    "metadata.message:read",
 )
 BOT_EVENTS: tuple[str, ...] = (
     "message.mpim",

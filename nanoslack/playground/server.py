@@ -1,5 +1,7 @@
 """The playground's web server: the page, a server-sent event stream, and the two
-things the human does (post a message, click a button), on 127.0.0.1 only.
+things the human does (post a message, click a button), on 127.0.0.1 only, for this
+page only: another site's page cannot post as the human or click Allow, and a
+rebinding name cannot read the stream (``nanoslack.localhttp``).
 
 The stream starts with a snapshot of everything the page shows, then sends each
 change as it happens: messages from the emulator's change hook, notes from the
@@ -18,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
 from nanoslack.playground.notes import Note, NoteBook
 from nanoslack.playground.stage import Stage
@@ -43,7 +46,8 @@ class PlaygroundServer:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, port: int = 0) -> str:
-        app = web.Application()
+        guard = LocalGuard(HOST)
+        app = web.Application(middlewares=[guard.middleware])
         app.router.add_get("/", self._index)
         app.router.add_get("/events", self._events)
         app.router.add_post("/api/post", self._post)
@@ -54,6 +58,7 @@ class PlaygroundServer:
         site = web.TCPSite(self._runner, HOST, port)
         await site.start()
         bound = self._runner.addresses[0][1]
+        guard.bind(int(bound))
         self.url = f"http://{HOST}:{bound}/"
         self.stage.emu.engine.watchers.append(self._on_message)
         self.notes.listeners.append(self._on_note)

@@ -1,12 +1,20 @@
 """The fleet: every configured instance in one asyncio process (``nanoslack run``).
 
 What the instances are made of is built by ``nanoslack.core.FleetCore``; the fleet
-takes each instance's lease, connects it to Slack (``SlackInstance``) and stops it.
+takes each instance's lease, connects it to Slack (``SlackInstance``), serves its
+health and metrics when ``NANOSLACK_METRICS_ADDR`` asks for them, and stops it.
+
+A stop (SIGTERM, SIGINT): the sockets close, so no new envelope is read; the turns
+under way have ``NANOSLACK_SHUTDOWN_GRACE`` seconds to finish, their posts are sent,
+what is still running then is cancelled (it runs again at the next start), and only
+then are the leases released, so no standby can take an instance over while one of
+its turns still runs here. A second signal hurries every wait of the stop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import signal
@@ -16,16 +24,19 @@ from slack_sdk.errors import SlackApiError
 from nanoslack.agents import Agent
 from nanoslack.config import InstanceSettings, Settings
 from nanoslack.core import Directory, FleetCore, InstanceCore, Observers, OnOutcome, OnPending
+from nanoslack.health import HealthServer
 from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
+from nanoslack.metrics import FleetMetrics, FleetState
+from nanoslack.shutdown import Shutdown
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
 from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
-from nanoslack.turns.scheduler import Presence
+from nanoslack.turns.scheduler import Presence, TurnsClosed
 
 log = get_logger(__name__)
 
@@ -48,12 +59,14 @@ class Fleet:
         self._own_store = store is None
         self.store = store or Store.open(settings.db_url)
         self.instances: dict[str, SlackInstance] = {}
+        self.metrics = FleetMetrics()
         self.core = FleetCore(
             settings,
             self.store,
             siblings=self._siblings,
             turns=turns,
             observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
+            metrics=self.metrics,
         )
         self._edge = EdgeOptions(
             api_url=settings.api_url,
@@ -62,9 +75,15 @@ class Fleet:
             socket=socket or SocketOptions(),
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
+            metrics=self.metrics,
         )
         self._stopping = asyncio.Event()
+        self._shutdown: Shutdown | None = None
+        self._started = False
+        # Instances whose lease another process took while this one held it.
+        self._lost: set[str] = set()
         self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
+        self.health_server: HealthServer | None = None
 
     def _holds_lease(self, name: str) -> bool:
         return self.store.leases.holds(name, self.leases.holder)
@@ -73,8 +92,11 @@ class Fleet:
         return {name: rt.identity.bot_user_id for name, rt in self.instances.items()}
 
     async def start(self) -> list[str]:
-        """Connect every instance that can run; the others are logged and skipped."""
+        """Connect every instance that can run; the others are logged and skipped.
+        With ``NANOSLACK_METRICS_ADDR``, serve the health endpoints first (``/readyz``
+        says 503 while the instances connect); raises when that address is unusable."""
         _disable_bolt_env_magic()
+        await self._serve_health()
         a2a = self.core.a2a.get()  # read now: a malformed value is warned about at start
         self.core.check_rooms()
         agents = {inst.name: self.core.agent_for(inst.name) for inst in self.settings.instances}
@@ -83,6 +105,7 @@ class Fleet:
         names = [inst.name for (inst, _), ok in zip(runnable, started, strict=True) if ok]
         retention = Retention(self.store.db, days=self.settings.retention_days)
         self._prune_task = asyncio.create_task(prune_forever(retention, self._prune), name="store-prune")
+        self._started = True
         log.info(
             "fleet started",
             instances=[n for n in names if n in self.instances],
@@ -101,15 +124,19 @@ class Fleet:
         if not self.leases.take(settings.name, then=lambda: self._start_one(settings, agent)):
             return True
         if await self._connect(settings, agent):
+            self._lost.discard(settings.name)
             return True
         self.leases.release(settings.name)
         return False
 
     async def _lease_lost(self, name: str) -> None:
         """Another process took the instance over: stop it here and stand by."""
+        self._lost.add(name)
         rt = self.instances.pop(name, None)
         if rt is not None:
             await rt.stop()
+        if self._shutdown is not None:
+            return  # stopping: no standby any more
         agent = rt.core.agent if rt is not None else self.core.agent_for(name)
         if agent is not None:
             await self._start_one(next(i for i in self.settings.instances if i.name == name), agent)
@@ -140,27 +167,95 @@ class Fleet:
         log.info("instance ready", instance=name, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id)
         return True
 
+    async def _serve_health(self) -> None:
+        addr = self.settings.metrics_addr  # ConfigError when malformed: run checks it first
+        if addr is None or self.health_server is not None:
+            return
+        server = HealthServer(self, self.metrics, *addr)
+        await server.start()
+        self.health_server = server
+
+    async def health(self, *, probe_store: bool = True) -> tuple[FleetState, list[str]]:
+        """For ``/metrics`` and ``/readyz``: every instance this process holds, its socket,
+        the backlog, the leases; and why the fleet is not ready, if it is not (the store
+        is asked only with ``probe_store``: ``/metrics`` does not need it)."""
+        held = self.leases.held
+        connected = {}
+        for name in held:
+            rt = self.instances.get(name)
+            connected[name] = rt is not None and await rt.is_connected()
+        state = FleetState(
+            connected=connected,
+            backlog={name: rt.core.backlog() for name, rt in self.instances.items()},
+            leases=held,
+        )
+        reasons = [f"{name}: not connected" for name, up in connected.items() if not up]
+        reasons += [f"{name}: lease lost to another process" for name in sorted(self._lost)]
+        if not self._started:
+            reasons.append("starting")
+        if self._shutdown is not None:
+            reasons.append("stopping")
+        if probe_store:
+            try:
+                self.store.ping()
+            except Exception as exc:
+                reasons.append(f"store not answering: {type(exc).__name__}")
+        return state, reasons
+
     async def stop(self) -> None:
+        """A clean stop (see the module docstring); logs ``fleet stopped`` with how many
+        turns finished in the grace and how many were left for the next start."""
+        shutdown = self._begin_stop()
         if self._prune_task is not None:
             self._prune_task.cancel()
         await self.leases.stand_down()
-        await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
+        results = await asyncio.gather(
+            *(rt.stop(shutdown) for rt in self.instances.values()), return_exceptions=True
+        )
+        closed = [r for r in results if isinstance(r, TurnsClosed)]
         self.instances.clear()
         await self.leases.stop()
         await self.core.close()
+        if self.health_server is not None:
+            await self.health_server.stop()
+            self.health_server = None
         if self._own_store:
             self.store.close()
-        log.info("fleet stopped")
+        log.info(
+            "fleet stopped",
+            turns_finished=sum(c.finished for c in closed),
+            turns_left=sum(c.left for c in closed),
+            hurried=shutdown.hurry.is_set(),
+        )
+
+    def _begin_stop(self) -> Shutdown:
+        if self._shutdown is None:
+            self._shutdown = Shutdown(grace=self.settings.shutdown_grace)
+            log.info("fleet stopping", grace_s=self.settings.shutdown_grace)
+        return self._shutdown
 
     def request_stop(self) -> None:
+        """The first signal stops the fleet; the next ones hurry the stop."""
+        if self._stopping.is_set():
+            shutdown = self._begin_stop()
+            if not shutdown.hurry.is_set():
+                shutdown.hurry.set()
+                log.warning("fleet stopping now", reason="second signal: turns under way are cancelled")
+            return
         self._stopping.set()
 
     async def run(self) -> int:
-        """Run until SIGINT/SIGTERM; exit code 1 when no instance could start."""
+        """Run until SIGINT/SIGTERM; exit code 1 when no instance could start (or the
+        metrics address cannot be served)."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         try:
+            try:
+                await self._serve_health()
+            except OSError as exc:
+                log.error("metrics address unavailable", key="NANOSLACK_METRICS_ADDR", error=str(exc))
+                return 1
             names = await self.start()
             if not names:
                 log.error("no instance could start", skipped=[n for n, _ in self.settings.skipped])
@@ -168,9 +263,11 @@ class Fleet:
             await self._stopping.wait()
             return 0
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
+            # The handlers stay while the fleet stops: a second signal hurries the stop.
             await self.stop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
 
 
 def _disable_bolt_env_magic() -> None:

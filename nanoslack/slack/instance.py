@@ -18,9 +18,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import InstanceSettings
-from nanoslack.core import Directory, InstanceCore, cancel
+from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore, cancel
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
+from nanoslack.metrics import FleetMetrics, Tally
+from nanoslack.shutdown import Shutdown
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.names import SlackNames
@@ -35,10 +37,12 @@ from nanoslack.slack.socket import (
     seed_bolt_authorization,
 )
 from nanoslack.store import Store
-from nanoslack.turns.scheduler import Presence
+from nanoslack.turns.scheduler import Presence, TurnsClosed
 
 log = get_logger(__name__)
 
+# The poster's last drain at a stop may take this long (or what is left of the grace).
+DRAIN_S = 5.0
 # Builds the instance's core once Slack said who the instance is (``FleetCore.instance``).
 BuildCore = Callable[[Identity, Directory, Presence | None], InstanceCore]
 
@@ -53,6 +57,10 @@ class EdgeOptions:
     socket: SocketOptions = SocketOptions()
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
     working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
+    metrics: FleetMetrics | None = None
+
+    def tally(self, instance: str) -> Tally:
+        return self.metrics.tally(instance) if self.metrics is not None else Tally()
 
 
 class SlackInstance:
@@ -63,9 +71,12 @@ class SlackInstance:
         self.core = core
         self.identity = core.identity
         self.client = client
-        post_client = make_post_client(settings.bot_token.reveal(), options.api_url)
+        tally = self.tally = options.tally(self.name)
+        post_client = make_post_client(settings.bot_token.reveal(), options.api_url, on_error=tally.api_error)
         pacer = ChannelPacer(rate=options.post_rate)
-        self._poster = Poster(self.name, post_client, options.store, held_rooms=core.halts.rooms, pacer=pacer)
+        self._poster = Poster(
+            self.name, post_client, options.store, held_rooms=core.halts.rooms, pacer=pacer, tally=tally
+        )
         options.store.outbox.subscribe(self.name, self._poster.wake)
         app = AsyncApp(
             client=client,  # it carries the bot token; passing it again makes bolt warn
@@ -76,10 +87,15 @@ class SlackInstance:
         self.handler = AsyncSocketModeHandler(
             app, app_token=settings.app_token.reveal(), ping_interval=options.socket.ping_interval
         )
-        install_envelope_handler(self.handler.client, app, self.name)
+        install_envelope_handler(self.handler.client, app, self.name, tally)
         # Message events skip bolt: recorded and acked in batches, with backpressure.
         EnvelopePump(
-            self.handler.client, intake, record=core.record, backlog=core.backlog, instance=self.name
+            self.handler.client,
+            intake,
+            record=core.record,
+            backlog=core.backlog,
+            instance=self.name,
+            tally=tally,
         ).install()
         self._app = app
         self.watchdog = SocketWatchdog(self.handler.client, options.socket, self.name)
@@ -91,7 +107,8 @@ class SlackInstance:
     ) -> SlackInstance:
         """Ask Slack who this instance is (``auth.test``; raises when it refuses), build
         its core, then the instance. Connecting the socket is ``start``."""
-        client = make_web_client(settings.bot_token.reveal(), options.api_url)
+        on_error = options.tally(settings.name).api_error
+        client = make_web_client(settings.bot_token.reveal(), options.api_url, on_error=on_error)
         auth_test = await client.auth_test()
         names = SlackNames(client, options.store, options.siblings)
         reaction = options.working_reaction
@@ -119,14 +136,25 @@ class SlackInstance:
         await self.handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("instance connected", instance=self.name, bot_user_id=self.identity.bot_user_id)
 
-    async def stop(self) -> None:
+    async def stop(self, shutdown: Shutdown | None = None) -> TurnsClosed:
+        """Stop reading envelopes (the socket closes: what Slack still has for us waits
+        there), let the core finish within the stop's grace, then send what the turns
+        recorded. A hurried stop sends nothing more: the outbox keeps it for the next start."""
+        shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
         with contextlib.suppress(Exception):
             await self.handler.close_async()  # type: ignore[no-untyped-call]
-        await self.core.stop()
+        closed = await self.core.stop(shutdown)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._poster.drain(), timeout=5.0)
+            await shutdown.run(self._poster.drain(), shutdown.remaining(at_least=DRAIN_S))
         for task in self._tasks:
             await cancel(task)
+        return closed
+
+    async def is_connected(self) -> bool:
+        try:
+            return bool(await self.handler.client.is_connected())
+        except Exception:
+            return False
 
 
 def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:

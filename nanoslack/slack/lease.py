@@ -109,6 +109,11 @@ class LeaseKeeper:
     def waiting(self) -> list[str]:
         return sorted(self._waiting)
 
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The instances whose lease this process holds now."""
+        return tuple(sorted(self._held))
+
     def take(self, name: str, then: Callable[[], Awaitable[object]]) -> bool:
         """True when this process now holds ``name``; otherwise it waits as standby
         in the background and calls ``then`` once the lease is ours. A store that

@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.slack.blocks import ask_blocks
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
@@ -82,8 +83,10 @@ class Poster:
         held_rooms: Callable[[], frozenset[str]] = frozenset,
         poll_interval: float = 2.0,
         pacer: ChannelPacer | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
+        self._tally = tally or Tally()
         # Rooms whose replies wait (halted: room control's own notices still go out).
         self._held_rooms = held_rooms
         self._pacer = pacer or ChannelPacer()
@@ -163,12 +166,14 @@ class Poster:
                 # A server error is no proof that nothing was posted: in doubt, like
                 # a dropped connection (the next drain looks before resending).
                 log.warning("post in doubt", instance=self.instance, key=row.dedupe_key, error="server error")
+                self._tally.post("in_doubt")
                 return False
             # Slack answered: nothing was posted, so trying again is safe.
             error = str(exc.response.get("error") or "unknown_error")
             final = error in FINAL_ERRORS or row.attempts + 1 >= MAX_ATTEMPTS
             self._store.outbox.mark_failed(row.id, error, final=final)
             log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=error, final=final)
+            self._tally.post("failed")
             return False
         except Exception as exc:
             if store_unavailable(exc) is not None:
@@ -176,11 +181,13 @@ class Poster:
             # No answer (timeout, dropped connection): the post may have landed.
             # The row stays in doubt; the next drain looks for it before resending.
             log.warning("post in doubt", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__)
+            self._tally.post("in_doubt")
             return False
         failpoints.hit("outbox.posted")
         # Slack has the post and we know its ts: keep it until the store takes it, or the
         # row would be in doubt and cost a lookup.
         await until_stored(lambda: self._store.outbox.mark_sent(row.id, posted_channel, ts), self._outage)
+        self._tally.post("sent")
         log.info(
             "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
         )
@@ -213,9 +220,11 @@ class Poster:
             return
         if found is None:
             self._store.outbox.requeue(row.id)
+            self._tally.post("resent")
             log.info("post recovered: not found, resending", instance=self.instance, key=row.dedupe_key)
         else:
             self._store.outbox.mark_sent(row.id, row.posted_channel, found)
+            self._tally.post("recovered")
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
     async def _find_posted(self, row: OutboxRow, channel: str) -> str | None:

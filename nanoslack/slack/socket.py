@@ -30,6 +30,7 @@ bolt path, in order.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.slack.intake import RETRY_STATUS, Intake
 from nanoslack.store.outage import StoreOutage, until_stored
 
@@ -57,24 +59,32 @@ MAX_QUEUED = 256
 # this the pump stops reading, so a burst waits in the socket, not in memory.
 MAX_BACKLOG = 2048
 BACKLOG_POLL = 0.005
+_monotonic = time.monotonic
 
 Record = Callable[[Sequence[Inbound]], list[bool]]
 
 
-def install_envelope_handler(client: AsyncBaseSocketModeClient, app: AsyncApp, instance: str) -> None:
+def install_envelope_handler(
+    client: AsyncBaseSocketModeClient, app: AsyncApp, instance: str, tally: Tally | None = None
+) -> None:
+    tally = tally or Tally()
+
     async def handle(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = time.time()
         try:
             resp = await run_async_bolt_app(app, req)
         except Exception as exc:
             await _ack_dropped(client, req.envelope_id, instance, f"dispatch failed: {type(exc).__name__}")
+            tally.acked += 1
             return
         if resp.status == 200:
             await send_async_response(client, req, resp, start)
+            tally.acked += 1  # clicks and oddities: the latency histogram is the pump's
         elif resp.status != RETRY_STATUS:
             await _ack_dropped(
                 client, req.envelope_id, instance, f"bolt could not process it (status {resp.status})"
             )
+            tally.acked += 1
 
     async def ack_unusable(
         client: AsyncBaseSocketModeClient, message: dict[str, Any], _raw: str | None
@@ -82,6 +92,7 @@ def install_envelope_handler(client: AsyncBaseSocketModeClient, app: AsyncApp, i
         envelope_id = message.get("envelope_id") if isinstance(message, dict) else None
         if isinstance(envelope_id, str) and not _is_request(message):
             await _ack_dropped(client, envelope_id, instance, "envelope without a usable type or payload")
+            tally.acked += 1
 
     client.socket_mode_request_listeners[:] = [handle]  # replaces bolt's own handler
     client.message_listeners.append(ack_unusable)
@@ -108,6 +119,31 @@ async def _ack_dropped(
     await client.send_socket_mode_response(SocketModeResponse(envelope_id=envelope_id))
 
 
+class ArrivalQueue(asyncio.Queue[str | None]):
+    """The socket reader's queue, remembering when each frame arrived (for the ack
+    latency histogram) at the cost of one clock read per frame."""
+
+    _queue: collections.deque[str | None]  # asyncio.Queue's own store, made in _init
+
+    def _init(self, maxsize: int) -> None:
+        super()._init(maxsize)
+        self._arrivals: collections.deque[float] = collections.deque()
+        self.last_arrival = 0.0
+
+    # asyncio.Queue's own hooks, written out: they run for every frame.
+    def _put(self, item: str | None) -> None:
+        self._queue.append(item)
+        self._arrivals.append(_monotonic())
+
+    def _get(self) -> str | None:
+        self.last_arrival = self._arrivals.popleft()
+        return self._queue.popleft()
+
+
+# An event envelope on its way: its id, its ``event_callback`` body, when it arrived.
+_Event = tuple[str, dict[str, Any], float]
+
+
 class EnvelopePump:
     """Reads a Socket Mode client's queue in batches (see the module docstring)."""
 
@@ -119,13 +155,15 @@ class EnvelopePump:
         record: Record,
         backlog: Callable[[], int],
         instance: str,
+        tally: Tally | None = None,
     ) -> None:
         self._client = client
         self._intake = intake
         self._record = record
         self._backlog = backlog
         self._instance = instance
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=MAX_QUEUED)
+        self._tally = tally or Tally()
+        self.queue = ArrivalQueue(maxsize=MAX_QUEUED)
         # A store that cannot record the batch (restarting, full, read-only): the batch
         # is held, unacked, and recorded once it can be; the socket waits meanwhile, and
         # Slack's redeliveries of the same events are duplicates by then.
@@ -138,18 +176,22 @@ class EnvelopePump:
         setattr(client, "process_message", self.process_message)  # noqa: B010
 
     async def process_message(self) -> None:
-        raws = [await self.queue.get()]
-        while not self.queue.empty():
-            raws.append(self.queue.get_nowait())
-        events: list[tuple[str, dict[str, Any]]] = []
-        for raw in raws:
+        queue = self.queue
+        raws = [(await queue.get(), queue.last_arrival)]
+        while not queue.empty():
+            raws.append((queue.get_nowait(), queue.last_arrival))
+        events: list[_Event] = []
+        tally = self._tally
+        for raw, arrived in raws:
             if raw is None:
                 continue
             message = _loads(raw)
             body = _event_callback(message)
             if body is not None:
-                events.append((message["envelope_id"], body))
+                events.append((message["envelope_id"], body, arrived))
                 continue
+            if "envelope_id" in message:
+                tally.received += 1
             if events:  # what came before goes first
                 await self._events(events)
                 events = []
@@ -159,13 +201,14 @@ class EnvelopePump:
         while self._backlog() > MAX_BACKLOG:  # noqa: ASYNC110 — only under overload; the worker has no signal to spare
             await asyncio.sleep(BACKLOG_POLL)
 
-    async def _events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+    async def _events(self, events: list[_Event]) -> None:
         intake = self._intake
         intake.touch()
-        screened: list[tuple[str, Inbound | None]] = []
-        for envelope_id, body in events:
+        self._tally.received += len(events)
+        screened: list[tuple[str, Inbound | None, float]] = []
+        for envelope_id, body, arrived in events:
             try:
-                screened.append((envelope_id, intake.screen(body)))
+                screened.append((envelope_id, intake.screen(body), arrived))
             except Exception as exc:  # screen is total; this guards the envelope, not the design
                 log.info(
                     "envelope dropped",
@@ -173,8 +216,8 @@ class EnvelopePump:
                     envelope_id=envelope_id,
                     reason=f"intake failed: {type(exc).__name__}",
                 )
-                screened.append((envelope_id, None))
-        msgs = [msg for _, msg in screened if msg is not None]
+                screened.append((envelope_id, None, arrived))
+        msgs = [msg for _, msg, _ in screened if msg is not None]
         tries = self._outage.retries
         try:
             fresh = await until_stored(lambda: self._record(msgs), self._outage) if msgs else []
@@ -183,17 +226,18 @@ class EnvelopePump:
             log.error(
                 "inbox write failed", instance=self._instance, count=len(msgs), error=type(exc).__name__
             )
-            await self._ack([envelope_id for envelope_id, msg in screened if msg is None])
+            await self._ack([(envelope_id, arrived) for envelope_id, msg, arrived in screened if msg is None])
             return
         retried = self._outage.retries > tries
         for msg, is_new in zip(msgs, fresh, strict=True):
             intake.accepted(msg, is_new, retried=retried)
-        await self._ack([envelope_id for envelope_id, _ in screened])
+        await self._ack([(envelope_id, arrived) for envelope_id, _, arrived in screened])
 
-    async def _ack(self, envelope_ids: list[str]) -> None:
-        client = self._client
-        for envelope_id in envelope_ids:
-            await client.send_message(json.dumps({"envelope_id": envelope_id}))
+    async def _ack(self, envelopes: list[tuple[str, float]]) -> None:
+        send = self._client.send_message
+        for envelope_id, _ in envelopes:
+            await send(json.dumps({"envelope_id": envelope_id}))
+        self._tally.acks(arrived for _, arrived in envelopes)
 
 
 def _loads(raw: str) -> dict[str, Any]:

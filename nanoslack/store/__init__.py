@@ -100,6 +100,11 @@ class Store:
         (``Database.external_version``) or a write of ours."""
         return (self.db.external_version(), self.groups.generation, self.agents.generation)
 
+    def ping(self) -> None:
+        """Raises unless the database answers (``/readyz``): one trivial transaction."""
+        with self.db.transaction() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
     def close(self) -> None:
         self.db.close()
 

@@ -88,6 +88,7 @@ class TurnEffects:
     posts: list[str] = field(default_factory=list)
     handoffs: list[Handoff] = field(default_factory=list)
     owner_messages: list[str] = field(default_factory=list)
+    tokens: int = 0  # what the turn's model calls spent (for the metrics)
 
 
 @dataclass(frozen=True, slots=True)

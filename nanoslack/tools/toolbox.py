@@ -154,6 +154,7 @@ class TurnToolbox:
     def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None:
         tokens = max(0, int(tokens))
         self.tokens += tokens
+        self.effects.tokens += tokens
         self._budget.spend(tokens)
         self._record("model", model, tokens=tokens, ms=ms, error=error)
 

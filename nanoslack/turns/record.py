@@ -21,6 +21,7 @@ from nanoslack.budgets import InstanceBudget
 from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
 from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_POSTS, prepare_posts, quiet_broadcasts
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
@@ -49,8 +50,10 @@ class TurnRecorder:
         allow_broadcast: bool = False,
         on_handoff: Callable[[str], None] | None = None,
         on_recorded: OnRecorded | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
+        self._tally = tally or Tally()
         self._store = store
         self._halts = halts
         self._siblings = siblings
@@ -75,6 +78,7 @@ class TurnRecorder:
                 # Halted while the agent was answering: nothing is posted, the
                 # messages stay pending for the turn that runs after the resume.
                 self._store.turns.finish(turn_id, "halted")
+                self._tally.turn("halted")
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
             status = "done" if texts or effects.handoffs else "silent"
@@ -84,6 +88,7 @@ class TurnRecorder:
             self._recorded(msgs, turn_id, status)
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
+        self._tally.turn(status, effects.tokens)
         failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
@@ -158,6 +163,7 @@ class TurnRecorder:
 
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")
+        self._tally.turn("halted")
         log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
 
     def failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
@@ -167,6 +173,7 @@ class TurnRecorder:
             self._store.turns.finish(turn_id, "failed", error=error)
             self._close(msgs)
             self._recorded(msgs, turn_id, "failed")
+        self._tally.turn("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def budget_spent(
@@ -201,6 +208,7 @@ class TurnRecorder:
                     thread_ts=turn.thread_ts or None,
                     text=BUDGET_TEXT,
                 )
+        self._tally.turn("budget", effects.tokens)
         log.warning(
             "turn refused: daily token budget spent"
             if scope == "instance"

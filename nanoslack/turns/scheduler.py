@@ -31,7 +31,9 @@ from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.rounds import RoundKeeper
+from nanoslack.shutdown import Shutdown
 from nanoslack.store import MessageRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
@@ -56,6 +58,14 @@ class Presence(Protocol):
     def done(self, channel: str, ts: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class TurnsClosed:
+    """What a stop did to the turns under way: finished (recorded) or left for the next start."""
+
+    finished: int = 0
+    left: int = 0
+
+
 class TurnScheduler:
     def __init__(
         self,
@@ -73,8 +83,10 @@ class TurnScheduler:
         rounds: RoundKeeper | None = None,
         wake_instance: Callable[[str], None] | None = None,
         options: TurnOptions | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
+        self._tally = tally or Tally()
         self._store = store
         self._agent = agent
         self._transcripts = transcripts
@@ -100,6 +112,7 @@ class TurnScheduler:
     def recover(self) -> int:
         """At start: turns a previous run left ``running`` run again."""
         abandoned = self._store.turns.abandon_running(self.instance)
+        self._tally.turns["abandoned"] += abandoned
         self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
         if abandoned:
             log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
@@ -129,18 +142,24 @@ class TurnScheduler:
             for task in list(self._busy.values()):
                 task.cancel()
 
-    async def close(self, within: float) -> None:
-        """Start no new turn; give the turns under way ``within`` seconds to record
-        their output, then cancel the rest (they run again at the next start)."""
+    def stop_starting(self) -> None:
+        """No new turn from now on (the first thing a clean stop does)."""
         self._closing = True
-        tasks = list(self._busy.values())
+
+    async def close(self, shutdown: Shutdown) -> TurnsClosed:
+        """Start no new turn; give the turns under way what is left of the stop's grace
+        to record their output, then cancel the rest (they run again at the next start)."""
+        self._closing = True
+        tasks: set[asyncio.Future[None]] = set(self._busy.values())
         if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=within)
+            return TurnsClosed()
+        late = await shutdown.wait(tasks, shutdown.remaining())
         for task in late:
             task.cancel()
         if late:
-            await asyncio.wait(late, timeout=within)
+            # A cancelled command agent is killed (its process group) before the task ends.
+            await asyncio.wait(late, timeout=5.0)
+        return TurnsClosed(finished=len(tasks) - len(late), left=len(late))
 
     def halt(self, channel: str) -> None:
         """The room was halted: cancel its turns under way; their messages stay pending."""

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCOPES = (
     "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
     "channels:history groups:history app_mentions:read users:read reactions:read reactions:write"
+    " metadata.message:read"
 ).split()
 EVENTS = "message.mpim message.im message.channels app_mention reaction_added".split()
 
@@ -69,3 +70,9 @@ def test_runs_as_a_module() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["display_information"]["name"] == "dana"
+
+
+def test_the_emulators_apps_have_every_scope_of_the_manifest_by_default() -> None:
+    from nanoslack.emulator.state import DEFAULT_SCOPES
+
+    assert DEFAULT_SCOPES == frozenset(SCOPES)

@@ -350,6 +350,8 @@ DESIGN_KEYS = [
     "NANOSLACK_TOOL_APPROVAL_TIMEOUT",
     "NANOSLACK_ALLOW_BROADCAST",
     "NANOSLACK_WORKING_REACTION",
+    "NANOSLACK_METRICS_ADDR",
+    "NANOSLACK_SHUTDOWN_GRACE",
     "LOG_LEVEL",
     "LOG_FORMAT",
 ]
@@ -370,3 +372,32 @@ def test_post_rate_takes_a_non_negative_number_and_warns_on_anything_else(tmp_pa
     with capture_logs() as logs:
         assert load_settings(tmp_path / ".env", {"NANOSLACK_POST_RATE": "-1"}).post_rate == 1.0
     assert any(e.get("key") == "NANOSLACK_POST_RATE" for e in logs)
+
+
+@pytest.mark.parametrize(
+    ("raw", "addr"),
+    [
+        ("", None),
+        ("127.0.0.1:9464", ("127.0.0.1", 9464)),
+        ("[::1]:0", ("::1", 0)),
+        ("host-a:80", ("host-a", 80)),
+    ],
+)
+def test_metrics_addr_is_host_and_port_or_off(tmp_path: Path, raw: str, addr: object) -> None:
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_METRICS_ADDR": raw}).metrics_addr == addr
+
+
+@pytest.mark.parametrize("raw", ["9464", "127.0.0.1", "127.0.0.1:99999", "http://127.0.0.1:9464", "a b:1"])
+def test_a_malformed_metrics_addr_is_an_error_naming_the_key(tmp_path: Path, raw: str) -> None:
+    settings = load_settings(tmp_path / ".env", {"NANOSLACK_METRICS_ADDR": raw})
+    with pytest.raises(ConfigError, match="^NANOSLACK_METRICS_ADDR: expected host:port"):
+        settings.metrics_addr  # noqa: B018
+
+
+def test_shutdown_grace_takes_seconds_and_warns_on_anything_else(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / ".env", {}).shutdown_grace == 20.0
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_SHUTDOWN_GRACE": "0"}).shutdown_grace == 0.0
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_SHUTDOWN_GRACE": "2.5"}).shutdown_grace == 2.5
+    with capture_logs() as logs:
+        assert load_settings(tmp_path / ".env", {"NANOSLACK_SHUTDOWN_GRACE": "soon"}).shutdown_grace == 20.0
+    assert any(e.get("key") == "NANOSLACK_SHUTDOWN_GRACE" for e in logs)
