@@ -6,12 +6,13 @@ instance's ``InstanceCore``. An ``InstanceCore`` is everything that happens to w
 instance hears, from the durable inbox to the outbox: room control, guard, router and
 gate (the pipeline), the owner asks, the budgets and the turns.
 
-The Slack edge (``nanoslack.slack``) and the core meet at four points, nothing more:
+The Slack edge (``nanoslack.slack``) and the core meet at five points, nothing more:
 
 - ``record(msgs)``: a batch of parsed messages into the durable inbox (the edge acks
   the envelopes only after this returns);
 - ``submit(msg)``: a recorded message to process, in arrival order;
 - ``answer(answer)``: an owner's click on one of the core's questions;
+- ``ballot(click)``: a person's click on a vote's button (``nanoslack.team``);
 - the outbox: the core queues rows, the edge's poster sends them (it is woken after
   every commit that queued one: ``Store.outbox.subscribe``).
 
@@ -51,7 +52,9 @@ from nanoslack.inbound import Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.store import Store
+from nanoslack.team import Team, VoteClick
 from nanoslack.tools import Toolboxes
+from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import Presence
 
@@ -122,6 +125,15 @@ class InstanceCore:
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
         self.halts = Halts(store)
         self.budgets = Budgets(store, self.asks, room_tokens=config.room_tokens)
+        # Team rooms (DESIGN §12): the board, votes, directives, and the clock behind them.
+        self.team = Team(
+            store,
+            identity,
+            config.tools.team,
+            siblings=config.siblings,
+            voters=directory if isinstance(directory, Voters) else None,
+            wake=config.wake,
+        )
         self.pipeline = build_pipeline(
             identity,
             store,
@@ -150,6 +162,7 @@ class InstanceCore:
             presence=presence,
             on_handoff=config.wake,
             options=config.turns,
+            team=self.team,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,6 +217,12 @@ class InstanceCore:
         ):
             self.turns.wake()
 
+    async def ballot(self, click: VoteClick) -> None:
+        """A person's click on one of a vote's buttons (any human in the room may answer;
+        a second click replaces the first)."""
+        if self.team.click(click):
+            log.info("vote click", instance=self.name, vote=click.vote_id, user=click.by_user)
+
     async def start(self) -> None:
         """Resume what a previous run left open; then the worker and the turns run."""
         resumed = self.pipeline.unfinished()
@@ -215,6 +234,7 @@ class InstanceCore:
         self._tasks = [
             asyncio.create_task(self._work(), name=f"{self.name}-worker"),
             asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
+            asyncio.create_task(self.team.clock.run(), name=f"{self.name}-team-clock"),
         ]
 
     async def stop(self, *, within: float = 5.0) -> None:
@@ -303,6 +323,7 @@ def build_turns(
     presence: Presence | None = None,
     on_handoff: Callable[[str], None] | None = None,
     options: TurnOptions | None = None,
+    team: Team | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -313,7 +334,12 @@ def build_turns(
         store=store,
         agent=agent,
         transcripts=Transcripts(
-            identity=identity, store=store, teammate=teammate, skills_dir=skills_dir, directory=directory
+            identity=identity,
+            store=store,
+            teammate=teammate,
+            skills_dir=skills_dir,
+            directory=directory,
+            notes=[team.notes] if team else [],
         ),
         recorder=TurnRecorder(
             instance=instance,
@@ -325,6 +351,7 @@ def build_turns(
             bot_id=identity.bot_id,
             allow_broadcast=tools.allow_broadcast,
             on_handoff=on_handoff,
+            appliers=[team.apply] if team else [],
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -335,6 +362,7 @@ def build_turns(
             ledger=ledger,
             daily_tokens=daily_tokens,
             room_budget=budgets.room if budgets else None,
+            toolsets=[team.tools] if team else [],
         ),
         limiter=limiter,
         halts=halts,

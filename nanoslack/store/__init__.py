@@ -29,14 +29,18 @@ from nanoslack.store.refusals import Refusals
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.steps import StepRow, Steps
+from nanoslack.store.tasks import BoardRow, Boards, TaskRow, Tasks
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
+from nanoslack.store.votes import BallotRow, VoteRow, Votes
 
 __all__ = [
     "SCHEMA_VERSION",
     "StepRow",
     "ApprovalRow",
     "AskRow",
+    "BallotRow",
+    "BoardRow",
     "Grant",
     "GroupRow",
     "HandoffRow",
@@ -48,8 +52,10 @@ __all__ = [
     "Purpose",
     "Store",
     "StoreError",
+    "TaskRow",
     "TurnRow",
     "UserRow",
+    "VoteRow",
     "sqlite_url",
 ]
 
@@ -78,6 +84,10 @@ class Store:
         self.steps = Steps(db)
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
+        # Team rooms (DESIGN §12): the board's tasks, and votes.
+        self.tasks = Tasks(db)
+        self.boards = Boards(db)
+        self.votes = Votes(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -28,7 +28,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class StoreError(RuntimeError):
@@ -179,6 +179,15 @@ def _v5_steps(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN handoff_depth INTEGER NOT NULL DEFAULT 0")
 
 
+def _v6_team(conn: Connection) -> None:
+    """Version 6: team rooms' ``tasks``, ``boards``, ``votes`` and ``ballots``; an outbox row
+    of a vote names it (``outbox.vote_id``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
+    if "vote_id" not in have:
+        conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -190,6 +199,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v4_asks,
     _v5_steps,
+    _v6_team,
 ]
 
 
