@@ -130,7 +130,6 @@ class InstanceCore:
             store,
             identity,
             config.tools.team,
-            siblings=config.siblings,
             voters=directory if isinstance(directory, Voters) else None,
             wake=config.wake,
         )

@@ -18,7 +18,7 @@ and its ``clock`` runs with the instance, posting what falls due.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Turn
@@ -55,7 +55,6 @@ class Team:
         identity: Identity,
         settings: TeamSettings,
         *,
-        siblings: Callable[[], Mapping[str, str]],
         voters: Voters | None = None,
         wake: Callable[[str], None] = lambda _instance: None,
     ) -> None:
@@ -66,7 +65,6 @@ class Team:
         self.votes = VoteKeeper(
             store,
             self.instance,
-            siblings=siblings,
             remind_after=settings.vote_remind,
             close_after=settings.vote_close,
         )
@@ -78,7 +76,6 @@ class Team:
             votes=self.votes,
             settings=settings,
             sender_id=sender,
-            siblings=siblings,
             wake=wake,
         )
 

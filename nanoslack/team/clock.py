@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from nanoslack.config.team import TeamSettings
 from nanoslack.logs import get_logger
-from nanoslack.replies import link_mentions
 from nanoslack.store import BoardRow, Store, TaskRow, VoteRow
 from nanoslack.team.board import EMPTY, BoardKeeper
 from nanoslack.team.votes import VoteKeeper, duration
@@ -43,7 +42,6 @@ class TeamClock:
         votes: VoteKeeper,
         settings: TeamSettings,
         sender_id: str,
-        siblings: Callable[[], Mapping[str, str]],
         wake: Callable[[str], None] = lambda _instance: None,
     ) -> None:
         self._store = store
@@ -53,7 +51,6 @@ class TeamClock:
         self._settings = settings
         # Who a woken bot's transcript says the vote came from (this instance's bot).
         self._sender_id = sender_id
-        self._siblings = siblings
         self._wake = wake
 
     async def run(self) -> None:
@@ -107,7 +104,7 @@ class TeamClock:
             purpose="notice",
             channel=task.room,
             thread_ts=task.thread_ts or None,
-            text=link_mentions(text, self._siblings()),
+            text=text,
         )
         log.info("task ping", instance=self._me, task=task.id, owner=task.instance, room=task.room)
 

@@ -16,11 +16,10 @@ its outbox key is unique, so it is posted once whichever process or instance not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
 from nanoslack import mrkdwn
 from nanoslack.logs import get_logger
-from nanoslack.replies import link_mentions
 from nanoslack.store import BallotRow, Store, VoteRow
 from nanoslack.store.votes import human_voter
 
@@ -28,7 +27,9 @@ log = get_logger(__name__)
 
 
 def voter_name(voter: str) -> str:
-    """A voter as the room's messages name them: ``<@U…>`` for a person, ``@eli`` for a bot."""
+    """A voter as the room's messages name them: ``<@U…>`` for a person (Slack notifies
+    them), ``@eli`` for a bot, as plain text: the same words whichever process, and
+    whichever of the fleet's instances it has connected, writes them."""
     if voter.startswith("slack:"):
         return mrkdwn.user(voter.removeprefix("slack:"))
     return f"@{voter}"
@@ -94,19 +95,13 @@ class VoteKeeper:
         store: Store,
         instance: str,
         *,
-        siblings: Callable[[], Mapping[str, str]],
         remind_after: float,
         close_after: float,
     ) -> None:
         self._store = store
         self._me = instance
-        self._siblings = siblings
         self.remind_after = remind_after
         self.close_after = close_after
-
-    def _linked(self, text: str) -> str:
-        """Bots named ``@eli`` become real mentions where the fleet knows them."""
-        return link_mentions(text, self._siblings())
 
     # -- opening, answering -----------------------------------------------------------------
 
@@ -178,7 +173,7 @@ class VoteKeeper:
         """Inside a transaction: close it and post the result (once: the claim is the
         guarded update of its status)."""
         ballots = self._store.votes.ballots(vote.id)
-        result = self._linked(result_text(vote, ballots))
+        result = result_text(vote, ballots)
         if not self._store.votes.close(vote.id, result, now):
             return False
         outbox = self._store.outbox
@@ -216,7 +211,7 @@ class VoteKeeper:
         if not self._store.votes.claim_reminder(vote.id, now):
             return False
         waiting = silent(vote, self._store.votes.ballots(vote.id))
-        text = self._linked(reminder_text(vote, waiting, self.close_after))
+        text = reminder_text(vote, waiting, self.close_after)
         self._store.outbox.enqueue(
             instance=vote.instance,
             dedupe_key=f"vote-remind:{vote.id}",
