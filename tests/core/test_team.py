@@ -373,3 +373,16 @@ def test_a_version_5_store_gains_the_team_tables_and_keeps_its_outbox(tmp_path: 
         )
     finally:
         conn.close()
+
+
+def test_a_vote_click_is_read_from_its_button_and_an_owners_answer_is_not_one() -> None:
+    from nanoslack.slack.blocks import answers_of, vote_clicks_of
+
+    def body(*actions: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "block_actions", "user": {"id": "U0ALICE"}, "actions": list(actions)}
+
+    click = body({"action_id": "nanoslack_vote_1", "value": "7:1"})
+    assert vote_clicks_of(click) == [VoteClick(vote_id=7, option=1, by_user="U0ALICE")]
+    assert answers_of(click) == []
+    assert vote_clicks_of(body({"action_id": "nanoslack_vote_1", "value": "seven"})) == []
+    assert vote_clicks_of(body({"action_id": "nanoslack_approve", "value": "3"})) == []
