@@ -22,6 +22,7 @@ commands:
   senders     pending approvals; approve or deny a sender
   halt        halt an A2A room (no bot message, no turn) until resumed
   resume      resume a halted room
+  board       print a team room's task board
   manifest    print the Slack app manifest for an instance
   doctor      check a configuration (tokens, scopes, rooms, owners, agents, store) before a run
 """
@@ -84,6 +85,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "senders": _lazy("nanoslack.ops.admin", "senders_main"),
     "halt": _lazy("nanoslack.ops.admin", "halt_main"),
     "resume": _lazy("nanoslack.ops.admin", "resume_main"),
+    "board": _lazy("nanoslack.ops.admin", "board_main"),
     "manifest": _lazy("nanoslack.ops.manifest"),
     "doctor": _lazy("nanoslack.ops.doctor"),
 }

@@ -6,12 +6,13 @@ instance's ``InstanceCore``. An ``InstanceCore`` is everything that happens to w
 instance hears, from the durable inbox to the outbox: room control, guard, router and
 gate (the pipeline), the owner asks, the budgets and the turns.
 
-The Slack edge (``nanoslack.slack``) and the core meet at four points, nothing more:
+The Slack edge (``nanoslack.slack``) and the core meet at five points, nothing more:
 
 - ``record(msgs)``: a batch of parsed messages into the durable inbox (the edge acks
   the envelopes only after this returns);
 - ``submit(msg)``: a recorded message to process, in arrival order;
 - ``answer(answer)``: an owner's click on one of the core's questions;
+- ``ballot(click)``: a person's click on a vote's button (``nanoslack.team``);
 - the outbox: the core queues rows, the edge's poster sends them (it is woken after
   every commit that queued one: ``Store.outbox.subscribe``).
 
@@ -56,10 +57,12 @@ from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.shutdown import Shutdown
 from nanoslack.store import Store, store_unavailable
 from nanoslack.store.outage import StoreOutage
+from nanoslack.team import Team, VoteClick
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.tools.serve import HostToolServer
+from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import Presence, TurnsClosed
 
@@ -141,6 +144,14 @@ class InstanceCore:
         # The teammate's MCP servers, and the owners' Allow for its guarded tools (§11).
         self.mcp = TeammateMcp.for_instance(config.teammates_dir, self.name, config.setting, config.tools)
         self.tool_approvals = OwnerToolApprover(store, self.asks, timeout=config.tools.approval_timeout)
+        # Team rooms (DESIGN §12): the board, votes, directives, and the clock behind them.
+        self.team = Team(
+            store,
+            identity,
+            config.tools.team,
+            voters=directory if isinstance(directory, Voters) else None,
+            wake=config.wake,
+        )
         self.pipeline = build_pipeline(
             identity,
             store,
@@ -174,6 +185,7 @@ class InstanceCore:
             mcp=self.mcp,
             approver=self.tool_approvals,
             tally=self.tally,
+            team=self.team,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -236,6 +248,12 @@ class InstanceCore:
         elif kind is TOOL:
             self.tool_approvals.answer(answer)
 
+    async def ballot(self, click: VoteClick) -> None:
+        """A person's click on one of a vote's buttons (any human in the room may answer;
+        a second click replaces the first)."""
+        if self.team.click(click):
+            log.info("vote click", instance=self.name, vote=click.vote_id, user=click.by_user)
+
     async def start(self) -> None:
         """Start the MCP servers; resume what a previous run left open; then the worker
         and the turns run."""
@@ -249,6 +267,7 @@ class InstanceCore:
         self._tasks = [
             asyncio.create_task(self._work(), name=f"{self.name}-worker"),
             asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
+            asyncio.create_task(self.team.clock.run(), name=f"{self.name}-team-clock"),
         ]
 
     async def stop(self, shutdown: Shutdown | None = None) -> TurnsClosed:
@@ -395,6 +414,7 @@ def build_turns(
     mcp: McpTools | None = None,
     approver: ToolApprover | None = None,
     tally: Tally | None = None,
+    team: Team | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -410,7 +430,7 @@ def build_turns(
             teammate=teammate,
             skills_dir=skills_dir,
             directory=directory,
-            notes=[rounds.notes] if rounds else [],
+            notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
         ),
         recorder=TurnRecorder(
             instance=instance,
@@ -424,6 +444,7 @@ def build_turns(
             on_handoff=on_handoff,
             on_recorded=rounds.turn_recorded if rounds else None,
             tally=tally,
+            appliers=[team.apply] if team else [],
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -436,6 +457,7 @@ def build_turns(
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,
+            toolsets=[team.tools] if team else [],
         ),
         limiter=limiter,
         halts=halts,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nanoslack.config.team import TeamSettings, parse_team_settings
 from nanoslack.config.values import split_list, warn_malformed
 
 DEFAULT_MAX_STEPS = 12
@@ -28,6 +29,8 @@ class ToolSettings:
     # NANOSLACK_MAX_STEPS and its per-instance NANOSLACK_MAX_STEPS_<SUF>.
     max_steps_default: int = DEFAULT_MAX_STEPS
     max_steps_by_instance: Mapping[str, int] = field(default_factory=dict)
+    # Team rooms (DESIGN §12): NANOSLACK_VOTE_REMIND, NANOSLACK_VOTE_CLOSE.
+    team: TeamSettings = field(default_factory=TeamSettings)
 
     def max_steps(self, instance: str) -> int:
         return self.max_steps_by_instance.get(instance, self.max_steps_default)
@@ -61,6 +64,7 @@ def parse_tool_settings(
         working_reaction=DEFAULT_WORKING_REACTION if reaction is None else reaction.strip().strip(":"),
         max_steps_default=default_steps,
         max_steps_by_instance=by_instance,
+        team=parse_team_settings(env, log),
     )
 
 

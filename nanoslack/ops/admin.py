@@ -1,4 +1,4 @@
-"""Operator commands (DESIGN §6): ``rooms``, ``hops``, ``senders`` and ``turns``.
+"""Operator commands (DESIGN §6): ``rooms``, ``hops``, ``senders``, ``turns`` and ``board``.
 
 ``senders pending`` lists open approval requests; ``senders approve|deny <instance>
 <sender_id>`` answers one as the operator (the same path as an owner's button, so
@@ -32,6 +32,7 @@ from nanoslack.config import (
 from nanoslack.control import HALTED, Halts, RoomControl
 from nanoslack.gate import Gate
 from nanoslack.store import ApprovalRow, Store, sqlite_url
+from nanoslack.team.board import render as render_board
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -283,6 +284,22 @@ def turns_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     return _run("turns", argv, p, out or sys.stdout)
 
 
+# -- board -------------------------------------------------------------------------------------
+
+
+def _board(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    """A team room's board as its message says it (DESIGN §12): the open tasks that count."""
+    print(render_board(store.tasks.open_in(str(args.channel)), time.time()), file=out)
+    return 0
+
+
+def board_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    p = _parser("board", "Print a room's task board: its open tasks (who, what, progress, age).")
+    p.add_argument("channel", help="conversation id (C…/G…)")
+    p.set_defaults(handler=_board)
+    return _run("board", argv, p, out or sys.stdout)
+
+
 # -- senders -----------------------------------------------------------------------------------
 
 
@@ -364,9 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         "senders": senders_main,
         "halt": halt_main,
         "resume": resume_main,
+        "board": board_main,
     }
     if not args or args[0] not in commands:
-        print("usage: admin {rooms,hops,senders,halt,resume} [options]", file=sys.stderr)
+        print("usage: admin {rooms,hops,senders,halt,resume,board} [options]", file=sys.stderr)
         return EXIT_USAGE
     return commands[args[0]](args[1:])
 

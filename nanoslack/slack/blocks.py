@@ -1,10 +1,15 @@
-"""Block Kit for the owners' questions (``nanoslack.asks``), and clicks back to answers.
+"""Block Kit for the owners' questions (``nanoslack.asks``) and a room's votes
+(``nanoslack.team``), and clicks back to answers and ballots.
 
 An open ask is a section (the question, and its detail quoted under it) and one button
 per choice; an answered one is the question with the verdict under it, no buttons.
 A button's ``action_id`` is ``nanoslack_<choice>`` (``nanoslack_approve``,
 ``nanoslack_resume``, ``nanoslack_budget_allow``, …) and its ``value`` the ask's ref,
 so a click names both what was chosen and what it was about.
+
+A vote is its question and one button per option (``nanoslack_vote_<i>``, value
+``<vote id>:<i>``), any person in the room may click; once closed, the question with
+its result under it, no buttons.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from nanoslack.asks import KINDS, Answer, Choice, kind_of_choice
-from nanoslack.store import AskRow
+from nanoslack.store import AskRow, VoteRow
+from nanoslack.team import VoteClick
+from nanoslack.team.votes import question_text
 
 ACTION_PREFIX = "nanoslack_"
 
@@ -61,6 +68,47 @@ def answers_of(body: Mapping[str, Any]) -> list[Answer]:
         value = action.get("value")
         if choice is not None and isinstance(value, str):
             found.append(Answer(choice=choice, ref=value, by_user=user))
+    return found
+
+
+VOTE_ACTION_PREFIX = f"{ACTION_PREFIX}vote_"
+VOTE_HINT = "Click your answer (clicking again changes it); bots answer with ballot."
+
+
+def vote_blocks(vote: VoteRow) -> list[Block]:
+    question = question_text(vote.instance, vote.question, vote.options)
+    if not vote.is_open:
+        return [_section(question), {"type": "context", "elements": [_mrkdwn(vote.result or "Closed.")]}]
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"{VOTE_ACTION_PREFIX}{i}",
+            "text": {"type": "plain_text", "text": option},
+            "value": f"{vote.id}:{i}",
+        }
+        for i, option in enumerate(vote.options)
+    ]
+    return [
+        _section(question),
+        {"type": "actions", "block_id": f"{VOTE_ACTION_PREFIX}{vote.id}", "elements": buttons},
+        {"type": "context", "elements": [_mrkdwn(VOTE_HINT)]},
+    ]
+
+
+def vote_clicks_of(body: Mapping[str, Any]) -> list[VoteClick]:
+    """The ballots a ``block_actions`` payload carries (clicks on a vote's buttons)."""
+    user = (body.get("user") or {}).get("id")
+    if not isinstance(user, str):
+        return []
+    found = []
+    for action in body.get("actions") or []:
+        if not isinstance(action, Mapping):
+            continue
+        if not str(action.get("action_id") or "").startswith(VOTE_ACTION_PREFIX):
+            continue
+        vote, _, option = str(action.get("value") or "").partition(":")
+        if vote.isdigit() and option.isdigit():
+            found.append(VoteClick(vote_id=int(vote), option=int(option), by_user=user))
     return found
 
 

@@ -82,7 +82,13 @@ class SlackInstance:
             client=client,  # it carries the bot token; passing it again makes bolt warn
             raise_error_for_unhandled_request=False,  # our intake acks every envelope itself
         )
-        intake = Intake(self.identity, submit=core.submit, on_answer=core.answer, on_activity=self._touch)
+        intake = Intake(
+            self.identity,
+            submit=core.submit,
+            on_answer=core.answer,
+            on_activity=self._touch,
+            on_vote=core.ballot,
+        )
         app.use(intake)
         self.handler = AsyncSocketModeHandler(
             app, app_token=settings.app_token.reveal(), ping_interval=options.socket.ping_interval

@@ -6,7 +6,8 @@ reason logged) and ``accepted`` (a recorded message goes to the core, a repeat i
 ignored). For everything else that reaches bolt (interactive payloads, the odd
 envelope): a bolt global middleware that never calls ``next()`` and acks every
 envelope itself; an owner's click on one of the core's questions becomes an
-``Answer`` for the core (``blocks.answers_of``).
+``Answer`` for the core (``blocks.answers_of``), a person's click on a vote's button a
+``VoteClick`` (``blocks.vote_clicks_of``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from slack_bolt.response import BoltResponse
 from nanoslack.asks import Answer
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
-from nanoslack.slack.blocks import answers_of
+from nanoslack.slack.blocks import answers_of, vote_clicks_of
 from nanoslack.slack.parse import is_self, parse_event
+from nanoslack.team import VoteClick
 
 log = get_logger(__name__)
 
@@ -38,6 +40,7 @@ class Submit(Protocol):
 
 
 OnAnswer = Callable[[Answer], Awaitable[None]]
+OnVote = Callable[[VoteClick], Awaitable[None]]
 
 
 class Intake(AsyncMiddleware):
@@ -48,10 +51,12 @@ class Intake(AsyncMiddleware):
         submit: Submit,
         on_answer: OnAnswer,
         on_activity: Callable[[], None] | None = None,
+        on_vote: OnVote | None = None,
     ) -> None:
         self.identity = identity
         self._submit = submit
         self._on_answer = on_answer
+        self._on_vote = on_vote
         self._on_activity = on_activity
 
     @property
@@ -68,6 +73,9 @@ class Intake(AsyncMiddleware):
             if kind == "block_actions":
                 for answer in answers_of(body):
                     await self._on_answer(answer)
+                if self._on_vote is not None:
+                    for click in vote_clicks_of(body):
+                        await self._on_vote(click)
             else:
                 log.info(
                     "envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type"

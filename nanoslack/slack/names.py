@@ -22,7 +22,8 @@ MEMBERS_TTL_S = 300.0
 
 class SlackNames:
     """Implements ``pipeline.NameResolver`` (sender names, with ``bots.info`` and
-    ``users.info``) and ``turns.RoomDirectory`` (who is in a room, by name)."""
+    ``users.info``), ``turns.RoomDirectory`` (who is in a room, by name) and
+    ``tools.team.Voters`` (who a vote in a room waits for)."""
 
     def __init__(
         self,
@@ -37,6 +38,8 @@ class SlackNames:
         # Ids we already looked up this run (found or not): one Slack call per sender.
         self._asked: set[str] = set()
         self._members: dict[str, tuple[float, tuple[str, ...]]] = {}
+        # Slack user id → a person in the workspace (not a bot, not deactivated).
+        self._people: dict[str, bool] = {}
 
     async def ensure_many(self, msgs: Sequence[Inbound]) -> None:
         for msg in msgs:
@@ -80,6 +83,33 @@ class SlackNames:
         names = tuple([await self._user_name(uid) for uid in ids])
         self._members[channel] = (time.monotonic(), names)
         return names
+
+    async def room_voters(self, channel: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The room's people (Slack user ids of members who are people in the workspace)
+        and the fleet's bots this process runs there (instance names)."""
+        try:
+            resp = await self._client.conversations_members(channel=channel, limit=200)
+            ids = [str(m) for m in resp.get("members") or []]
+        except Exception as exc:  # the vote then waits for the bots alone, and closes on time
+            log.info("room members lookup failed", channel=channel, error=type(exc).__name__)
+            return (), ()
+        bots_by_user = {user_id: name for name, user_id in self._siblings().items()}
+        humans = []
+        for uid in ids:
+            if uid not in bots_by_user and await self._is_person(uid):
+                humans.append(uid)
+        return tuple(humans), tuple(bots_by_user[uid] for uid in ids if uid in bots_by_user)
+
+    async def _is_person(self, slack_user_id: str) -> bool:
+        if slack_user_id not in self._people:
+            try:
+                resp = await self._client.users_info(user=slack_user_id)
+                user: dict[str, Any] = resp.get("user") or {}
+                self._people[slack_user_id] = not user.get("is_bot") and not user.get("deleted")
+            except Exception as exc:  # not known to the workspace: not a voter
+                log.info("room member lookup failed", user=slack_user_id, error=type(exc).__name__)
+                return False
+        return self._people[slack_user_id]
 
     async def _user_name(self, slack_user_id: str) -> str:
         known = self.name_of_user(slack_user_id)

@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack import failpoints
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.slack.blocks import ask_blocks
+from nanoslack.slack.blocks import ask_blocks, vote_blocks
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
 from nanoslack.store import OutboxRow, Store, store_unavailable
@@ -38,6 +38,9 @@ EVENT_TYPES = {
     "notice": NOTICE_EVENT_TYPE,
     "ask": "nanoslack_ask",
     "post": "nanoslack_post",
+    # A vote's question is the fleet's word to the room (no bot answers it as a message:
+    # the room's bots are woken to ballot), like a notice.
+    "vote": NOTICE_EVENT_TYPE,
 }
 # Every post carries its outbox key in its metadata: that is how a restart tells
 # "posted, but the process died before recording it" from "never posted".
@@ -292,10 +295,14 @@ class Poster:
         return str(resp.get("channel") or channel), str(resp.get("ts"))
 
     def _blocks(self, row: OutboxRow) -> list[dict[str, Any]] | None:
-        """An owner ask's buttons (or, once answered, its verdict), as it stands now."""
+        """An owner ask's buttons (or, once answered, its verdict), a vote's (or, once
+        closed, its result), as it stands now."""
         if row.ask_id is not None:
             ask = self._store.asks.get(row.ask_id)
             return ask_blocks(ask) if ask is not None else None
+        if row.vote_id is not None:
+            vote = self._store.votes.get(row.vote_id)
+            return vote_blocks(vote) if vote is not None else None
         return row.blocks_list  # a row queued before the poster rendered asks
 
     async def _dm_channel(self, user: str | None) -> str:

@@ -30,14 +30,18 @@ from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.rounds import MemberRow, RoundRow, Rounds
 from nanoslack.store.steps import StepRow, Steps
+from nanoslack.store.tasks import BoardRow, Boards, TaskRow, Tasks
 from nanoslack.store.turns import TurnRow, Turns
 from nanoslack.store.users import UserRow, Users
+from nanoslack.store.votes import BallotRow, VoteRow, Votes
 
 __all__ = [
     "SCHEMA_VERSION",
     "StepRow",
     "ApprovalRow",
     "AskRow",
+    "BallotRow",
+    "BoardRow",
     "Grant",
     "GroupRow",
     "HandoffRow",
@@ -52,8 +56,10 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreUnavailable",
+    "TaskRow",
     "TurnRow",
     "UserRow",
+    "VoteRow",
     "sqlite_url",
     "store_unavailable",
 ]
@@ -84,6 +90,10 @@ class Store:
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
         self.rounds = Rounds(db)
+        # Team rooms (DESIGN §12): the board's tasks, and votes.
+        self.tasks = Tasks(db)
+        self.boards = Boards(db)
+        self.votes = Votes(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

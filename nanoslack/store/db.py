@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class StoreError(RuntimeError):
@@ -292,12 +292,21 @@ def _v5_steps(conn: Connection) -> None:
         _cache_trigger(conn, "a2a_rooms")  # the router caches a room's kind
 
 
+def _v7_team(conn: Connection) -> None:
+    """Version 7: team rooms' ``tasks``, ``boards``, ``votes`` and ``ballots``; an outbox row
+    of a vote names it (``outbox.vote_id``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
+    if "vote_id" not in have:
+        conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
-# Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``.
+# Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -305,6 +314,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v4_asks,
     _v5_steps,
     _v6_attempted_at,
+    _v7_team,
 ]
 
 

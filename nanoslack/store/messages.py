@@ -64,6 +64,14 @@ _ADD_HANDOFF = text(
     " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :depth, :now)"
     " ON CONFLICT DO NOTHING"
 )
+# A message in Slack that an instance must answer though nothing mentioned it (a vote put
+# to the room wakes its bots): pending, whether or not the instance stored it yet.
+_WAKE = text(
+    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
+    " hop, hop_limit, created_at)"
+    " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :now)"
+    " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending' WHERE messages.status = 'context'"
+)
 _PENDING_IN_THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
@@ -196,6 +204,23 @@ class Messages:
                 if conn.execute(_ADD_HANDOFF, params).rowcount == 1:
                     return ts
         raise RuntimeError("no free ts for a message of the fleet")
+
+    def wake(
+        self, *, instance: str, channel: str, ts: str, thread_key: str, sender_id: str, text: str
+    ) -> bool:
+        """Make the Slack message ``ts`` one ``instance`` answers: stored pending, or moved
+        from room context to pending. False when it was already pending, answered or held."""
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "ts": ts,
+            "thread_key": thread_key,
+            "sender_id": sender_id,
+            "text": text,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_WAKE, params).rowcount) == 1
 
     def thread_count(
         self,

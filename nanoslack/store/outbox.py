@@ -20,13 +20,13 @@ from nanoslack.store.db import Database
 _COLUMNS = (
     "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
     " update_ts, text, blocks, status, attempts, error, posted_channel, posted_ts, created_at, sent_at,"
-    " attempted_at"
+    " attempted_at, vote_id"
 )
 _ENQUEUE = text(
     "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
-    " thread_ts, update_ts, text, status, attempts, created_at)"
+    " thread_ts, update_ts, text, status, attempts, created_at, vote_id)"
     " VALUES (:instance, :dedupe_key, :kind, :purpose, :ask_id, :turn_id, :update_of, :channel, :dm_user,"
-    " :thread_ts, :update_ts, :text, 'queued', 0, :now)"
+    " :thread_ts, :update_ts, :text, 'queued', 0, :now, :vote_id)"
     " ON CONFLICT DO NOTHING RETURNING id"
 )
 _QUEUED = text(
@@ -75,7 +75,7 @@ _FAILED = text(
 )
 _CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
 
-Purpose = Literal["reply", "notice", "ask", "post"]
+Purpose = Literal["reply", "notice", "ask", "post", "vote"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class OutboxRow:
     instance: str
     dedupe_key: str
     kind: str  # post | update
-    purpose: str  # reply | notice | ask | post
+    purpose: str  # reply | notice | ask | post | vote
     ask_id: int | None  # the owner ask this DM (or its update) belongs to
     turn_id: int | None  # the turn this reply belongs to
     update_of: str | None  # an update waiting for the ts of the post with this key
@@ -101,7 +101,8 @@ class OutboxRow:
     posted_ts: str | None
     created_at: float
     sent_at: float | None
-    attempted_at: float | None = None  # when Slack was last called for it (None: never, or before v5)
+    attempted_at: float | None = None  # when Slack was last called for it (None: never, or before v6)
+    vote_id: int | None = None  # the vote this question (or its closing edit) belongs to
 
     @property
     def blocks_list(self) -> list[dict[str, Any]] | None:
@@ -132,6 +133,7 @@ def _row(r: Any) -> OutboxRow:
         float(r[19]),
         None if r[20] is None else float(r[20]),
         None if r[21] is None else float(r[21]),
+        None if r[22] is None else int(r[22]),
     )
 
 
@@ -161,6 +163,7 @@ class Outbox:
         kind: str = "post",
         update_ts: str | None = None,
         update_of: str | None = None,
+        vote_id: int | None = None,
     ) -> int | None:
         """The new row's id; None when ``dedupe_key`` was enqueued before (which makes
         the key a once-only claim: the pause notice of one pause is one row)."""
@@ -178,6 +181,7 @@ class Outbox:
             "update_ts": update_ts,
             "text": text,
             "now": time.time(),
+            "vote_id": vote_id,
         }
         with self._db.transaction() as conn:
             r = conn.execute(_ENQUEUE, params).first()

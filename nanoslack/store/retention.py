@@ -15,7 +15,10 @@ most one batch. What is never pruned:
   clears the former.
 
 A pruned turn takes its steps (``turn_steps``) with it; handoffs go by age, answered
-owner asks once their DMs are gone.
+owner asks once their DMs are gone. Rooms' work goes once it is over: closed or stopped
+rounds (with their members), closed or stale tasks not reported on since, closed votes
+(with their ballots) once no outbox row names them. A round, task or vote still under way
+never goes, nor a board (one message per room, edited for as long as the room lives).
 """
 
 from __future__ import annotations
@@ -83,6 +86,30 @@ _ASKS = text(
     " AND a.answered_at < :cutoff AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.ask_id = a.id) LIMIT :batch)"
 )
 
+_ROUNDS = text(
+    "DELETE FROM rounds WHERE id IN (SELECT id FROM rounds WHERE status IN ('closed', 'stopped')"
+    " AND coalesce(closed_at, created_at) < :cutoff LIMIT :batch)"
+)
+_ROUND_MEMBERS = text(
+    "DELETE FROM round_members WHERE (round_id, instance) IN (SELECT m.round_id, m.instance"
+    " FROM round_members m WHERE NOT EXISTS (SELECT 1 FROM rounds r WHERE r.id = m.round_id) LIMIT :batch)"
+)
+# A stale task is off the board already; a report on it after this long opens a new one.
+_TASKS = text(
+    "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE updated_at < :cutoff"
+    " AND (closed_at IS NOT NULL OR stale_at IS NOT NULL) LIMIT :batch)"
+)
+# A vote whose question or result is still in the outbox stays: the poster reads it.
+_VOTES = text(
+    "DELETE FROM votes WHERE id IN (SELECT v.id FROM votes v WHERE v.status IN ('closed', 'failed')"
+    " AND coalesce(v.closed_at, v.created_at) < :cutoff"
+    " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.vote_id = v.id) LIMIT :batch)"
+)
+_BALLOTS = text(
+    "DELETE FROM ballots WHERE (vote_id, voter) IN (SELECT b.vote_id, b.voter FROM ballots b"
+    " WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.id = b.vote_id) LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
@@ -91,6 +118,11 @@ TABLES: dict[str, TextClause] = {
     "turn_steps": _STEPS,
     "handoffs": _HANDOFFS,
     "owner_asks": _ASKS,
+    "rounds": _ROUNDS,
+    "round_members": _ROUND_MEMBERS,
+    "tasks": _TASKS,
+    "votes": _VOTES,
+    "ballots": _BALLOTS,
 }
 
 

@@ -179,11 +179,13 @@ class OutboxPost(SQLModel, table=True):
     dedupe_key: str = Field(sa_column=Column(String, unique=True, nullable=False))
     kind: str = "post"  # post | update
     # What the row is, so nobody reads it off the key: reply (a turn's post), notice
-    # (the fleet's own word in a room: pause, halt, budget, a decline), ask (an owner's
-    # DM with choices, ``ask_id``), post (anything else, and rows from before v4).
+    # (the fleet's own word in a room: pause, halt, budget, a decline, a board), ask (an
+    # owner's DM with choices, ``ask_id``), vote (a question to the room with a button per
+    # option, ``vote_id``), post (anything else, and rows from before v4).
     purpose: str = Field(default="post", sa_column=Column(String, nullable=False, server_default="post"))
     ask_id: int | None = None  # owner_asks.id for purpose ask (the DM and its updates)
     turn_id: int | None = None  # turns.id for purpose reply
+    vote_id: int | None = None  # votes.id for purpose vote (the question and its closing edit)
     # An update written before the post it updates had its ts names that post's key;
     # the poster fills the ts in once that post is sent.
     update_of: str | None = None
@@ -446,3 +448,87 @@ class RoundMember(SQLModel, table=True):
     turn_id: int | None = None
     joined_at: float
     finished_at: float | None = None
+
+
+# -- schema version 6 ------------------------------------------------------------------
+
+
+class TeamTask(SQLModel, table=True):
+    """A task on a room's board (DESIGN §12 "Reports and the board"): opened by a ``working``
+    report answering a request (``request_ts``, the asking message), updated by later
+    reports on it, closed by ``completed``/``failed``/``canceled``. One row per (room,
+    request, owner). ``pinged_at``: the one ping of the current silence; ``stale_at``: quiet
+    so long it no longer counts as in progress (its status stays what it was)."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("room", "request_ts", "instance"),
+        Index("tasks_by_room", "room", "status"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    room: str  # conversation id
+    thread_ts: str  # the thread the request was made in (pings go there)
+    request_ts: str  # the message that asked (the report's reply_to)
+    instance: str  # who is on it
+    status: str  # working | input_required | completed | failed | canceled
+    progress_done: int | None = None
+    progress_total: int | None = None
+    step: str | None = None
+    text: str = ""
+    created_at: float
+    updated_at: float  # the last report on it: what its silence is measured from
+    pinged_at: float | None = None
+    stale_at: float | None = None
+    closed_at: float | None = None
+
+
+class TeamBoard(SQLModel, table=True):
+    """A room's board: one message, posted once by ``instance`` (outbox key ``post_key``)
+    and then only edited (``chat.update``). ``text`` is what it last said, so an edit is
+    queued only when that changes; ``ts`` the message's, once it is out."""
+
+    __tablename__ = "boards"
+    room: str = Field(primary_key=True)
+    instance: str
+    post_key: str
+    ts: str | None = None
+    text: str = ""
+    version: int = 0
+    updated_at: float
+
+
+class TeamVote(SQLModel, table=True):
+    """A question put to a room (DESIGN §12 "Votes"). ``humans`` and ``bots`` (JSON lists:
+    Slack user ids, instance names) are who it waits for, fixed when it opens; ``ts`` is the
+    vote message's (what ``ballot(vote_ts, …)`` names), ``posted_at`` when it went out (the
+    reminder's clock starts then), ``result`` the closing line as posted."""
+
+    __tablename__ = "votes"
+    __table_args__ = (Index("votes_by_room", "room", "status"),)
+    id: int | None = Field(default=None, primary_key=True)
+    room: str
+    thread_ts: str
+    instance: str  # who asked (its app posts the question, the reminder and the result)
+    question: str
+    options: str  # JSON list
+    humans: str = "[]"
+    bots: str = "[]"
+    post_key: str
+    status: str = "open"  # open | closed | failed (the question could not be posted)
+    ts: str | None = None
+    posted_at: float | None = None
+    reminded_at: float | None = None
+    closed_at: float | None = None
+    result: str | None = None
+    created_at: float
+
+
+class TeamBallot(SQLModel, table=True):
+    """One voter's answer to a vote; a second one replaces it."""
+
+    __tablename__ = "ballots"
+    vote_id: int = Field(primary_key=True)
+    voter: str = Field(primary_key=True)  # slack:U… for a person, the instance name for a bot
+    kind: str  # human | bot
+    choice: str
+    cast_at: float

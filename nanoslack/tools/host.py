@@ -89,6 +89,10 @@ class TurnEffects:
     handoffs: list[Handoff] = field(default_factory=list)
     owner_messages: list[str] = field(default_factory=list)
     tokens: int = 0  # what the turn's model calls spent (for the metrics)
+    # What other tool sets of the fleet mean to do (``nanoslack.tools.team``: reports,
+    # votes, ballots, a refused directive's note); the recorder's effect appliers commit
+    # them in the turn's transaction.
+    acts: list[Any] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +39,23 @@ class McpTools(Protocol):
     def needs_approval(self, name: str) -> bool: ...
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+
+class ToolSet(Protocol):
+    """More of the fleet's own tools for one turn (``nanoslack.tools.team``): offered in
+    the turn's specs (origin ``host``, so command agents get them over MCP too), what they
+    mean to do left in the turn's ``TurnEffects``. ``handles`` may name tools a turn is
+    not offered, so a call to one is answered with the reason, not "unknown tool"."""
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    def handles(self, name: str) -> bool: ...
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
+
+
+# Builds a turn's tool set: (turn id, turn, the messages it answers, its effects).
+ToolSetFactory = Callable[[int, Turn, Sequence[MessageRow], TurnEffects], ToolSet]
 
 
 class ToolApprover(Protocol):
@@ -93,6 +110,7 @@ class TurnToolbox:
         max_steps: int,
         mcp: McpTools | None = None,
         approver: ToolApprover | None = None,
+        toolsets: Sequence[ToolSet] = (),
     ) -> None:
         self.turn_id = turn_id
         self.instance = instance
@@ -102,6 +120,7 @@ class TurnToolbox:
         self._max_steps = max_steps
         self._mcp = mcp
         self._approver = approver
+        self._toolsets = tuple(toolsets)
         self._step = 0
         self.tokens = 0
 
@@ -114,8 +133,10 @@ class TurnToolbox:
         return self._max_steps
 
     def specs(self) -> Sequence[ToolSpec]:
-        mcp = [s for s in self._mcp.specs() if s.name not in HOST_TOOL_NAMES] if self._mcp else []
-        return (*SPECS, *mcp)
+        fleet = [spec for toolset in self._toolsets for spec in toolset.specs()]
+        taken = HOST_TOOL_NAMES | {spec.name for spec in fleet}
+        mcp = [s for s in self._mcp.specs() if s.name not in taken] if self._mcp else []
+        return (*SPECS, *fleet, *mcp)
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         start = time.monotonic()
@@ -140,6 +161,9 @@ class TurnToolbox:
     async def _call(self, name: str, args: dict[str, Any]) -> ToolResult:
         if name in HOST_TOOL_NAMES:
             return self._host.call(name, args)
+        toolset = next((t for t in self._toolsets if t.handles(name)), None)
+        if toolset is not None:
+            return await toolset.call(name, args)
         if self._mcp is None or name not in {s.name for s in self._mcp.specs()}:
             return ToolResult(f"unknown tool {name!r}", is_error=True)
         if self._approver is not None and self._mcp.needs_approval(name):
@@ -206,8 +230,11 @@ class Toolboxes:
     room_budget: RoomBudget | None = None
     mcp: McpTools | None = None
     approver: ToolApprover | None = None
+    # The fleet's further tools (team rooms), built for each turn.
+    toolsets: Sequence[ToolSetFactory] = ()
 
     def for_turn(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnToolbox:
+        effects = TurnEffects()
         host = HostTools(
             HostContext(
                 instance=self.instance,
@@ -217,7 +244,7 @@ class Toolboxes:
                 handoff_depth=max((m.handoff_depth for m in msgs), default=0),
                 may_hand_off=self.settings.may_hand_off,
             ),
-            TurnEffects(),
+            effects,
         )
         budget = TurnBudget(
             self.instance,
@@ -237,4 +264,5 @@ class Toolboxes:
             max_steps=self.settings.max_steps(self.instance),
             mcp=self.mcp,
             approver=self.approver,
+            toolsets=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
         )

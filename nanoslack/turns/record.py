@@ -29,6 +29,10 @@ from nanoslack.tools import Handoff, TurnEffects
 
 log = get_logger(__name__)
 
+# Commits what other tool sets meant to do (``TurnEffects.acts``: the team tools' reports,
+# votes, ballots), called inside the turn's transaction with (turn id, turn, effects).
+EffectApplier = Callable[[int, Turn, TurnEffects], None]
+
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
@@ -51,6 +55,7 @@ class TurnRecorder:
         on_handoff: Callable[[str], None] | None = None,
         on_recorded: OnRecorded | None = None,
         tally: Tally | None = None,
+        appliers: Sequence[EffectApplier] = (),
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -65,6 +70,7 @@ class TurnRecorder:
         self._on_handoff = on_handoff
         # Told, inside the recording transaction, how a turn ended (a round's member finished).
         self._on_recorded = on_recorded
+        self._appliers = tuple(appliers)
 
     def reply(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], effects: TurnEffects
@@ -114,7 +120,8 @@ class TurnRecorder:
     def _side_effects(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
     ) -> None:
-        """Inside the turn's transaction: its handoffs and its DMs to the owners."""
+        """Inside the turn's transaction: its handoffs, its DMs to the owners, and what the
+        other tool sets meant to do (the effect appliers)."""
         depth = 1 + max((m.handoff_depth for m in msgs), default=0)
         for handoff in effects.handoffs:
             self._hand_off(turn_id, turn, handoff, depth)
@@ -127,6 +134,9 @@ class TurnRecorder:
                     dm_user=owner,
                     text=text,
                 )
+        if effects.acts:
+            for apply in self._appliers:
+                apply(turn_id, turn, effects)
 
     def _hand_off(self, turn_id: int, turn: Turn, handoff: Handoff, depth: int) -> None:
         """The recipient's pending message, in this conversation and thread: its scheduler

@@ -168,3 +168,86 @@ def test_the_background_prune_yields_to_the_loop_between_batches(
     total, ticks = asyncio.run(run())
     assert total == 100
     assert ticks >= 10  # the loop ran between the batches, not once after the whole prune
+
+
+def _insert(sql: Callable[[str], int], table: str, **cols: object) -> None:
+    """An operator's INSERT (numbers and booleans as SQL literals, the rest quoted)."""
+
+    def literal(v: object) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return str(v) if isinstance(v, int | float) else "'" + str(v).replace("'", "''") + "'"
+
+    sql(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(map(literal, cols.values()))})")
+
+
+def test_finished_rounds_tasks_and_votes_are_pruned_but_work_under_way_never(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    old = 1_000_000.0  # long before any retention
+    for rid, status in ((1, "closed"), (2, "stopped"), (3, "open"), (4, "waiting")):
+        over = status in ("closed", "stopped")
+        _insert(
+            sql,
+            "rounds",
+            id=rid,
+            room="C0R",
+            thread_key="t",
+            question_ts=f"{rid}.0",
+            question="q",
+            named=False,
+            status=status,
+            created_at=old,
+            closed_at=old if over else None,
+        )
+        _insert(sql, "round_members", round_id=rid, instance="dana", status="done", joined_at=old)
+    # Task 1 is closed, task 2 went stale, task 3 is still being worked on (quiet or not).
+    for tid, closed, stale in ((1, old, None), (2, None, old), (3, None, None)):
+        _insert(
+            sql,
+            "tasks",
+            id=tid,
+            room="C0R",
+            thread_ts="t",
+            request_ts=f"{tid}.0",
+            instance="dana",
+            status="working",
+            text="x",
+            created_at=old,
+            updated_at=old,
+            closed_at=closed,
+            stale_at=stale,
+        )
+    for vid, status in ((1, "closed"), (2, "open"), (3, "closed")):
+        _insert(
+            sql,
+            "votes",
+            id=vid,
+            room="C0R",
+            thread_ts="t",
+            instance="dana",
+            question="q",
+            options='["yes"]',
+            humans="[]",
+            bots="[]",
+            post_key=f"vote:{vid}",
+            status=status,
+            closed_at=old if status == "closed" else None,
+            created_at=old,
+        )
+        _insert(sql, "ballots", vote_id=vid, voter="eli", kind="bot", choice="yes", cast_at=old)
+    # Vote 3's result is still to be posted: the poster reads the vote.
+    store.outbox.enqueue(
+        instance="dana", dedupe_key="vote-result:3", purpose="post", channel="C0R", text="r", vote_id=3
+    )
+
+    report = Retention(store.db, days=14).prune_all()
+
+    assert [r is not None for r in map(store.rounds.get, (1, 2, 3, 4))] == [False, False, True, True]
+    assert [len(store.rounds.members(r)) for r in (1, 2, 3, 4)] == [0, 0, 1, 1]
+    assert [t.request_ts for t in store.tasks.open_in("C0R")] == ["3.0"]
+    assert (report.deleted["tasks"], report.deleted["votes"], report.deleted["ballots"]) == (2, 1, 1)
+    assert [v is not None for v in map(store.votes.get, (1, 2, 3))] == [False, True, True]
+    assert [len(store.votes.ballots(v)) for v in (2, 3)] == [1, 1]

@@ -1,0 +1,250 @@
+"""A room's tasks and its board (DESIGN §12 "Reports and the board"): ``tasks``, ``boards``.
+
+A task is (room, request, owner): the ``working`` report that answers a request opens it,
+later reports on the same request update it, a closing one closes it. The board is one
+message per room; its row remembers which instance posted it, its ts once it is out and
+what it last said. Times are passed in (``now``), so what is due is decided by one clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+OPEN_STATUSES = ("working", "input_required")
+CLOSED_STATUSES = ("completed", "failed", "canceled")
+STATUSES = (*OPEN_STATUSES, *CLOSED_STATUSES)
+
+_COLUMNS = (
+    "id, room, thread_ts, request_ts, instance, status, progress_done, progress_total, step, text,"
+    " created_at, updated_at, pinged_at, stale_at, closed_at"
+)
+# A report: the task's row made to say what the report says. A report starts a new
+# silence, so the ping and the staleness of the last one are forgotten.
+_REPORT = text(
+    "INSERT INTO tasks (room, thread_ts, request_ts, instance, status, progress_done, progress_total, step,"
+    " text, created_at, updated_at, closed_at)"
+    " VALUES (:room, :thread_ts, :request_ts, :instance, :status, :done, :total, :step, :text, :now, :now,"
+    " :closed_at)"
+    " ON CONFLICT (room, request_ts, instance) DO UPDATE SET status = excluded.status,"
+    " progress_done = coalesce(excluded.progress_done, tasks.progress_done),"
+    " progress_total = coalesce(excluded.progress_total, tasks.progress_total),"
+    " step = coalesce(excluded.step, tasks.step),"
+    " text = CASE WHEN excluded.text = '' THEN tasks.text ELSE excluded.text END,"
+    " updated_at = excluded.updated_at, pinged_at = NULL, stale_at = NULL, closed_at = excluded.closed_at"
+)
+_GET = text(
+    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND request_ts = :request_ts AND instance = :me"
+)
+# The tasks the board lists: open and not gone quiet for good.
+_OPEN_IN = text(
+    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND status IN ('working', 'input_required')"
+    " AND stale_at IS NULL ORDER BY created_at, id"
+)
+_MINE_IN_THREAD = text(
+    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND thread_ts = :thread_ts AND instance = :me"
+    " AND status IN ('working', 'input_required') ORDER BY updated_at DESC, id DESC"
+)
+# Open tasks, in the rooms whose board this instance keeps, silent since before ``before``.
+_QUIET = text(
+    f"SELECT {', '.join('t.' + c.strip() for c in _COLUMNS.split(','))} FROM tasks t"
+    " JOIN boards b ON b.room = t.room"
+    " WHERE b.instance = :me AND t.status IN ('working', 'input_required') AND t.stale_at IS NULL"
+    " AND t.updated_at < :before ORDER BY t.updated_at"
+)
+_PINGED = text("UPDATE tasks SET pinged_at = :now WHERE id = :id AND pinged_at IS NULL AND updated_at = :at")
+_STALE = text("UPDATE tasks SET stale_at = :now WHERE id = :id AND stale_at IS NULL AND updated_at = :at")
+
+_BOARD_COLUMNS = "room, instance, post_key, ts, text, version, updated_at"
+_NEW_BOARD = text(
+    "INSERT INTO boards (room, instance, post_key, text, version, updated_at)"
+    " VALUES (:room, :instance, :post_key, '', 0, :now) ON CONFLICT DO NOTHING"
+)
+# Taken first in every transaction that rewrites a board: on PostgreSQL the row lock
+# makes two processes' edits of one board follow each other, each seeing the other's
+# tasks (SQLite's BEGIN IMMEDIATE serialises them anyway). The row comes from the UPDATE
+# itself: a plain SELECT after it could see a board another process committed in between,
+# one this transaction holds no lock on (READ COMMITTED), and edit it out of turn.
+_LOCK_BOARD = text(f"UPDATE boards SET version = version + 1 WHERE room = :room RETURNING {_BOARD_COLUMNS}")
+_GET_BOARD = text(f"SELECT {_BOARD_COLUMNS} FROM boards WHERE room = :room")
+_SAID = text("UPDATE boards SET text = :text, updated_at = :now WHERE room = :room")
+_BOARD_TS = text("UPDATE boards SET ts = :ts WHERE room = :room AND ts IS NULL")
+_BOARDS_OF = text(f"SELECT {_BOARD_COLUMNS} FROM boards WHERE instance = :me ORDER BY room")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    id: int
+    room: str
+    thread_ts: str
+    request_ts: str
+    instance: str
+    status: str
+    progress_done: int | None
+    progress_total: int | None
+    step: str | None
+    text: str
+    created_at: float
+    updated_at: float
+    pinged_at: float | None
+    stale_at: float | None
+    closed_at: float | None
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRow:
+    room: str
+    instance: str
+    post_key: str
+    ts: str | None
+    text: str
+    version: int
+    updated_at: float
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _task(r: Any) -> TaskRow:
+    return TaskRow(
+        int(r[0]),
+        str(r[1]),
+        str(r[2]),
+        str(r[3]),
+        str(r[4]),
+        str(r[5]),
+        _opt_int(r[6]),
+        _opt_int(r[7]),
+        r[8],
+        str(r[9] or ""),
+        float(r[10]),
+        float(r[11]),
+        _opt_float(r[12]),
+        _opt_float(r[13]),
+        _opt_float(r[14]),
+    )
+
+
+def _board(r: Any) -> BoardRow:
+    return BoardRow(str(r[0]), str(r[1]), str(r[2]), r[3], str(r[4] or ""), int(r[5]), float(r[6]))
+
+
+class Tasks:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def report(
+        self,
+        *,
+        room: str,
+        thread_ts: str,
+        request_ts: str,
+        instance: str,
+        status: str,
+        text: str,
+        now: float,
+        progress_done: int | None = None,
+        progress_total: int | None = None,
+        step: str | None = None,
+    ) -> TaskRow:
+        """The task as the report leaves it (opened, updated or closed)."""
+        if status not in STATUSES:
+            raise ValueError(f"task status must be one of {', '.join(STATUSES)}, got {status!r}")
+        params = {
+            "room": room,
+            "thread_ts": thread_ts,
+            "request_ts": request_ts,
+            "instance": instance,
+            "status": status,
+            "done": progress_done,
+            "total": progress_total,
+            "step": step,
+            "text": text,
+            "now": now,
+            "closed_at": now if status in CLOSED_STATUSES else None,
+        }
+        with self._db.transaction() as conn:
+            conn.execute(_REPORT, params)
+            r = conn.execute(_GET, {"room": room, "request_ts": request_ts, "me": instance}).first()
+        assert r is not None
+        return _task(r)
+
+    def get(self, room: str, request_ts: str, instance: str) -> TaskRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"room": room, "request_ts": request_ts, "me": instance}).first()
+        return _task(r) if r else None
+
+    def open_in(self, room: str) -> list[TaskRow]:
+        """What the board lists: the room's open tasks that still count, oldest first."""
+        with self._db.transaction() as conn:
+            return [_task(r) for r in conn.execute(_OPEN_IN, {"room": room}).all()]
+
+    def mine_in_thread(self, room: str, thread_ts: str, instance: str) -> list[TaskRow]:
+        """This instance's open tasks in one thread, the most recently reported first."""
+        params = {"room": room, "thread_ts": thread_ts, "me": instance}
+        with self._db.transaction() as conn:
+            return [_task(r) for r in conn.execute(_MINE_IN_THREAD, params).all()]
+
+    def quiet(self, keeper: str, before: float) -> list[TaskRow]:
+        """Open tasks silent since before ``before`` in the rooms whose board ``keeper`` keeps."""
+        with self._db.transaction() as conn:
+            return [_task(r) for r in conn.execute(_QUIET, {"me": keeper, "before": before}).all()]
+
+    def claim_ping(self, task: TaskRow, now: float) -> bool:
+        """The one ping of this silence is ours to post (False: already pinged, or the
+        task was reported on meanwhile)."""
+        with self._db.transaction() as conn:
+            params = {"id": task.id, "now": now, "at": task.updated_at}
+            return int(conn.execute(_PINGED, params).rowcount) == 1
+
+    def claim_stale(self, task: TaskRow, now: float) -> bool:
+        with self._db.transaction() as conn:
+            params = {"id": task.id, "now": now, "at": task.updated_at}
+            return int(conn.execute(_STALE, params).rowcount) == 1
+
+
+class Boards:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def create(self, room: str, *, instance: str, post_key: str, now: float) -> bool:
+        """True when this call made the room's board (its post is the caller's to queue)."""
+        params = {"room": room, "instance": instance, "post_key": post_key, "now": now}
+        with self._db.transaction() as conn:
+            return int(conn.execute(_NEW_BOARD, params).rowcount) == 1
+
+    def lock(self, room: str) -> BoardRow | None:
+        """Inside a transaction: the room's board, held until it commits."""
+        with self._db.transaction() as conn:
+            r = conn.execute(_LOCK_BOARD, {"room": room}).first()
+        return _board(r) if r else None
+
+    def get(self, room: str) -> BoardRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET_BOARD, {"room": room}).first()
+        return _board(r) if r else None
+
+    def said(self, room: str, text_: str, now: float) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_SAID, {"room": room, "text": text_, "now": now})
+
+    def posted(self, room: str, ts: str) -> bool:
+        with self._db.transaction() as conn:
+            return int(conn.execute(_BOARD_TS, {"room": room, "ts": ts}).rowcount) == 1
+
+    def kept_by(self, instance: str) -> list[BoardRow]:
+        with self._db.transaction() as conn:
+            return [_board(r) for r in conn.execute(_BOARDS_OF, {"me": instance}).all()]

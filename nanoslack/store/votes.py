@@ -1,0 +1,212 @@
+"""Questions put to a room and their answers (DESIGN §12 "Votes"): ``votes``, ``ballots``.
+
+Every step of a vote's life is a guarded update, so each happens once however many
+processes look: the question is adopted once it is out (``posted``), reminded once
+(``claim_reminder``), closed once (``close``). Times are passed in (``now``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+_COLUMNS = (
+    "id, room, thread_ts, instance, question, options, humans, bots, post_key, status, ts, posted_at,"
+    " reminded_at, closed_at, result, created_at"
+)
+_OPEN = text(
+    "INSERT INTO votes (room, thread_ts, instance, question, options, humans, bots, post_key, status,"
+    " created_at) VALUES (:room, :thread_ts, :instance, :question, :options, :humans, :bots, :post_key,"
+    " 'open', :now) RETURNING id"
+)
+_GET = text(f"SELECT {_COLUMNS} FROM votes WHERE id = :id")
+_BY_TS = text(f"SELECT {_COLUMNS} FROM votes WHERE room = :room AND ts = :ts")
+_OPEN_IN = text(
+    f"SELECT {_COLUMNS} FROM votes WHERE room = :room AND status = 'open' AND ts IS NOT NULL"
+    " ORDER BY posted_at DESC, id DESC"
+)
+_ASKED_BY = text(f"SELECT {_COLUMNS} FROM votes WHERE instance = :me AND status = 'open' ORDER BY id")
+_POSTED = text(
+    "UPDATE votes SET ts = :ts, posted_at = :now WHERE id = :id AND ts IS NULL AND status = 'open'"
+)
+_UNPOSTABLE = text("UPDATE votes SET status = 'failed', closed_at = :now WHERE id = :id AND status = 'open'")
+_REMIND = text(
+    "UPDATE votes SET reminded_at = :now WHERE id = :id AND reminded_at IS NULL AND status = 'open'"
+)
+_CLOSE = text(
+    "UPDATE votes SET status = 'closed', closed_at = :now, result = :result"
+    " WHERE id = :id AND status = 'open'"
+)
+_BALLOT = text(
+    "INSERT INTO ballots (vote_id, voter, kind, choice, cast_at)"
+    " VALUES (:vote_id, :voter, :kind, :choice, :now)"
+    " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
+    " cast_at = excluded.cast_at"
+)
+_BALLOTS = text(
+    "SELECT voter, kind, choice, cast_at FROM ballots WHERE vote_id = :id ORDER BY cast_at, voter"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRow:
+    id: int
+    room: str
+    thread_ts: str
+    instance: str
+    question: str
+    options: tuple[str, ...]
+    humans: tuple[str, ...]  # Slack user ids
+    bots: tuple[str, ...]  # instance names
+    post_key: str
+    status: str  # open | closed | failed
+    ts: str | None
+    posted_at: float | None
+    reminded_at: float | None
+    closed_at: float | None
+    result: str | None
+    created_at: float
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open"
+
+    @property
+    def electorate(self) -> tuple[str, ...]:
+        """Every voter it waits for, as ballots name them (``slack:U…``, instance names)."""
+        return (*(human_voter(u) for u in self.humans), *self.bots)
+
+
+@dataclass(frozen=True, slots=True)
+class BallotRow:
+    voter: str
+    kind: str  # human | bot
+    choice: str
+    cast_at: float
+
+
+def human_voter(slack_user_id: str) -> str:
+    return f"slack:{slack_user_id}"
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    try:
+        value = json.loads(raw or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _opt(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _vote(r: Any) -> VoteRow:
+    return VoteRow(
+        int(r[0]),
+        str(r[1]),
+        str(r[2]),
+        str(r[3]),
+        str(r[4]),
+        _names(r[5]),
+        _names(r[6]),
+        _names(r[7]),
+        str(r[8]),
+        str(r[9]),
+        r[10],
+        _opt(r[11]),
+        _opt(r[12]),
+        _opt(r[13]),
+        r[14],
+        float(r[15]),
+    )
+
+
+class Votes:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def open(
+        self,
+        *,
+        room: str,
+        thread_ts: str,
+        instance: str,
+        question: str,
+        options: Sequence[str],
+        humans: Sequence[str],
+        bots: Sequence[str],
+        post_key: str,
+        now: float,
+    ) -> int:
+        params = {
+            "room": room,
+            "thread_ts": thread_ts,
+            "instance": instance,
+            "question": question,
+            "options": json.dumps(list(options), ensure_ascii=False),
+            "humans": json.dumps(list(humans)),
+            "bots": json.dumps(list(bots)),
+            "post_key": post_key,
+            "now": now,
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_OPEN, params).scalar_one())
+
+    def get(self, vote_id: int) -> VoteRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET, {"id": vote_id}).first()
+        return _vote(r) if r else None
+
+    def by_ts(self, room: str, ts: str) -> VoteRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_BY_TS, {"room": room, "ts": ts}).first()
+        return _vote(r) if r else None
+
+    def open_in(self, room: str) -> list[VoteRow]:
+        """The room's open votes whose question is out, the newest first."""
+        with self._db.transaction() as conn:
+            return [_vote(r) for r in conn.execute(_OPEN_IN, {"room": room}).all()]
+
+    def asked_by(self, instance: str) -> list[VoteRow]:
+        """Open votes this instance asked: its clock keeps them."""
+        with self._db.transaction() as conn:
+            return [_vote(r) for r in conn.execute(_ASKED_BY, {"me": instance}).all()]
+
+    def posted(self, vote_id: int, ts: str, now: float) -> bool:
+        """The question is out (its message ``ts``); True for the one call that adopted it."""
+        with self._db.transaction() as conn:
+            return int(conn.execute(_POSTED, {"id": vote_id, "ts": ts, "now": now}).rowcount) == 1
+
+    def unpostable(self, vote_id: int, now: float) -> bool:
+        with self._db.transaction() as conn:
+            return int(conn.execute(_UNPOSTABLE, {"id": vote_id, "now": now}).rowcount) == 1
+
+    def claim_reminder(self, vote_id: int, now: float) -> bool:
+        with self._db.transaction() as conn:
+            return int(conn.execute(_REMIND, {"id": vote_id, "now": now}).rowcount) == 1
+
+    def close(self, vote_id: int, result: str, now: float) -> bool:
+        """True for the one call that closed it (the result is its to post)."""
+        with self._db.transaction() as conn:
+            params = {"id": vote_id, "result": result, "now": now}
+            return int(conn.execute(_CLOSE, params).rowcount) == 1
+
+    def cast(self, vote_id: int, *, voter: str, kind: str, choice: str, now: float) -> None:
+        """A voter's ballot; a second one replaces the first."""
+        params = {"vote_id": vote_id, "voter": voter, "kind": kind, "choice": choice, "now": now}
+        with self._db.transaction() as conn:
+            conn.execute(_BALLOT, params)
+
+    def ballots(self, vote_id: int) -> list[BallotRow]:
+        with self._db.transaction() as conn:
+            return [
+                BallotRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
+                for r in conn.execute(_BALLOTS, {"id": vote_id}).all()
+            ]

@@ -1,0 +1,157 @@
+"""Rooms that work as teams (DESIGN §12): reports and the board, votes, directives.
+
+``Team`` is one instance's part, and meets the rest of the instance at four points
+(``nanoslack.core`` wires them):
+
+- ``tools``: each turn's team tools (``nanoslack.tools.team``), offered with the host
+  tools; what they mean to do waits in the turn's effects;
+- ``apply``: the recorder's effect applier, inside the turn's transaction: reports move
+  tasks (and the board), a vote is opened and its question queued, ballots are cast, a
+  refused directive's note is queued. Exactly once, with the turn;
+- ``notes``: the lines every turn in a group room is shown (open votes, open tasks);
+- ``click``: a person's click on a vote's button (the edge parses it, the core routes it
+  here, next to an owner's answer);
+
+and its ``clock`` runs with the instance, posting what falls due.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from nanoslack.agents import Turn
+from nanoslack.config.team import TeamSettings
+from nanoslack.inbound import Identity, bot_sender_id
+from nanoslack.logs import get_logger
+from nanoslack.store import MessageRow, Store
+from nanoslack.team.board import BoardKeeper, render
+from nanoslack.team.clock import TeamClock
+from nanoslack.team.notes import room_notes
+from nanoslack.team.votes import VoteKeeper
+from nanoslack.tools.host import TurnEffects
+from nanoslack.tools.team import Ballot, DirectiveRefused, Report, TeamTools, VoteOpen, Voters
+from nanoslack.turns.transcript import ThreadKey
+
+__all__ = ["BoardKeeper", "Team", "TeamClock", "VoteClick", "VoteKeeper", "render"]
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class VoteClick:
+    """A person's click on one of a vote's buttons, as the edge hands it in."""
+
+    vote_id: int
+    option: int  # the option's index
+    by_user: str  # the clicking Slack user (U…)
+
+
+class Team:
+    def __init__(
+        self,
+        store: Store,
+        identity: Identity,
+        settings: TeamSettings,
+        *,
+        voters: Voters | None = None,
+        wake: Callable[[str], None] = lambda _instance: None,
+    ) -> None:
+        self._store = store
+        self.instance = identity.instance
+        self._voters = voters
+        self.board = BoardKeeper(store, self.instance)
+        self.votes = VoteKeeper(
+            store,
+            self.instance,
+            remind_after=settings.vote_remind,
+            close_after=settings.vote_close,
+        )
+        sender = bot_sender_id(identity.bot_id) if identity.bot_id else f"slack:bot:{self.instance}"
+        self.clock = TeamClock(
+            store,
+            self.instance,
+            board=self.board,
+            votes=self.votes,
+            settings=settings,
+            sender_id=sender,
+            wake=wake,
+        )
+
+    def tools(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects) -> TeamTools:
+        del turn_id
+        return TeamTools(
+            instance=self.instance,
+            store=self._store,
+            turn=turn,
+            msgs=msgs,
+            effects=effects,
+            voters=self._voters,
+        )
+
+    def notes(self, instance: str, key: ThreadKey, msgs: Sequence[MessageRow]) -> list[str]:
+        return room_notes(self._store, instance, key, msgs, time.time())
+
+    def apply(self, turn_id: int, turn: Turn, effects: TurnEffects) -> None:
+        """Inside the turn's transaction: what its team tools meant to do, in call order."""
+        now = time.time()
+        opened: int | None = None
+        reported = False
+        for i, act in enumerate(effects.acts):
+            if isinstance(act, Report):
+                self._report(turn, act, now)
+                reported = True
+            elif isinstance(act, VoteOpen):
+                opened = self.votes.open(
+                    room=turn.channel,
+                    thread_ts=turn.thread_ts,
+                    question=act.question,
+                    options=act.options,
+                    humans=act.humans,
+                    bots=act.bots,
+                    post_key=f"vote:{self.instance}:{turn_id}:{i}",
+                    now=now,
+                )
+            elif isinstance(act, Ballot):
+                self._ballot(act, opened, now)
+            elif isinstance(act, DirectiveRefused):
+                self._store.outbox.enqueue(
+                    instance=self.instance,
+                    dedupe_key=f"directive-refused:{self.instance}:{turn_id}:{i}",
+                    purpose="notice",
+                    channel=turn.channel,
+                    thread_ts=turn.thread_ts or None,
+                    text=act.text,
+                )
+                log.info("directive refused", instance=self.instance, turn=turn_id, room=turn.channel)
+        if reported:
+            self.board.refresh(turn.channel, now, may_create=True)
+
+    def _report(self, turn: Turn, act: Report, now: float) -> None:
+        task = self._store.tasks.report(
+            room=turn.channel,
+            thread_ts=turn.thread_ts,
+            request_ts=act.request_ts,
+            instance=self.instance,
+            status=act.status,
+            text=act.text,
+            now=now,
+            progress_done=act.progress_done,
+            progress_total=act.progress_total,
+            step=act.step,
+        )
+        log.info("task reported", instance=self.instance, task=task.id, room=turn.channel, status=task.status)
+
+    def _ballot(self, act: Ballot, opened: int | None, now: float) -> None:
+        vote_id = act.vote_id if act.vote_id is not None else opened
+        vote = self._store.votes.get(vote_id) if vote_id is not None else None
+        if vote is not None:
+            self.votes.cast(vote, voter=self.instance, kind="bot", choice=act.choice, now=now)
+
+    def click(self, click: VoteClick) -> bool:
+        """A person's ballot (one each; a second click replaces the first)."""
+        with self._store.transaction():
+            return self.votes.cast_human(
+                click.vote_id, click.option, slack_user=click.by_user, now=time.time()
+            )
