@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import orjson
+
 
 class InboxKey(NamedTuple):
     """Identity of one Slack message as seen by one instance.
@@ -144,8 +146,13 @@ class Inbound:
     def to_payload(self) -> str:
         """Compact JSON for the durable inbox: ``[version, values…]`` in the order
         of ``PAYLOAD_FIELDS``. Written once per envelope before the ack, so it is
-        a list, not an object (half the encoding time)."""
-        return _ENCODER.encode([PAYLOAD_VERSION, *(getattr(self, name) for name in PAYLOAD_FIELDS)])
+        a list, not an object (half the encoding time), by orjson (a tenth of the
+        standard encoder's); text it refuses (a lone surrogate) takes the standard one."""
+        values = [PAYLOAD_VERSION, *(getattr(self, name) for name in PAYLOAD_FIELDS)]
+        try:
+            return orjson.dumps(values).decode()
+        except TypeError:
+            return _ENCODER.encode(values)
 
     @classmethod
     def from_payload(cls, text: str) -> Inbound:

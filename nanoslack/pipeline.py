@@ -106,7 +106,7 @@ class Pipeline:
         with self._store.transaction():
             if self._fence is not None and not self._fence():
                 raise LeaseLost()
-            return [self._store.inbox.record(msg) for msg in msgs]
+            return self._store.inbox.record_many(msgs)
 
     def unfinished(self) -> list[Inbound]:
         return self._store.inbox.unfinished(self.instance)

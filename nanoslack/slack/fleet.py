@@ -21,7 +21,7 @@ from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
-from nanoslack.slack.socket import SocketOptions
+from nanoslack.slack.socket import SocketOptions, SocketThread
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
@@ -54,12 +54,15 @@ class Fleet:
             turns=turns,
             observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
         )
+        socket = socket or SocketOptions()
+        self._sockets = SocketThread() if socket.own_thread else None
         self._edge = EdgeOptions(
             api_url=settings.api_url,
             store=self.store,
             siblings=self._siblings,
-            socket=socket or SocketOptions(),
+            socket=socket,
             post_rate=settings.post_rate,
+            sockets=self._sockets,
         )
         self._stopping = asyncio.Event()
         self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
@@ -143,6 +146,8 @@ class Fleet:
         await self.leases.stand_down()
         await asyncio.gather(*(rt.stop() for rt in self.instances.values()), return_exceptions=True)
         self.instances.clear()
+        if self._sockets is not None:
+            await asyncio.to_thread(self._sockets.stop)
         await self.leases.stop()
         await self.core.close()
         if self._own_store:

@@ -2,8 +2,8 @@
 
 For the envelope pump (``socket.EnvelopePump``), which takes every ``events_api``
 envelope: ``screen`` (parse, self filter: the message to record, or None with the
-reason logged) and ``accepted`` (a recorded message goes to the core, a repeat is
-ignored). For everything else that reaches bolt (interactive payloads, the odd
+reason logged) and ``accepted`` (the recorded messages that go to the core; a repeat
+is ignored). For everything else that reaches bolt (interactive payloads, the odd
 envelope): a bolt global middleware that never calls ``next()`` and acks every
 envelope itself; an owner's click on one of the core's questions becomes an
 ``Answer`` for the core (``blocks.answers_of``).
@@ -11,7 +11,7 @@ envelope itself; an owner's click on one of the core's questions becomes an
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
@@ -30,7 +30,6 @@ log = get_logger(__name__)
 # take it, Slack's retry brings it back (the envelope handler sends no ack for it).
 RETRY_STATUS = 503
 
-Submit = Callable[[Inbound], None]
 OnAnswer = Callable[[Answer], Awaitable[None]]
 
 
@@ -39,12 +38,10 @@ class Intake(AsyncMiddleware):
         self,
         identity: Identity,
         *,
-        submit: Submit,
         on_answer: OnAnswer,
         on_activity: Callable[[], None] | None = None,
     ) -> None:
         self.identity = identity
-        self._submit = submit
         self._on_answer = on_answer
         self._on_activity = on_activity
 
@@ -92,11 +89,17 @@ class Intake(AsyncMiddleware):
             return None
         return parsed
 
-    def accepted(self, msg: Inbound, fresh: bool) -> None:
-        """``msg`` is durable: a new one goes to the core, a repeat is ignored."""
-        if fresh:
-            self._submit(msg)
-        else:
-            log.debug(
-                "duplicate delivery ignored", instance=self.identity.instance, channel=msg.channel, ts=msg.ts
-            )
+    def accepted(self, msgs: Sequence[Inbound], fresh: Sequence[bool]) -> list[Inbound]:
+        """``msgs`` are durable: the new ones, for the core; a repeat is ignored."""
+        new: list[Inbound] = []
+        for msg, is_new in zip(msgs, fresh, strict=True):
+            if is_new:
+                new.append(msg)
+            else:
+                log.debug(
+                    "duplicate delivery ignored",
+                    instance=self.identity.instance,
+                    channel=msg.channel,
+                    ts=msg.ts,
+                )
+        return new

@@ -16,7 +16,7 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,35 @@ def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tup
 
 def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
     return hot_first(conn, stmt, params) is not None
+
+
+def hot_many(conn: Connection, stmt: TextClause, rows: Sequence[dict[str, Any]]) -> None:
+    """``hot_execute`` for a batch's rows of one statement: one call, and on PostgreSQL
+    one round trip (psycopg pipelines ``executemany``)."""
+    if not rows:
+        return
+    name = conn.dialect.name
+    if name == "sqlite":
+        _driver(conn).executemany(stmt.text, rows)
+    elif name == "postgresql":
+        _driver(conn).cursor().executemany(_pg_text(stmt.text), rows)
+    else:
+        conn.execute(stmt, list(rows))
+
+
+def hot_rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """A statement with positional ``?`` parameters (a multi-row VALUES list), its rows."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        return [tuple(r) for r in _driver(conn).execute(sql, params).fetchall()]
+    if name == "postgresql":
+        return [tuple(r) for r in _driver(conn).execute(_pg_positional(sql), params).fetchall()]
+    raise StoreError(f"positional statements are not supported on {name}")
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_positional(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 _CACHE_VERSION = text("SELECT version FROM cache_version WHERE id = 1")
