@@ -9,14 +9,15 @@ pending) happens exactly once even if two deciders race.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute, hot_first
+from nanoslack.store.db import Database, hot_execute, hot_first, hot_many
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -107,9 +108,37 @@ def _row(r: Any) -> MessageRow:
 class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Rows ``add`` keeps for the end of a ``batched`` stretch, else None.
+        self._later: list[dict[str, Any]] | None = None
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside one transaction (a pipeline batch): ``add`` keeps its rows and they are
+        written in one call at the end, or before anything reads this table. On an
+        exception they are dropped with the transaction they belonged to."""
+        if self._later is not None:
+            yield
+            return
+        self._later = []
+        try:
+            yield
+            self.flush()
+        finally:
+            self._later = None
+
+    def flush(self) -> None:
+        if not self._later:  # the common case, without taking the store's lock
+            return
+        with self._db.transaction() as conn:
+            # Under the lock: only the thread whose batch it is sees its rows here.
+            rows = self._later
+            if rows:
+                self._later = []
+                hot_many(conn, _ADD, rows)
 
     def add(self, msg: Inbound, *, group_id: int | None, status: str) -> bool:
-        """Store ``msg``; False when its (instance, channel, ts) is already there."""
+        """Store ``msg``; False when its (instance, channel, ts) is already there (always
+        True inside ``batched``, where the row is written later)."""
         params = {
             "instance": msg.instance,
             "channel": msg.channel,
@@ -124,14 +153,19 @@ class Messages:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
+            if self._later is not None:
+                self._later.append(params)
+                return True
             return hot_execute(conn, _ADD, params) == 1
 
     def get(self, key: InboxKey) -> MessageRow | None:
+        self.flush()
         with self._db.transaction() as conn:
             r = conn.execute(_GET, key._asdict()).first()
         return _row(r) if r else None
 
     def set_statuses(self, keys: Sequence[InboxKey], status: str, *, from_status: str) -> int:
+        self.flush()
         with self._db.transaction() as conn:
             return sum(
                 conn.execute(
@@ -141,15 +175,18 @@ class Messages:
             )
 
     def pending(self, instance: str) -> list[MessageRow]:
+        self.flush()
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
 
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        self.flush()
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING_IN_THREAD, params).all()]
 
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
+        self.flush()
         with self._db.transaction() as conn:
             return [
                 _row(r) for r in conn.execute(_HELD, {"instance": instance, "sender_id": sender_id}).all()
@@ -158,6 +195,7 @@ class Messages:
     def release_held(self, instance: str, sender_id: str, status: str) -> list[InboxKey]:
         """Move every held message of ``sender_id`` to ``status``; the keys that moved."""
         params = {"instance": instance, "sender_id": sender_id, "status": status}
+        self.flush()
         with self._db.transaction() as conn:
             rows = conn.execute(_MOVE_HELD, params).all()
         return sorted(InboxKey(instance, str(r[0]), str(r[1])) for r in rows)
@@ -182,17 +220,20 @@ class Messages:
             "until": until or _LAST_TS,
             "limit": limit,
         }
+        self.flush()
         with self._db.transaction() as conn:
             rows = [_row(r) for r in conn.execute(_THREAD, params).all()]
         rows.reverse()
         return rows
 
     def last_human_ts(self, instance: str, room: str) -> str:
+        self.flush()
         with self._db.transaction() as conn:
             row = hot_first(conn, _LAST_HUMAN, {"instance": instance, "room": room})
         return str(row[0]) if row else ""
 
     def counts(self, instance: str) -> dict[str, int]:
+        self.flush()
         with self._db.transaction() as conn:
             return {
                 str(r[0]): int(r[1]) for r in conn.execute(_COUNT_BY_STATUS, {"instance": instance}).all()
