@@ -659,8 +659,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "envelopes": envelopes_for(args.messages, N_APPS),
         "database": "sqlite" if not args.database_url else args.database_url.split(":", 1)[0],
     }
-    socket = SocketOptions(own_thread=not args.sockets_on_loop)
-    result["sockets"] = "fleet loop" if args.sockets_on_loop else "own thread"
+    socket = SocketOptions(own_thread=args.sockets_thread)
+    result["sockets"] = "own thread" if args.sockets_thread else "fleet loop"
     result["load_average_at_start"] = _loadavg()
     met: dict[str, bool] = {}
     if not args.skip_throughput:
@@ -846,9 +846,9 @@ def main() -> None:
     p.add_argument("--profile-fleet", metavar="FILE", help="cProfile the fleet phase's measured stretch")
     p.add_argument("--skip-replies", action="store_true", help="no reply-latency phase")
     p.add_argument(
-        "--sockets-on-loop",
+        "--sockets-thread",
         action="store_true",
-        help="the fleet's sockets on its own loop instead of their thread (to compare)",
+        help="the fleet's sockets on a loop of their own in a thread (SocketThread), to compare",
     )
     p.add_argument("--charts", metavar="DIR", help="draw fleet-rounds.png and latency.png there")
     p.add_argument(

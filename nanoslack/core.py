@@ -222,6 +222,9 @@ class InstanceCore:
                 self._react(msg, outcome)
             for _ in batch:
                 self._queue.task_done()
+            # A queue that is not empty hands out the next batch without suspending:
+            # yield, so the sockets are read and acked between two batches (§9).
+            await asyncio.sleep(0)
 
     def _react(self, msg: Inbound, outcome: Outcome) -> None:
         """What a committed decision sets going."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -74,7 +75,11 @@ class SlackInstance:
         self._settings = settings
         self._options = options
         self._sockets = options.sockets
-        post_client = make_post_client(settings.bot_token.reveal(), options.api_url)
+        # Built inside the running loop (``connect``); closed by ``stop``.
+        self._post_session = aiohttp.ClientSession()
+        post_client = make_post_client(
+            settings.bot_token.reveal(), options.api_url, session=self._post_session
+        )
         pacer = ChannelPacer(rate=options.post_rate)
         self._poster = Poster(self.name, post_client, options.store, held_rooms=core.halts.rooms, pacer=pacer)
         options.store.outbox.subscribe(self.name, self._poster.wake)
@@ -194,6 +199,7 @@ class SlackInstance:
             await asyncio.wait_for(self._poster.drain(), timeout=5.0)
         for task in self._tasks:
             await cancel(task)
+        await self._post_session.close()
 
 
 def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:

@@ -251,17 +251,16 @@ def _event_callback(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class SocketThread:
-    """The fleet's sockets on an event loop of their own, in one thread.
+    """The fleet's sockets on an event loop of their own, in one thread (off by default:
+    ``SocketOptions.own_thread``).
 
-    Agent turns, transcripts, posting and the pipeline run on the fleet's loop; reading
-    and acking envelopes must never wait behind them (DESIGN §9: ack p99 while turns
-    drain). A second loop in a thread is what bounds that wait: however long a
-    callback on the fleet's loop runs, this thread gets the interpreter back within
-    the switch interval (5 ms), while priorities inside one loop cannot preempt a
-    callback already running. What crosses over: the inbox write (synchronous, under
-    the store's lock, before the ack), recorded messages to the core (one
-    ``call_soon_threadsafe`` per batch, in order) and an owner's click (run on the
-    fleet's loop, awaited here).
+    What crosses over: the inbox write (synchronous, under the store's lock, before the
+    ack), recorded messages to the core (one ``call_soon_threadsafe`` per batch, in
+    order) and an owner's click (run on the fleet's loop, awaited here). It bounds how
+    long a callback on the fleet's loop can hold an ack back, but under the GIL each
+    of the pump's many short blocking calls hands the interpreter to the busy fleet
+    thread and waits up to the switch interval to get it back: measured, the one-loop
+    pump with short slices of agent work acks faster (issue 19).
     """
 
     def __init__(self, name: str = "nanoslack-sockets") -> None:
@@ -317,9 +316,13 @@ class SocketOptions:
     # cannot be seen any other way. A fresh connection is cheap.
     idle_reconnect: float = 300.0
     watchdog_interval: float = 5.0
-    # The sockets on a loop of their own (``SocketThread``), so acks never wait behind
-    # agent work; False: on the fleet's loop (measured against in the bench).
-    own_thread: bool = True
+    # The sockets on a loop of their own (``SocketThread``) instead of the fleet's loop.
+    # Off: measured slower on CPython 3.11 (issue 19, BENCHMARKS.md), because every
+    # socket write and SQLite call releases the GIL and the pump thread then waits up
+    # to the switch interval (5 ms) to get it back from a busy fleet loop; with 256
+    # acks a batch that is over a second. Kept for ``bench/fleet_bench.py
+    # --sockets-thread`` and for an interpreter without the GIL.
+    own_thread: bool = False
 
 
 class SocketWatchdog:

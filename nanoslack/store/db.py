@@ -258,6 +258,15 @@ def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tup
     return tuple(result) if result is not None else None
 
 
+def hot_all(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """``hot_first`` for a read of several rows (a turn's thread, its pending messages)."""
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        sql = stmt.text if name == "sqlite" else _pg_text(stmt.text)
+        return [tuple(r) for r in _driver(conn).execute(sql, params).fetchall()]
+    return [tuple(r) for r in conn.execute(stmt, params).all()]
+
+
 def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
     return hot_first(conn, stmt, params) is not None
 

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute, hot_first, hot_many
+from nanoslack.store.db import Database, hot_all, hot_execute, hot_first, hot_many
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -37,6 +37,12 @@ _SET_STATUS_FROM = text(
 )
 _PENDING = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
+)
+# The threads with pending messages, in the order their first one arrived: what the
+# turn scheduler asks on every wake (one row per thread, not per message).
+_PENDING_THREADS = text(
+    "SELECT channel, thread_key FROM messages WHERE instance = :instance AND status = 'pending'"
+    " GROUP BY channel, thread_key ORDER BY min(ts)"
 )
 _HELD = text(
     f"SELECT {_COLUMNS} FROM messages"
@@ -179,11 +185,18 @@ class Messages:
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
 
+    def pending_threads(self, instance: str) -> list[tuple[str, str]]:
+        """(channel, thread_key) of every thread with a pending message, oldest first."""
+        self.flush()
+        with self._db.transaction() as conn:
+            rows = hot_all(conn, _PENDING_THREADS, {"instance": instance})
+        return [(str(r[0]), str(r[1])) for r in rows]
+
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
         self.flush()
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_PENDING_IN_THREAD, params).all()]
+            return [_row(r) for r in hot_all(conn, _PENDING_IN_THREAD, params)]
 
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
         self.flush()
@@ -222,7 +235,7 @@ class Messages:
         }
         self.flush()
         with self._db.transaction() as conn:
-            rows = [_row(r) for r in conn.execute(_THREAD, params).all()]
+            rows = [_row(r) for r in hot_all(conn, _THREAD, params)]
         rows.reverse()
         return rows
 

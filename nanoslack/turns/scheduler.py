@@ -127,7 +127,10 @@ class TurnScheduler:
         halted = self._halts.rooms()
         for channel in halted:
             self.halt(channel)
-        for key in _threads(self._store.messages.pending(self.instance)):
+        # One row per thread: with thousands of turns queued, reading every pending
+        # message on each wake made draining them quadratic (issue 19).
+        for channel, thread_key in self._store.messages.pending_threads(self.instance):
+            key = ThreadKey(channel, thread_key)
             if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
@@ -164,7 +167,11 @@ class TurnScheduler:
             await asyncio.sleep(CRASH_BACKOFF_S)
 
     async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
+        # Each stage of a turn is its own slice of the loop (``sleep(0)``): with many
+        # turns queued, a turn run in one piece held envelope acks back (issue 19).
+        await asyncio.sleep(0)
         turn = await self._transcripts.build(key, msgs)
+        await asyncio.sleep(0)
         turn_id = self._store.turns.start(
             instance=self.instance,
             channel=key.channel,
@@ -199,8 +206,3 @@ class TurnScheduler:
             recorder.failure(turn_id, msgs, f"{type(exc).__name__}: {exc}")
         else:
             recorder.reply(turn_id, turn, msgs, reply.posts, reply.tokens)
-
-
-def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:
-    """The threads with pending messages, in the order their first one arrived."""
-    return dict.fromkeys(ThreadKey(row.channel, row.thread_key) for row in rows)
