@@ -217,7 +217,26 @@ def migrate(conn: Connection) -> int:
         version += 1
         conn.execute(text("DELETE FROM schema_meta WHERE key='version'"))
         conn.execute(text("INSERT INTO schema_meta (key, value) VALUES ('version', :v)"), {"v": str(version)})
+    _ensure_indexes(conn)
     return version
+
+
+# Indexes added without a schema version (a new one is made by every open, cheap once
+# it exists). What a turn reads about its thread: without them each turn scanned the
+# instance's whole channel (messages) or outbox, so turns slowed as history grew
+# (issue 19). The outbox ones repeat the reads' ``coalesce(thread_ts, '')``.
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS messages_thread ON messages (instance, channel, thread_key, ts)",
+    "CREATE INDEX IF NOT EXISTS outbox_sent_posts"
+    " ON outbox (instance, posted_channel, (coalesce(thread_ts, '')), posted_ts)",
+    "CREATE INDEX IF NOT EXISTS outbox_unsent"
+    " ON outbox (instance, status, channel, (coalesce(thread_ts, '')))",
+)
+
+
+def _ensure_indexes(conn: Connection) -> None:
+    for ddl in _INDEXES:
+        conn.exec_driver_sql(ddl)
 
 
 _PG_PARAM = re.compile(r"(?<![:\w]):(\w+)")

@@ -174,9 +174,9 @@ class Messages:
         self.flush()
         with self._db.transaction() as conn:
             return sum(
-                conn.execute(
-                    _SET_STATUS_FROM, {**k._asdict(), "status": status, "from_status": from_status}
-                ).rowcount
+                hot_execute(
+                    conn, _SET_STATUS_FROM, {**k._asdict(), "status": status, "from_status": from_status}
+                )
                 for k in keys
             )
 
