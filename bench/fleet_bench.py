@@ -483,8 +483,9 @@ async def phase_replies(
                     max(0.0, t0 + (int((time.perf_counter() - t0) / 0.01) + 1) * 0.01 - time.perf_counter())
                 )
             post_wall = time.perf_counter() - t0
+            # Seldom: each poll is the whole room as JSON, in this process, beside the fleet.
             await wait_until(
-                lambda: _replied(drv, room, WARMUP + total), within=120, interval=0.1, what="every reply"
+                lambda: _replied(drv, room, WARMUP + total), within=120, interval=0.5, what="every reply"
             )
             latencies = await _reply_latencies(drv, room, skip=WARMUP)
         finally:

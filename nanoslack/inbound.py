@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -148,7 +149,7 @@ class Inbound:
         of ``PAYLOAD_FIELDS``. Written once per envelope before the ack, so it is
         a list, not an object (half the encoding time), by orjson (a tenth of the
         standard encoder's); text it refuses (a lone surrogate) takes the standard one."""
-        values = [PAYLOAD_VERSION, *(getattr(self, name) for name in PAYLOAD_FIELDS)]
+        values = [PAYLOAD_VERSION, *_payload_values(self)]
         try:
             return orjson.dumps(values).decode()
         except TypeError:
@@ -177,6 +178,7 @@ PAYLOAD_FIELDS = (
     "intro", "reaction", "item_ts", "notice",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+_payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,16 +8,11 @@ its gate decision, its outbox posts and its inbox entry atomically.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from sqlalchemy import Connection
-
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.budgets import Grant, Grants
-from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError
+from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError, Transaction
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
@@ -74,10 +69,10 @@ class Store:
     def open(cls, url: str) -> Store:
         return cls(Database(url))
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        with self.db.transaction() as conn:
-            yield conn
+    def transaction(self) -> Transaction:
+        """``with store.transaction() as conn``: the database's own context manager, not
+        a generator around it (the pipeline enters one several times per message)."""
+        return self.db.transaction()
 
     def cache_version(self) -> tuple[int, ...]:
         """Inside a transaction: a value that changes whenever cached groups or

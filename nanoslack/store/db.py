@@ -221,12 +221,12 @@ def migrate(conn: Connection) -> int:
     return version
 
 
-# Indexes added without a schema version (a new one is made by every open, cheap once
-# it exists). What a turn reads about its thread: without them each turn scanned the
-# instance's whole channel (messages) or outbox, so turns slowed as history grew
-# (issue 19). The outbox ones repeat the reads' ``coalesce(thread_ts, '')``.
+# Indexes added without a schema version (made by every open, cheap once they exist).
+# What a turn reads of its thread's outbox posts: without them each turn scanned the
+# instance's whole outbox, so turns slowed as replies piled up (issue 19). They repeat
+# the reads' ``coalesce(thread_ts, '')``. (``messages`` gets none: its reads use the
+# primary key, and every envelope's row would pay for one.)
 _INDEXES = (
-    "CREATE INDEX IF NOT EXISTS messages_thread ON messages (instance, channel, thread_key, ts)",
     "CREATE INDEX IF NOT EXISTS outbox_sent_posts"
     " ON outbox (instance, posted_channel, (coalesce(thread_ts, '')), posted_ts)",
     "CREATE INDEX IF NOT EXISTS outbox_unsent"

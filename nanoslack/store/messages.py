@@ -56,9 +56,13 @@ _MOVE_HELD = text(
 )
 # A thread as the agent may read it: its messages after the instance's last turn there,
 # never held or refused ones (from senders nobody has let in).
+# ``ts >= :thread_key``: a thread's messages are its root (whose ts is the key) and later
+# ones, so the primary key's range starts at the root, not at the channel's first
+# message (a turn read the whole channel since its last turn there; issue 19). DMs
+# (key "") are one thread.
 _THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
-    " AND thread_key = :thread_key AND ts > :since AND ts <= :until"
+    " AND thread_key = :thread_key AND ts >= :thread_key AND ts > :since AND ts <= :until"
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )

@@ -114,9 +114,6 @@ class Message(SQLModel, table=True):
         Index("messages_pending", "instance", "thread_key", sqlite_where=text("status = 'pending'")),
         Index("messages_by_group", "messaging_group_id", "ts"),
         Index("messages_held", "instance", "sender_id", sqlite_where=text("status = 'held'")),
-        # A turn's transcript (``Messages.thread``): without it every turn scanned all of
-        # the instance's messages in the channel since the thread's last turn (issue 19).
-        Index("messages_thread", "instance", "channel", "thread_key", "ts"),
     )
     instance: str = Field(primary_key=True)
     channel: str = Field(primary_key=True)
