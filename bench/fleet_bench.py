@@ -685,6 +685,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "fleet_cpu_us_per_envelope": fleet["cpu_us_per_envelope"],
                     "ratio_acks": round(fleet["envelopes_acked_per_s"] / bare["envelopes_acked_per_s"], 3),
                     "ratio_processing": round(fleet["messages_processed_per_s"] / bare["messages_per_s"], 3),
+                    # A redelivery means an ack went missing for the emulator's ack timeout
+                    # (60 s): it stretches that phase, so it is printed with the round.
+                    "bare_redelivered": bare["redelivered"],
+                    "fleet_redelivered": fleet["redelivered"],
                     # What a round leaves behind in this process: nothing may pile up.
                     "left_after_round": _leftovers(),
                     "load_average": _loadavg(),
