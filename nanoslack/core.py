@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +52,11 @@ log = get_logger(__name__)
 MAX_BATCH = 64
 # A failed message still open in the inbox is tried again after this long.
 RETRY_DELAY_S = 1.0
+# Turns wait while the fleet's pipelines have more than this many recorded messages
+# to process, for at most TURN_YIELD_MAX_S (then they run anyway: no starvation).
+TURN_YIELD_BACKLOG = 64
+TURN_YIELD_MAX_S = 1.0
+TURN_YIELD_POLL_S = 0.005
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -84,6 +89,37 @@ class CoreConfig:
     siblings: Callable[[], Mapping[str, str]]
     turns: TurnOptions = field(default_factory=TurnOptions)
     observers: Observers = field(default_factory=Observers)
+    backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
+
+
+class FleetBacklog:
+    """Recorded messages every instance's pipeline has still to process.
+
+    A burst is where agent work and envelope work meet: turns that run while the
+    pipelines are behind take the CPU the sockets and pipelines need, and acks wait.
+    So a turn waits for the backlog to fall (``yield_to``), at most ``TURN_YIELD_MAX_S``,
+    and the burst's turns run once it is in (DESIGN §9, issue 19)."""
+
+    def __init__(self) -> None:
+        self._queues: list[asyncio.Queue[Inbound]] = []
+
+    def add(self, queue: asyncio.Queue[Inbound]) -> None:
+        self._queues.append(queue)
+
+    def remove(self, queue: asyncio.Queue[Inbound]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(queue)
+
+    def size(self) -> int:
+        return sum(q.qsize() for q in self._queues)
+
+    async def yield_to(self) -> None:
+        if self.size() <= TURN_YIELD_BACKLOG:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TURN_YIELD_MAX_S
+        while self.size() > TURN_YIELD_BACKLOG and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+            await asyncio.sleep(TURN_YIELD_POLL_S)
 
 
 class InstanceCore:
@@ -127,8 +163,11 @@ class InstanceCore:
             halts=self.halts,
             budgets=self.budgets,
             options=config.turns,
+            yield_to=config.backlog.yield_to,
         )
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._fleet_backlog = config.backlog
+        config.backlog.add(self._queue)
         self._tasks: list[asyncio.Task[None]] = []
         # What the edge's pump recorded: batches (one commit each) and messages.
         self.inbox_batches = 0
@@ -202,6 +241,7 @@ class InstanceCore:
         await self.turns.close(within=2.0)
         for task in self._tasks:
             await cancel(task)
+        self._fleet_backlog.remove(self._queue)
 
     # -- one message's way -----------------------------------------------------------------
 
@@ -277,6 +317,7 @@ def build_turns(
     halts: Halts | None = None,
     budgets: Budgets | None = None,
     options: TurnOptions | None = None,
+    yield_to: Callable[[], Awaitable[None]] | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts and recorder."""
     halts = halts or Halts(store)
@@ -298,6 +339,7 @@ def build_turns(
         halts=halts,
         room_budget=budgets.room if budgets else None,
         options=options,
+        yield_to=yield_to,
     )
 
 

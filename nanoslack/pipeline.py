@@ -160,7 +160,9 @@ class Pipeline:
         with store.transaction():
             if self._fence is not None and not self._fence():
                 raise LeaseLost()
-            self._router.prefetch(msgs)
+            # Isolated, each message asks the store itself, as a lookup that fails must
+            # fail that message alone.
+            self._router.prefetch(() if isolate else msgs)
             if not isolate:  # a failure aborts the whole batch
                 finished: list[Finish] = []
                 with store.messages.batched():

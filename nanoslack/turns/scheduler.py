@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
@@ -57,6 +57,7 @@ class TurnScheduler:
         halts: Halts,
         room_budget: RoomBudget | None = None,
         options: TurnOptions | None = None,
+        yield_to: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance = instance
         self._store = store
@@ -64,6 +65,9 @@ class TurnScheduler:
         self._transcripts = transcripts
         self._recorder = recorder
         self._limiter = limiter
+        # Awaited before a turn takes its slot: the fleet lets what the sockets brought
+        # in go first (``nanoslack.core.Intake``-side work, bounded; issue 19).
+        self._yield_to = yield_to
         self._halts = halts
         self._room_budget = room_budget
         self._options = options or TurnOptions()
@@ -150,6 +154,8 @@ class TurnScheduler:
 
     async def _turn(self, key: ThreadKey) -> None:
         try:
+            if self._yield_to is not None:
+                await self._yield_to()
             async with self._limiter:
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
