@@ -40,10 +40,12 @@ _PENDING = text(
 )
 # The threads with pending messages, in the order their first one arrived: what the
 # turn scheduler asks on every wake (one row per thread, not per message).
-_PENDING_THREADS = text(
-    "SELECT channel, thread_key FROM messages WHERE instance = :instance AND status = 'pending'"
+_PENDING_THREADS_SQL = (
+    "SELECT channel, thread_key FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
     " GROUP BY channel, thread_key ORDER BY min(ts)"
 )
+_PENDING_THREADS = text(_PENDING_THREADS_SQL.format(indexed=""))
+_PENDING_THREADS_SQLITE = text(_PENDING_THREADS_SQL.format(indexed=" INDEXED BY messages_pending"))
 _HELD = text(
     f"SELECT {_COLUMNS} FROM messages"
     " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
@@ -66,9 +68,17 @@ _THREAD = text(
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )
-_PENDING_IN_THREAD = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending'"
+# SQLite's planner, without statistics, prefers the primary key's (instance, channel)
+# to the small partial index of pending rows, and so read every message of the
+# channel on every turn (issue 19): on SQLite these name the index (``INDEXED BY``);
+# PostgreSQL's planner has statistics.
+_PENDING_IN_THREAD_SQL = (
+    "SELECT {columns} FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
+)
+_PENDING_IN_THREAD = text(_PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=""))
+_PENDING_IN_THREAD_SQLITE = text(
+    _PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=" INDEXED BY messages_pending")
 )
 # The last human message this instance saw in the room: a pause lasts until the next one.
 _LAST_HUMAN = text(
@@ -193,14 +203,16 @@ class Messages:
         """(channel, thread_key) of every thread with a pending message, oldest first."""
         self.flush()
         with self._db.transaction() as conn:
-            rows = hot_all(conn, _PENDING_THREADS, {"instance": instance})
+            stmt = _PENDING_THREADS_SQLITE if self._db.is_sqlite else _PENDING_THREADS
+            rows = hot_all(conn, stmt, {"instance": instance})
         return [(str(r[0]), str(r[1])) for r in rows]
 
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
         self.flush()
         with self._db.transaction() as conn:
-            return [_row(r) for r in hot_all(conn, _PENDING_IN_THREAD, params)]
+            stmt = _PENDING_IN_THREAD_SQLITE if self._db.is_sqlite else _PENDING_IN_THREAD
+            return [_row(r) for r in hot_all(conn, stmt, params)]
 
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
         self.flush()
