@@ -102,7 +102,11 @@ class SlackInstance:
             _identity(settings.name, auth_test), SlackNames(client, options.store, options.siblings)
         )
         instance = cls(settings, options, client, core)
-        await instance._on_socket_loop(instance._build_socket(auth_test, asyncio.get_running_loop()))
+        try:
+            await instance._on_socket_loop(instance._build_socket(auth_test, asyncio.get_running_loop()))
+        except BaseException:
+            await instance._post_session.close()  # nobody will stop an instance never returned
+            raise
         return instance
 
     async def _build_socket(
