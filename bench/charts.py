@@ -41,7 +41,8 @@ def rounds_chart(result: dict[str, Any], path: Path, caption: str) -> Path:
         f"{result['apps']} instances, {result['messages']:,} messages ({result['envelopes']:,} envelopes)"
         f" per round: median {result['ratio_acks']:.2f}× bare bolt"
     )
-    ax.legend(loc="upper left")
+    ax.set_ylim(0, max(bare + fleet) * 1.25)  # room for the legend above the bars
+    ax.legend(loc="upper left", ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.subplots_adjust(bottom=0.18)
     _footer(fig, caption)
