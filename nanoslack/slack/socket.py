@@ -18,7 +18,8 @@ most of its ≈ 200 µs per envelope building a request, a context and a web cli
 and walking its middleware chain, for an answer our intake decides alone. The
 pump replaces slack-sdk's reader of the client's queue, which started one task
 per envelope with no bound: it takes what is queued in arrival order, records
-the batch's events in one commit, then acks them. The queue is bounded, so when
+the batch's events in one commit, then acks them (the batch's acks as WebSocket
+frames in one socket write). The queue is bounded, so when
 the fleet falls behind the socket reader waits, the socket's buffers fill, and
 what is not acked is Slack's to retry: nothing piles up in memory. Interactive
 payloads (approval clicks), disconnects and anything unusual still take the
