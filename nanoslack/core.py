@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from nanoslack import failpoints
 from nanoslack.agents import (
@@ -77,6 +77,11 @@ RETRY_DELAY_S = 1.0
 STOP_GRACE_S = 2.0
 # What the worker has queued (acked already) may finish within this long, grace or not.
 QUEUE_GRACE_S = 5.0
+# Turns wait while the fleet's pipelines have more than this many recorded messages
+# to process, for at most TURN_YIELD_MAX_S (then they run anyway: no starvation).
+TURN_YIELD_BACKLOG = 64
+TURN_YIELD_MAX_S = 1.0
+TURN_YIELD_POLL_S = 0.005
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -117,6 +122,37 @@ class CoreConfig:
     wake: Callable[[str], None] = lambda _instance: None
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
     setting: Callable[[str], str | None] = lambda _key: None
+    backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
+
+
+class FleetBacklog:
+    """Recorded messages every instance's pipeline has still to process.
+
+    A burst is where agent work and envelope work meet: turns that run while the
+    pipelines are behind take the CPU the sockets and pipelines need, and acks wait.
+    So a turn waits for the backlog to fall (``yield_to``), at most ``TURN_YIELD_MAX_S``,
+    and the burst's turns run once it is in (DESIGN §9, issue 19)."""
+
+    def __init__(self) -> None:
+        self._queues: list[asyncio.Queue[Any]] = []
+
+    def add(self, queue: asyncio.Queue[Any]) -> None:
+        self._queues.append(queue)
+
+    def remove(self, queue: asyncio.Queue[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(queue)
+
+    def size(self) -> int:
+        return sum(q.qsize() for q in self._queues)
+
+    async def yield_to(self) -> None:
+        if self.size() <= TURN_YIELD_BACKLOG:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TURN_YIELD_MAX_S
+        while self.size() > TURN_YIELD_BACKLOG and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+            await asyncio.sleep(TURN_YIELD_POLL_S)
 
 
 class InstanceCore:
@@ -186,11 +222,14 @@ class InstanceCore:
             approver=self.tool_approvals,
             tally=self.tally,
             team=self.team,
+            yield_to=config.backlog.yield_to,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
         self._queue: asyncio.Queue[tuple[Inbound, bool]] = asyncio.Queue()
         self._outage = StoreOutage("pipeline", instance=self.name)
+        self._fleet_backlog = config.backlog
+        config.backlog.add(self._queue)
         self._tasks: list[asyncio.Task[None]] = []
         # What the edge's pump recorded: batches (one commit each) and messages.
         self.inbox_batches = 0
@@ -283,6 +322,7 @@ class InstanceCore:
         for task in self._tasks:
             await cancel(task)
         await self.mcp.stop()
+        self._fleet_backlog.remove(self._queue)
         return closed
 
     # -- one message's way -----------------------------------------------------------------
@@ -305,6 +345,9 @@ class InstanceCore:
                 self._react(msg, outcome)
             for _ in items:
                 self._queue.task_done()
+            # A queue that is not empty hands out the next batch without suspending:
+            # yield, so the sockets are read and acked between two batches (§9).
+            await asyncio.sleep(0)
 
     async def _process(self, items: list[tuple[Inbound, bool]]) -> tuple[list[Inbound], list[Outcome]]:
         """The batch through the pipeline. While the store cannot take it (a database
@@ -415,6 +458,7 @@ def build_turns(
     approver: ToolApprover | None = None,
     tally: Tally | None = None,
     team: Team | None = None,
+    yield_to: Callable[[], Awaitable[None]] | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -467,6 +511,7 @@ def build_turns(
         wake_instance=on_handoff,
         options=options,
         tally=tally,
+        yield_to=yield_to,
     )
 
 

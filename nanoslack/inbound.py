@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import orjson
 
 
 class InboxKey(NamedTuple):
@@ -148,8 +151,13 @@ class Inbound:
     def to_payload(self) -> str:
         """Compact JSON for the durable inbox: ``[version, values…]`` in the order
         of ``PAYLOAD_FIELDS``. Written once per envelope before the ack, so it is
-        a list, not an object (half the encoding time)."""
-        return _ENCODER.encode([PAYLOAD_VERSION, *(getattr(self, name) for name in PAYLOAD_FIELDS)])
+        a list, not an object (half the encoding time), by orjson (a tenth of the
+        standard encoder's); text it refuses (a lone surrogate) takes the standard one."""
+        values = [PAYLOAD_VERSION, *_payload_values(self)]
+        try:
+            return orjson.dumps(values).decode()
+        except TypeError:
+            return _ENCODER.encode(values)
 
     @classmethod
     def from_payload(cls, text: str) -> Inbound:
@@ -174,6 +182,7 @@ PAYLOAD_FIELDS = (
     "intro", "reaction", "item_ts", "notice",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
+_payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from nanoslack.config import A2AConfig
 from nanoslack.control import Effect, Halts, RoomControl
 from nanoslack.gate import Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
-from nanoslack.inbound import Drop, Identity, Inbound
+from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.rounds import RoundKeeper
 from nanoslack.router import Route, Router
@@ -45,6 +45,8 @@ class NameResolver(Protocol):
 
 
 Status = Literal["processed", "dropped", "failed"]
+# An inbox entry to close at the end of its batch: key, status, reason.
+Finish = tuple[InboxKey, str, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class Pipeline:
         with self._store.transaction():
             if self._fence is not None and not self._fence():
                 raise LeaseLost()
-            return [self._store.inbox.record(msg) for msg in msgs]
+            return self._store.inbox.record_many(msgs)
 
     def unfinished(self) -> list[Inbound]:
         return self._store.inbox.unfinished(self.instance)
@@ -168,33 +170,48 @@ class Pipeline:
             return self._run_batch(msgs, isolate=True)
 
     def _run_batch(self, msgs: Sequence[Inbound], *, isolate: bool) -> list[Outcome]:
+        """One transaction; its per-message writes go out as few statements: the inbox
+        entries closed in one call and the ``messages`` rows in one (``batched``), the
+        engaged threads looked up once (``Router.prefetch``). With ``isolate`` each
+        message has its own savepoint and its writes go out before it is released."""
         outcomes: list[Outcome] = []
-        with self._store.transaction():
+        store = self._store
+        with store.transaction():
             if self._fence is not None and not self._fence():
                 raise LeaseLost()
+            # Isolated, each message asks the store itself, as a lookup that fails must
+            # fail that message alone.
+            self._router.prefetch(() if isolate else msgs)
+            if not isolate:  # a failure aborts the whole batch
+                finished: list[Finish] = []
+                with store.messages.batched():
+                    for msg in msgs:
+                        outcomes.append(self._process_one(msg, finished))
+                store.inbox.finish_many(finished)
+                return outcomes
             for msg in msgs:
-                if not isolate:
-                    outcomes.append(self._process_one(msg))  # a failure aborts the whole batch
-                    continue
                 try:
-                    with self._store.db.savepoint():
-                        outcomes.append(self._process_one(msg))
+                    with store.db.savepoint():
+                        finished = []
+                        with store.messages.batched():
+                            outcome = self._process_one(msg, finished)
+                        store.inbox.finish_many(finished)
+                    outcomes.append(outcome)
                 except Exception as exc:
                     if store_unavailable(exc) is not None:
                         raise  # the whole batch waits for the store, not this message
                     outcomes.append(_failed(exc))
         return outcomes
 
-    def _process_one(self, msg: Inbound) -> Outcome:
+    def _process_one(self, msg: Inbound, finished: list[Finish]) -> Outcome:
         control = self.control.decide(msg)
         if control is not None:
-            self._store.inbox.finish(
-                msg.key, "done" if control.status == "processed" else "dropped", control.reason
-            )
+            status = "done" if control.status == "processed" else "dropped"
+            finished.append((msg.key, status, control.reason))
             return Outcome(control.status, control.reason, control=control.effect)
         decision = self.guard.decide(msg)
         if isinstance(decision, Drop):
-            self._store.inbox.finish(msg.key, "dropped", decision.reason)
+            finished.append((msg.key, "dropped", decision.reason))
             return Outcome("dropped", decision.reason)
         admitted = decision.msg
         route = self._router.route(admitted)
@@ -207,7 +224,7 @@ class Pipeline:
         ):
             self._rounds.joined(admitted, route.room, route.reason)  # a round room: it answers in the round
         reason = verdict.reason if verdict else route.reason
-        self._store.inbox.finish(msg.key, "done", reason)
+        finished.append((msg.key, "done", reason))
         return Outcome("processed", reason, decision, route, verdict)
 
     def _after_commit(self, msg: Inbound, outcome: Outcome) -> None:

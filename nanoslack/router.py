@@ -23,6 +23,7 @@ message.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
@@ -61,6 +62,9 @@ class Router:
         self._groups: dict[str, GroupRow | None] = {}
         self._rooms: dict[str, RoomRow] = {}
         self._engaged: set[tuple[int, str]] = set()
+        # Threads known to have no engagement row when the current batch began
+        # (``prefetch``); what this batch engages leaves the set.
+        self._absent: set[tuple[int, str]] = set()
         self._known_users: set[str] = set()
         self._patterns: dict[str, re.Pattern[str] | None] = {}
 
@@ -82,12 +86,37 @@ class Router:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
 
+    def prefetch(self, msgs: Sequence[Inbound]) -> None:
+        """At the start of a batch, in its transaction: look up in one statement per
+        group whether the threads of the batch's unmentioned messages are engaged, so
+        routing them asks the store nothing (§9: the lookup per message and instance
+        was a quarter of the worker's statements)."""
+        self._absent = set()
+        self._refresh()
+        wanted: dict[int, set[str]] = {}
+        for msg in msgs:
+            thread = msg.thread_key
+            group = self._groups.get(msg.platform_id)
+            if thread is None or group is None or group.engage_mode != "mention-sticky" or group.is_dm:
+                continue
+            if (group.id, thread) not in self._engaged and not msg.mentions_user(self.bot_user_id):
+                wanted.setdefault(group.id, set()).add(thread)
+        for group_id, threads in wanted.items():
+            engaged = self._store.groups.engaged_among(group_id, threads)
+            for thread in threads:
+                key = (group_id, thread)
+                if thread in engaged:
+                    self._remember_thread(key)
+                else:
+                    self._absent.add(key)
+
     def _refresh(self) -> None:
         version = self._store.cache_version()
         if version != self._version:
             self._version = version
             self._groups.clear()
             self._engaged.clear()
+            self._absent.clear()
             self._known_users.clear()
             self._rooms.clear()
 
@@ -198,7 +227,9 @@ class Router:
                 self._store.groups.engage_thread(group.id, thread)
                 self._remember_thread(key)
             return Route(group, True, "mention")
-        if key in self._engaged or self._store.groups.is_engaged(group.id, thread):
+        if key in self._engaged or (
+            key not in self._absent and self._store.groups.is_engaged(group.id, thread)
+        ):
             self._remember_thread(key)
             return Route(group, True, "sticky thread")
         return Route(group, False, "not mentioned")
@@ -207,3 +238,4 @@ class Router:
         if len(self._engaged) >= MAX_CACHED_THREADS:
             self._engaged.clear()
         self._engaged.add(key)
+        self._absent.discard(key)

@@ -32,7 +32,7 @@ from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.shutdown import Shutdown
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
-from nanoslack.slack.socket import SocketOptions
+from nanoslack.slack.socket import SocketOptions, SocketThread
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
@@ -68,14 +68,17 @@ class Fleet:
             observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
             metrics=self.metrics,
         )
+        socket = socket or SocketOptions()
+        self._sockets = SocketThread() if socket.own_thread else None
         self._edge = EdgeOptions(
             api_url=settings.api_url,
             store=self.store,
             siblings=self._siblings,
-            socket=socket or SocketOptions(),
+            socket=socket,
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
             metrics=self.metrics,
+            sockets=self._sockets,
         )
         self._stopping = asyncio.Event()
         self._shutdown: Shutdown | None = None
@@ -214,6 +217,8 @@ class Fleet:
         )
         closed = [r for r in results if isinstance(r, TurnsClosed)]
         self.instances.clear()
+        if self._sockets is not None:
+            await asyncio.to_thread(self._sockets.stop)
         await self.leases.stop()
         await self.core.close()
         if self.health_server is not None:

@@ -2,8 +2,8 @@
 
 For the envelope pump (``socket.EnvelopePump``), which takes every ``events_api``
 envelope: ``screen`` (parse, self filter: the message to record, or None with the
-reason logged) and ``accepted`` (a recorded message goes to the core, a repeat is
-ignored). For everything else that reaches bolt (interactive payloads, the odd
+reason logged) and ``accepted`` (the recorded messages that go to the core; a repeat
+is ignored). For everything else that reaches bolt (interactive payloads, the odd
 envelope): a bolt global middleware that never calls ``next()`` and acks every
 envelope itself; an owner's click on one of the core's questions becomes an
 ``Answer`` for the core (``blocks.answers_of``), a person's click on a vote's button a
@@ -12,8 +12,8 @@ envelope itself; an owner's click on one of the core's questions becomes an
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
@@ -32,13 +32,6 @@ log = get_logger(__name__)
 # take it, Slack's retry brings it back (the envelope handler sends no ack for it).
 RETRY_STATUS = 503
 
-
-class Submit(Protocol):
-    """``InstanceCore.submit``."""
-
-    def __call__(self, msg: Inbound, *, recheck: bool = False) -> None: ...
-
-
 OnAnswer = Callable[[Answer], Awaitable[None]]
 OnVote = Callable[[VoteClick], Awaitable[None]]
 
@@ -48,13 +41,11 @@ class Intake(AsyncMiddleware):
         self,
         identity: Identity,
         *,
-        submit: Submit,
         on_answer: OnAnswer,
         on_activity: Callable[[], None] | None = None,
         on_vote: OnVote | None = None,
     ) -> None:
         self.identity = identity
-        self._submit = submit
         self._on_answer = on_answer
         self._on_vote = on_vote
         self._on_activity = on_activity
@@ -106,15 +97,22 @@ class Intake(AsyncMiddleware):
             return None
         return parsed
 
-    def accepted(self, msg: Inbound, fresh: bool, *, retried: bool = False) -> None:
-        """``msg`` is durable: a new one goes to the core, a repeat is ignored. After a
+    def accepted(
+        self, msgs: Sequence[Inbound], fresh: Sequence[bool], *, retried: bool = False
+    ) -> list[tuple[Inbound, bool]]:
+        """``msgs`` are durable: the new ones go to the core; a repeat is ignored. After a
         write that had to be tried again (``retried``) a repeat may be the first attempt's
-        own, committed although the store's answer was lost: the core gets it to check."""
-        if fresh:
-            self._submit(msg)
-        elif retried:
-            self._submit(msg, recheck=True)
-        else:
-            log.debug(
-                "duplicate delivery ignored", instance=self.identity.instance, channel=msg.channel, ts=msg.ts
-            )
+        own, committed although the store's answer was lost: the core gets it to check
+        (the pair's flag)."""
+        out: list[tuple[Inbound, bool]] = []
+        for msg, is_new in zip(msgs, fresh, strict=True):
+            if is_new or retried:
+                out.append((msg, not is_new))
+            else:
+                log.debug(
+                    "duplicate delivery ignored",
+                    instance=self.identity.instance,
+                    channel=msg.channel,
+                    ts=msg.ts,
+                )
+        return out

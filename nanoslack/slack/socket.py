@@ -18,7 +18,8 @@ most of its ≈ 200 µs per envelope building a request, a context and a web cli
 and walking its middleware chain, for an answer our intake decides alone. The
 pump replaces slack-sdk's reader of the client's queue, which started one task
 per envelope with no bound: it takes what is queued in arrival order, records
-the batch's events in one commit, then acks them. The queue is bounded, so when
+the batch's events in one commit, then acks them (the batch's acks as WebSocket
+frames in one socket write). The queue is bounded, so when
 the fleet falls behind the socket reader waits, the socket's buffers fill, and
 what is not acked is Slack's to retry: nothing piles up in memory. A store that
 cannot take the batch holds the pump the same way: the batch stays unacked and is
@@ -32,11 +33,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import re
+import struct
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import orjson
+from aiohttp._websocket.helpers import websocket_mask
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
@@ -61,7 +67,16 @@ MAX_BACKLOG = 2048
 BACKLOG_POLL = 0.005
 _monotonic = time.monotonic
 
+# Slack's envelope ids are uuids: an ack for one needs no JSON encoder.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.:-]+")
+
+_PACK_HEADER = struct.Struct("!BB").pack
+_PACK_MASK = struct.Struct("!L").pack
+
 Record = Callable[[Sequence[Inbound]], list[bool]]
+# The recorded messages for the core, each with whether it is to be checked first.
+Deliver = Callable[[list[tuple[Inbound, bool]]], None]
+T = TypeVar("T")
 
 
 def install_envelope_handler(
@@ -145,7 +160,13 @@ _Event = tuple[str, dict[str, Any], float]
 
 
 class EnvelopePump:
-    """Reads a Socket Mode client's queue in batches (see the module docstring)."""
+    """Reads a Socket Mode client's queue in batches (see the module docstring).
+
+    Runs on the sockets' loop (the fleet's, or ``SocketThread``'s): ``record`` is the core's
+    synchronous inbox write (the store's lock makes it safe from this thread) and
+    returns before any envelope of the batch is acked; ``deliver`` hands the fresh
+    messages to the core's loop, in order.
+    """
 
     def __init__(
         self,
@@ -153,6 +174,7 @@ class EnvelopePump:
         intake: Intake,
         *,
         record: Record,
+        deliver: Deliver,
         backlog: Callable[[], int],
         instance: str,
         tally: Tally | None = None,
@@ -160,6 +182,7 @@ class EnvelopePump:
         self._client = client
         self._intake = intake
         self._record = record
+        self._deliver = deliver
         self._backlog = backlog
         self._instance = instance
         self._tally = tally or Tally()
@@ -228,16 +251,55 @@ class EnvelopePump:
             )
             await self._ack([(envelope_id, arrived) for envelope_id, msg, arrived in screened if msg is None])
             return
-        retried = self._outage.retries > tries
-        for msg, is_new in zip(msgs, fresh, strict=True):
-            intake.accepted(msg, is_new, retried=retried)
+        if msgs:
+            self._deliver(intake.accepted(msgs, fresh, retried=self._outage.retries > tries))
         await self._ack([(envelope_id, arrived) for envelope_id, _, arrived in screened])
 
     async def _ack(self, envelopes: list[tuple[str, float]]) -> None:
-        send = self._client.send_message
-        for envelope_id, _ in envelopes:
-            await send(json.dumps({"envelope_id": envelope_id}))
+        if not envelopes:
+            return
+        client = self._client
+        if not _write_frames(client, [_ack_frame(envelope_id).encode() for envelope_id, _ in envelopes]):
+            for envelope_id, _ in envelopes:
+                await client.send_message(_ack_frame(envelope_id))
         self._tally.acks(arrived for _, arrived in envelopes)
+
+
+def _write_frames(client: AsyncBaseSocketModeClient, payloads: list[bytes]) -> bool:
+    """A batch's acks as WebSocket text frames in one write to the socket: one system
+    call instead of one per envelope, and one read for Slack's side. aiohttp sends a
+    frame per call and has no batch API, so this builds client frames (RFC 6455: FIN,
+    text opcode, a fresh random mask each) on the connection aiohttp holds; anything
+    unexpected there (compression, a closing transport, another aiohttp) and it
+    returns False, and the acks go one by one through slack-sdk."""
+    try:
+        writer = client.current_session._writer  # type: ignore[attr-defined]
+        transport = writer.transport
+        if writer.compress or not writer.use_mask or transport.is_closing():
+            return False
+        random_bits = writer.get_random_bits
+    except AttributeError:
+        return False
+    out = bytearray()
+    for payload in payloads:
+        if len(payload) >= 126:  # acks are ~55 bytes; longer frames take the library
+            return False
+        mask = _PACK_MASK(random_bits())
+        masked = bytearray(payload)
+        websocket_mask(mask, masked)
+        out += _PACK_HEADER(0x81, 0x80 | len(payload))
+        out += mask
+        out += masked
+    transport.write(bytes(out))
+    return True
+
+
+def _ack_frame(envelope_id: str) -> str:
+    """``{"envelope_id": …}`` without a JSON encoder for Slack's ids (uuid-shaped); an
+    id that would need escaping takes the encoder."""
+    if _PLAIN_ID.fullmatch(envelope_id):
+        return '{"envelope_id":"' + envelope_id + '"}'
+    return json.dumps({"envelope_id": envelope_id})
 
 
 def _loads(raw: str) -> dict[str, Any]:
@@ -245,10 +307,19 @@ def _loads(raw: str) -> dict[str, Any]:
     if not raw.startswith("{"):
         return {}
     try:
-        message = json.loads(raw)
+        message = _decode(raw)
     except ValueError:
         return {}
     return message if isinstance(message, dict) else {}
+
+
+def _decode(raw: str) -> Any:
+    """orjson (≈ 2.5× the standard decoder on an envelope); what it refuses and the
+    standard library reads (a lone surrogate escape, NaN, a huge integer) still reads."""
+    try:
+        return orjson.loads(raw)
+    except ValueError:
+        return json.loads(raw)
 
 
 def _event_callback(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -258,12 +329,70 @@ def _event_callback(message: dict[str, Any]) -> dict[str, Any] | None:
     payload = message.get("payload")
     if isinstance(payload, str):
         try:
-            payload = json.loads(payload)
+            payload = _decode(payload)
         except ValueError:
             return None
     if isinstance(payload, dict) and payload.get("type") == "event_callback":
         return payload
     return None
+
+
+class SocketThread:
+    """The fleet's sockets on an event loop of their own, in one thread (off by default:
+    ``SocketOptions.own_thread``).
+
+    What crosses over: the inbox write (synchronous, under the store's lock, before the
+    ack), recorded messages to the core (one ``call_soon_threadsafe`` per batch, in
+    order) and an owner's click (run on the fleet's loop, awaited here). It bounds how
+    long a callback on the fleet's loop can hold an ack back, but under the GIL each
+    of the pump's many short blocking calls hands the interpreter to the busy fleet
+    thread and waits up to the switch interval to get it back: measured, the one-loop
+    pump with short slices of agent work acks faster (issue 19).
+    """
+
+    def __init__(self, name: str = "nanoslack-sockets") -> None:
+        self._name = name
+        self.loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            if self.loop.is_closed():
+                self.loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the socket loop and wait for it from the caller's loop."""
+        self.start()
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel what is left on the socket loop, then end the thread."""
+        thread = self._thread
+        if thread is None:
+            self.loop.close()
+            return
+        if self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(timeout)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        thread.join(timeout)
+        self._thread = None
+        if not thread.is_alive():
+            self.loop.close()
+
+
+async def _cancel_all() -> None:
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=2.0)
 
 
 @dataclass(frozen=True)
@@ -274,6 +403,13 @@ class SocketOptions:
     # cannot be seen any other way. A fresh connection is cheap.
     idle_reconnect: float = 300.0
     watchdog_interval: float = 5.0
+    # The sockets on a loop of their own (``SocketThread``) instead of the fleet's loop.
+    # Off: measured slower on CPython 3.11 (issue 19, BENCHMARKS.md), because every
+    # socket write and SQLite call releases the GIL and the pump thread then waits up
+    # to the switch interval (5 ms) to get it back from a busy fleet loop; with 256
+    # acks a batch that is over a second. Kept for ``bench/fleet_bench.py
+    # --sockets-thread`` and for an interpreter without the GIL.
+    own_thread: bool = False
 
 
 class SocketWatchdog:

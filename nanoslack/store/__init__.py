@@ -8,16 +8,18 @@ its gate decision, its outbox posts and its inbox entry atomically.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from sqlalchemy import Connection
-
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.budgets import Grant, Grants
-from nanoslack.store.db import SCHEMA_VERSION, Database, StoreError, StoreUnavailable, store_unavailable
+from nanoslack.store.db import (
+    SCHEMA_VERSION,
+    Database,
+    StoreError,
+    StoreUnavailable,
+    Transaction,
+    store_unavailable,
+)
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.hops import HopCount, Hops
@@ -99,10 +101,10 @@ class Store:
     def open(cls, url: str) -> Store:
         return cls(Database(url))
 
-    @contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        with self.db.transaction() as conn:
-            yield conn
+    def transaction(self) -> Transaction:
+        """``with store.transaction() as conn``: the database's own context manager, not
+        a generator around it (the pipeline enters one several times per message)."""
+        return self.db.transaction()
 
     def cache_version(self) -> tuple[int, ...]:
         """Inside a transaction: a value that changes whenever cached groups or

@@ -18,7 +18,7 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -352,7 +352,26 @@ def migrate(conn: Connection) -> int:
         version += 1
         conn.execute(text("DELETE FROM schema_meta WHERE key='version'"))
         conn.execute(text("INSERT INTO schema_meta (key, value) VALUES ('version', :v)"), {"v": str(version)})
+    _ensure_indexes(conn)
     return version
+
+
+# Indexes added without a schema version (made by every open, cheap once they exist).
+# What a turn reads of its thread's outbox posts: without them each turn scanned the
+# instance's whole outbox, so turns slowed as replies piled up (issue 19). They repeat
+# the reads' ``coalesce(thread_ts, '')``. (``messages`` gets none: its reads use the
+# primary key, and every envelope's row would pay for one.)
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS outbox_sent_posts"
+    " ON outbox (instance, posted_channel, (coalesce(thread_ts, '')), posted_ts)",
+    "CREATE INDEX IF NOT EXISTS outbox_unsent"
+    " ON outbox (instance, status, channel, (coalesce(thread_ts, '')))",
+)
+
+
+def _ensure_indexes(conn: Connection) -> None:
+    for ddl in _INDEXES:
+        conn.exec_driver_sql(ddl)
 
 
 _PG_PARAM = re.compile(r"(?<![:\w]):(\w+)")
@@ -393,8 +412,46 @@ def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tup
     return tuple(result) if result is not None else None
 
 
+def hot_all(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """``hot_first`` for a read of several rows (a turn's thread, its pending messages)."""
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        sql = stmt.text if name == "sqlite" else _pg_text(stmt.text)
+        return [tuple(r) for r in _driver(conn).execute(sql, params).fetchall()]
+    return [tuple(r) for r in conn.execute(stmt, params).all()]
+
+
 def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
     return hot_first(conn, stmt, params) is not None
+
+
+def hot_many(conn: Connection, stmt: TextClause, rows: Sequence[dict[str, Any]]) -> None:
+    """``hot_execute`` for a batch's rows of one statement: one call, and on PostgreSQL
+    one round trip (psycopg pipelines ``executemany``)."""
+    if not rows:
+        return
+    name = conn.dialect.name
+    if name == "sqlite":
+        _driver(conn).executemany(stmt.text, rows)
+    elif name == "postgresql":
+        _driver(conn).cursor().executemany(_pg_text(stmt.text), rows)
+    else:
+        conn.execute(stmt, list(rows))
+
+
+def hot_rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """A statement with positional ``?`` parameters (a multi-row VALUES list), its rows."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        return [tuple(r) for r in _driver(conn).execute(sql, params).fetchall()]
+    if name == "postgresql":
+        return [tuple(r) for r in _driver(conn).execute(_pg_positional(sql), params).fetchall()]
+    raise StoreError(f"positional statements are not supported on {name}")
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_positional(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
 
 
 _CACHE_VERSION = text("SELECT version FROM cache_version WHERE id = 1")

@@ -8,12 +8,13 @@ only moves when *another* connection commits).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_exists
+from nanoslack.store.db import Database, hot_execute, hot_exists, hot_rows
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -50,6 +51,16 @@ _ENGAGE = text(
 )
 _IS_ENGAGED = text(
     "SELECT 1 FROM engaged_threads WHERE messaging_group_id = :group_id AND thread_key = :thread_key"
+)
+
+
+# ``engaged_among`` asks for this many thread keys per statement (padded, so the
+# statement has one shape the driver keeps prepared).
+_AMONG_CHUNK = 64
+_AMONG = (
+    "SELECT thread_key FROM engaged_threads WHERE messaging_group_id = ? AND thread_key IN ("
+    + ", ".join(["?"] * _AMONG_CHUNK)
+    + ")"
 )
 
 
@@ -142,6 +153,17 @@ class MessagingGroups:
     def engage_thread(self, group_id: int, thread_key: str) -> None:
         with self._db.transaction() as conn:
             hot_execute(conn, _ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
+
+    def engaged_among(self, group_id: int, thread_keys: Collection[str]) -> set[str]:
+        """Which of ``thread_keys`` the group is engaged in: ``is_engaged`` for a batch."""
+        keys = list(thread_keys)
+        found: set[str] = set()
+        with self._db.transaction() as conn:
+            for start in range(0, len(keys), _AMONG_CHUNK):
+                chunk = keys[start : start + _AMONG_CHUNK]
+                chunk += [chunk[-1]] * (_AMONG_CHUNK - len(chunk))
+                found.update(str(r[0]) for r in hot_rows(conn, _AMONG, [group_id, *chunk]))
+        return found
 
     def is_engaged(self, group_id: int, thread_key: str) -> bool:
         with self._db.transaction() as conn:

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute, hot_first
+from nanoslack.store.db import Database, hot_execute, hot_first, hot_many, hot_rows
 
 _RECORD = text(
     "INSERT INTO inbox (instance, channel, ts, event_type, event_id, payload, status, attempts, received_at)"
     " VALUES (:instance, :channel, :ts, :event_type, :event_id, :payload, 'received', 0, :now)"
     " ON CONFLICT DO NOTHING"
 )
+# A batch's rows in one statement; the keys that were new come back (a duplicate, in
+# the store or earlier in the same batch, returns nothing). Chunk sizes are few, so
+# the driver's statement cache keeps every shape prepared.
+_RECORD_COLUMNS = "instance, channel, ts, event_type, event_id, payload, status, attempts, received_at"
+_RECORD_ROW = "(?, ?, ?, ?, ?, ?, 'received', 0, ?)"
+_RECORD_CHUNKS = (64, 16, 4, 1)
 _FINISH = text(
     "UPDATE inbox SET status = :status, reason = :reason, finished_at = :now"
     " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = 'received'"
@@ -35,6 +44,15 @@ _NEWEST = text(
 MAX_ATTEMPTS = 3
 
 
+@functools.lru_cache(maxsize=len(_RECORD_CHUNKS))
+def _record_sql(rows: int) -> str:
+    values = ", ".join([_RECORD_ROW] * rows)
+    return (
+        f"INSERT INTO inbox ({_RECORD_COLUMNS}) VALUES {values}"
+        " ON CONFLICT DO NOTHING RETURNING instance, channel, ts"
+    )
+
+
 class Inbox:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -52,6 +70,39 @@ class Inbox:
         }
         with self._db.transaction() as conn:
             return hot_execute(conn, _RECORD, params) == 1
+
+    def record_many(self, msgs: Sequence[Inbound]) -> list[bool]:
+        """``record`` for a batch, in a few multi-row statements; for each message,
+        whether it was new (the first of two with one key in a batch is the new one)."""
+        now = time.time()
+        new: set[tuple[str, str, str]] = set()
+        with self._db.transaction() as conn:
+            start = 0
+            while start < len(msgs):
+                size = next(n for n in _RECORD_CHUNKS if n <= len(msgs) - start)
+                chunk = msgs[start : start + size]
+                start += size
+                params: list[Any] = []
+                for m in chunk:
+                    params += (m.instance, m.channel, m.ts, m.event_type, m.event_id, m.to_payload(), now)
+                rows = hot_rows(conn, _record_sql(size), params)
+                new.update((str(r[0]), str(r[1]), str(r[2])) for r in rows)
+        fresh: list[bool] = []
+        for m in msgs:
+            key = (m.instance, m.channel, m.ts)
+            fresh.append(key in new)
+            new.discard(key)
+        return fresh
+
+    def finish_many(self, rows: Sequence[tuple[InboxKey, str, str | None]]) -> None:
+        """``finish`` for a batch (key, status, reason), in one call."""
+        now = time.time()
+        params = [
+            {"instance": k.instance, "channel": k.channel, "ts": k.ts, "status": st, "reason": r, "now": now}
+            for k, st, r in rows
+        ]
+        with self._db.transaction() as conn:
+            hot_many(conn, _FINISH, params)
 
     def finish(self, key: InboxKey, status: str = "done", reason: str | None = None) -> bool:
         """Close an entry; False when it was already closed (so work ran twice)."""

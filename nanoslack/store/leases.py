@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_first
 
 _PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
 # Taken when free, lapsed, or ours; otherwise the row is left as it is.
@@ -94,5 +94,6 @@ class Leases:
         a process that lost its lease (frozen, then thawed) never finishes work the
         new holder has taken over."""
         with self._db.transaction() as conn:
-            row = conn.execute(_HOLDER if self._db.is_sqlite else _HOLDER_PG, {"instance": instance}).first()
+            # Every batch asks (the fence): the driver's fast path.
+            row = hot_first(conn, _HOLDER if self._db.is_sqlite else _HOLDER_PG, {"instance": instance})
         return row is not None and str(row[0]) == holder

@@ -9,14 +9,15 @@ pending) happens exactly once even if two deciders race.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute, hot_first
+from nanoslack.store.db import Database, hot_all, hot_execute, hot_first, hot_many
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -37,6 +38,14 @@ _SET_STATUS_FROM = text(
 _PENDING = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
 )
+# The threads with pending messages, in the order their first one arrived: what the
+# turn scheduler asks on every wake (one row per thread, not per message).
+_PENDING_THREADS_SQL = (
+    "SELECT channel, thread_key FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
+    " GROUP BY channel, thread_key ORDER BY min(ts)"
+)
+_PENDING_THREADS = text(_PENDING_THREADS_SQL.format(indexed=""))
+_PENDING_THREADS_SQLITE = text(_PENDING_THREADS_SQL.format(indexed=" INDEXED BY messages_pending"))
 _HELD = text(
     f"SELECT {_COLUMNS} FROM messages"
     " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
@@ -49,9 +58,13 @@ _MOVE_HELD = text(
 )
 # A thread as the agent may read it: its messages after the instance's last turn there,
 # never held or refused ones (from senders nobody has let in).
+# ``ts >= :thread_key``: a thread's messages are its root (whose ts is the key) and later
+# ones, so the primary key's range starts at the root, not at the channel's first
+# message (a turn read the whole channel since its last turn there; issue 19). DMs
+# (key "") are one thread.
 _THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
-    " AND thread_key = :thread_key AND ts > :since AND ts <= :until"
+    " AND thread_key = :thread_key AND ts >= :thread_key AND ts > :since AND ts <= :until"
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
 )
@@ -72,9 +85,17 @@ _WAKE = text(
     " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :now)"
     " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending' WHERE messages.status = 'context'"
 )
-_PENDING_IN_THREAD = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending'"
+# SQLite's planner, without statistics, prefers the primary key's (instance, channel)
+# to the small partial index of pending rows, and so read every message of the
+# channel on every turn (issue 19): on SQLite these name the index (``INDEXED BY``);
+# PostgreSQL's planner has statistics.
+_PENDING_IN_THREAD_SQL = (
+    "SELECT {columns} FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
+)
+_PENDING_IN_THREAD = text(_PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=""))
+_PENDING_IN_THREAD_SQLITE = text(
+    _PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=" INDEXED BY messages_pending")
 )
 # The last human message this instance saw in the room: a pause lasts until the next one.
 _LAST_HUMAN = text(
@@ -136,9 +157,37 @@ def _row(r: Any) -> MessageRow:
 class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
+        # Rows ``add`` keeps for the end of a ``batched`` stretch, else None.
+        self._later: list[dict[str, Any]] | None = None
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside one transaction (a pipeline batch): ``add`` keeps its rows and they are
+        written in one call at the end, or before anything reads this table. On an
+        exception they are dropped with the transaction they belonged to."""
+        if self._later is not None:
+            yield
+            return
+        self._later = []
+        try:
+            yield
+            self.flush()
+        finally:
+            self._later = None
+
+    def flush(self) -> None:
+        if not self._later:  # the common case, without taking the store's lock
+            return
+        with self._db.transaction() as conn:
+            # Under the lock: only the thread whose batch it is sees its rows here.
+            rows = self._later
+            if rows:
+                self._later = []
+                hot_many(conn, _ADD, rows)
 
     def add(self, msg: Inbound, *, group_id: int | None, status: str) -> bool:
-        """Store ``msg``; False when its (instance, channel, ts) is already there."""
+        """Store ``msg``; False when its (instance, channel, ts) is already there (always
+        True inside ``batched``, where the row is written later)."""
         params = {
             "instance": msg.instance,
             "channel": msg.channel,
@@ -153,23 +202,29 @@ class Messages:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
+            if self._later is not None:
+                self._later.append(params)
+                return True
             return hot_execute(conn, _ADD, params) == 1
 
     def get(self, key: InboxKey) -> MessageRow | None:
+        self.flush()
         with self._db.transaction() as conn:
             r = conn.execute(_GET, key._asdict()).first()
         return _row(r) if r else None
 
     def set_statuses(self, keys: Sequence[InboxKey], status: str, *, from_status: str) -> int:
+        self.flush()
         with self._db.transaction() as conn:
             return sum(
-                conn.execute(
-                    _SET_STATUS_FROM, {**k._asdict(), "status": status, "from_status": from_status}
-                ).rowcount
+                hot_execute(
+                    conn, _SET_STATUS_FROM, {**k._asdict(), "status": status, "from_status": from_status}
+                )
                 for k in keys
             )
 
     def pending(self, instance: str) -> list[MessageRow]:
+        self.flush()
         with self._db.transaction() as conn:
             return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
 
@@ -178,6 +233,7 @@ class Messages:
         an owner stopped: nothing of it may run after the resume)."""
         if not ts:
             return 0
+        self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_CONSUME_EVERYONES, {"channel": channel, "ts": ts}).rowcount)
 
@@ -188,6 +244,7 @@ class Messages:
         > 0; a round's closing brief for the chief), pending for its turn; its ts (minted
         here, after every ts Slack gave so far: a turn answers in ts order)."""
         now = time.time()
+        self.flush()
         with self._db.transaction() as conn:
             for bump in range(1000):  # two handoffs in the same microsecond: the next one
                 ts = f"{now + bump * 1e-6:.6f}"
@@ -219,6 +276,7 @@ class Messages:
             "text": text,
             "now": time.time(),
         }
+        self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_WAKE, params).rowcount) == 1
 
@@ -239,15 +297,27 @@ class Messages:
             "since": since_ts or "",
             "until": until or _LAST_TS,
         }
+        self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_THREAD_COUNT, params).scalar_one())
 
+    def pending_threads(self, instance: str) -> list[tuple[str, str]]:
+        """(channel, thread_key) of every thread with a pending message, oldest first."""
+        self.flush()
+        with self._db.transaction() as conn:
+            stmt = _PENDING_THREADS_SQLITE if self._db.is_sqlite else _PENDING_THREADS
+            rows = hot_all(conn, stmt, {"instance": instance})
+        return [(str(r[0]), str(r[1])) for r in rows]
+
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        self.flush()
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_PENDING_IN_THREAD, params).all()]
+            stmt = _PENDING_IN_THREAD_SQLITE if self._db.is_sqlite else _PENDING_IN_THREAD
+            return [_row(r) for r in hot_all(conn, stmt, params)]
 
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
+        self.flush()
         with self._db.transaction() as conn:
             return [
                 _row(r) for r in conn.execute(_HELD, {"instance": instance, "sender_id": sender_id}).all()
@@ -256,6 +326,7 @@ class Messages:
     def release_held(self, instance: str, sender_id: str, status: str) -> list[InboxKey]:
         """Move every held message of ``sender_id`` to ``status``; the keys that moved."""
         params = {"instance": instance, "sender_id": sender_id, "status": status}
+        self.flush()
         with self._db.transaction() as conn:
             rows = conn.execute(_MOVE_HELD, params).all()
         return sorted(InboxKey(instance, str(r[0]), str(r[1])) for r in rows)
@@ -280,17 +351,20 @@ class Messages:
             "until": until or _LAST_TS,
             "limit": limit,
         }
+        self.flush()
         with self._db.transaction() as conn:
-            rows = [_row(r) for r in conn.execute(_THREAD, params).all()]
+            rows = [_row(r) for r in hot_all(conn, _THREAD, params)]
         rows.reverse()
         return rows
 
     def last_human_ts(self, instance: str, room: str) -> str:
+        self.flush()
         with self._db.transaction() as conn:
             row = hot_first(conn, _LAST_HUMAN, {"instance": instance, "room": room})
         return str(row[0]) if row else ""
 
     def counts(self, instance: str) -> dict[str, int]:
+        self.flush()
         with self._db.transaction() as conn:
             return {
                 str(r[0]): int(r[1]) for r in conn.execute(_COUNT_BY_STATUS, {"instance": instance}).all()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_all
 
 _COLUMNS = (
     "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
@@ -241,14 +241,14 @@ class Outbox:
             "limit": limit,
         }
         with self._db.transaction() as conn:
-            rows = conn.execute(_SENT_POSTS, params).all()
+            rows = hot_all(conn, _SENT_POSTS, params)  # every turn's transcript
         return [(str(r[0]), str(r[1])) for r in reversed(rows)]
 
     def unsent_replies(self, instance: str, channel: str, thread_ts: str) -> list[str]:
         """Texts of this instance's turn replies in a thread still waiting to be sent."""
         params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
         with self._db.transaction() as conn:
-            return [str(r[0]) for r in conn.execute(_UNSENT_REPLIES, params).all()]
+            return [str(r[0]) for r in hot_all(conn, _UNSENT_REPLIES, params)]
 
     def replies_of(self, turn_ids: list[int]) -> list[tuple[int, str, str]]:
         """``(turn id, text, status)`` of these turns' replies, in the order they were queued."""

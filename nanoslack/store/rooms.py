@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_exists
+from nanoslack.store.db import Database, hot_all, hot_exists
 
 _HALT = text(
     "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (:room, :by, :now, :instance)"
@@ -51,7 +51,7 @@ class Rooms:
 
     def halted(self) -> list[HaltRow]:
         with self._db.transaction() as conn:
-            rows = conn.execute(_HALTED).all()
+            rows = hot_all(conn, _HALTED, {})  # every turn poll asks
         return [HaltRow(str(r[0]), str(r[1]), float(r[2]), r[3]) for r in rows]
 
     def get(self, room: str) -> HaltRow | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.db import Database, hot_execute, hot_first
 
 _START = text(
     "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"
@@ -128,7 +128,9 @@ class Turns:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
-            return int(conn.execute(_START, params).scalar_one())
+            row = hot_first(conn, _START, params)  # a turn's statements: the driver's fast path
+            assert row is not None
+            return int(row[0])
 
     def finish(self, turn_id: int, status: str, *, posts: int = 0, error: str | None = None) -> bool:
         """False when the turn was no longer running (abandoned by a restart). Its tokens
@@ -141,7 +143,7 @@ class Turns:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
-            return int(conn.execute(_FINISH, params).rowcount) == 1
+            return hot_execute(conn, _FINISH, params) == 1
 
     def add_tokens(self, turn_id: int, tokens: int) -> None:
         if tokens <= 0:
@@ -157,8 +159,8 @@ class Turns:
     def last_through(self, instance: str, channel: str, thread_key: str) -> str | None:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
         with self._db.transaction() as conn:
-            value = conn.execute(_LAST_THROUGH, params).scalar()
-        return None if value is None else str(value)
+            row = hot_first(conn, _LAST_THROUGH, params)
+        return None if row is None or row[0] is None else str(row[0])
 
     def get(self, turn_id: int) -> TurnRow | None:
         with self._db.transaction() as conn:

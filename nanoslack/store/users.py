@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_first
 
 UserKind = Literal["human", "bot"]
 
@@ -60,7 +60,7 @@ class Users:
 
     def get(self, user_id: str) -> UserRow | None:
         with self._db.transaction() as conn:
-            r = conn.execute(_GET, {"id": user_id}).first()
+            r = hot_first(conn, _GET, {"id": user_id})  # every turn's sender
         return _row(r) if r else None
 
     def name_by_slack_user(self, slack_user_id: str) -> str | None:

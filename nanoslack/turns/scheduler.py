@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +43,9 @@ from nanoslack.turns.transcript import ThreadKey, Transcripts
 log = get_logger(__name__)
 
 CRASH_BACKOFF_S = 5.0
+# More turns than this under way or waiting in an instance: its turns yield between
+# stages (issue 19: ack p99 while 5,000 queued turns drain).
+SLICE_WHEN_BUSY = 8
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class TurnScheduler:
         wake_instance: Callable[[str], None] | None = None,
         options: TurnOptions | None = None,
         tally: Tally | None = None,
+        yield_to: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -96,6 +100,9 @@ class TurnScheduler:
         self._rounds = rounds
         self._wake_instance = wake_instance
         self._limiter = limiter
+        # Awaited before a turn takes its slot: the fleet lets what the sockets brought
+        # in go first (``nanoslack.core.Intake``-side work, bounded; issue 19).
+        self._yield_to = yield_to
         self._halts = halts
         self._room_budget = room_budget
         self._options = options or TurnOptions()
@@ -176,12 +183,22 @@ class TurnScheduler:
         for channel in halted:
             self.halt(channel)
         self._tick_rounds()
-        for key in _threads(self._answerable(self._store.messages.pending(self.instance))):
+        for key in self._pending_threads():
             if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
+
+    def _pending_threads(self) -> list[ThreadKey]:
+        """The threads with pending messages, in the order their first one arrived."""
+        if self._rounds is not None and self._rounds.waiting():
+            # Questions held for a round are skipped message by message (rare: a round
+            # room with a round under way), so read the messages themselves.
+            return list(_threads(self._answerable(self._store.messages.pending(self.instance))))
+        # One row per thread: with thousands of turns queued, reading every pending
+        # message on each wake made draining them quadratic (issue 19).
+        return [ThreadKey(c, t) for c, t in self._store.messages.pending_threads(self.instance)]
 
     def _answerable(self, rows: Sequence[MessageRow]) -> list[MessageRow]:
         """What a turn may answer now: not a question whose round waits for the room's
@@ -204,6 +221,13 @@ class TurnScheduler:
             self._room_budget is not None and bool(key.thread_key) and self._room_budget.paused(key.channel)
         )
 
+    async def _slice(self) -> None:
+        """With turns queued (a burst's, draining), each stage of a turn is its own slice
+        of the loop, so envelopes are read and acked between them; a lone turn runs
+        straight through, as every extra slice is a loop iteration on its reply's way."""
+        if len(self._busy) > SLICE_WHEN_BUSY:
+            await asyncio.sleep(0)
+
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
         self._halting.discard(key)
@@ -211,6 +235,8 @@ class TurnScheduler:
 
     async def _turn(self, key: ThreadKey) -> None:
         try:
+            if self._yield_to is not None:
+                await self._yield_to()
             async with self._limiter:
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
@@ -230,7 +256,9 @@ class TurnScheduler:
             await asyncio.sleep(CRASH_BACKOFF_S)
 
     async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
+        await self._slice()
         turn = await self._transcripts.build(key, msgs)
+        await self._slice()
         turn_id = self._store.turns.start(
             instance=self.instance,
             channel=key.channel,
