@@ -26,6 +26,7 @@ from nanoslack import mrkdwn
 from nanoslack.asks import HALT, OwnerAsks, by_id, who
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
+from nanoslack.rounds import ROUND
 from nanoslack.store import Store
 
 if TYPE_CHECKING:  # rounds need room control's halts in turn
@@ -216,7 +217,14 @@ class RoomControl:
     def hop_limit_reached(self, msg: Inbound, max_hops: int) -> None:
         """One pause notice per pause: the epoch is the last human message this
         instance saw in the room, so every instance that hits the limit before the
-        next human message writes the same outbox key, and only the first row lands."""
+        next human message writes the same outbox key, and only the first row lands.
+
+        None in a ``round`` room: no bot answers a bot there, so nothing pauses; a round's
+        answers and its dispatch reach the limit by design, and a notice after the
+        dispatch would be the round's last post (DESIGN §12)."""
+        if self._store.room_kinds.get(msg.channel).kind == ROUND:
+            log.debug("pause notice skipped: round room", instance=self.instance, room=msg.channel)
+            return
         epoch = self._store.messages.last_human_ts(self.instance, msg.channel)
         if self._notice(
             f"pause:{msg.channel}:{epoch}",

@@ -104,9 +104,12 @@ def line_for(msg: Inbound, outcome: Outcome, names: dict[str, str]) -> str:
 
 async def _play(args: argparse.Namespace, data: Path) -> int:
     from nanoslack.emulator import Emulator, apply_workspace, sample_workspace
+    from nanoslack.playground.stage import llm_settings
     from nanoslack.slack.fleet import Fleet
 
     out = print
+    # The same back end as the page: an LLM configured in ./.env answers instead of the script.
+    llm = {} if args.script else llm_settings(Path(".env"))
     async with Emulator(ack_timeout=1.0) as emu:
         apply_workspace(emu, sample_workspace())
         alice = next(u for u in emu.users() if u.name == "alice")
@@ -125,6 +128,7 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
             # dana leads: she may hand work to anyone, anyone may hand work to her.
             "NANOSLACK_CHIEF": "dana",
         }
+        env |= llm
         for app in apps.values():
             suf = env_suffix(app.name)
             env |= {f"SLACK_BOT_TOKEN_{suf}": app.bot_token, f"SLACK_APP_TOKEN_{suf}": app.app_token}
@@ -153,7 +157,13 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
         try:
             await fleet.start()
             out(f"nanoslack demo: alice (owner) with dana, eli and fay in group DM {room}")
-            out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents: script back end")
+            agents = f"{llm['NANOSLACK_AGENT']} back end from ./.env" if llm else "script back end"
+            out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents: {agents}")
+            if llm:
+                # The tour waits for the script crew's exact words; a model says its own.
+                out("the narrated tour needs the script crew (--script shows it): straight to the room")
+                await _talk(args, emu, alice.id, room, room_log, narrator, names, by_user, out)
+                return 0
 
             out("\n1. alice asks dana; the crew hands the work on by @mention")
             await emu.post_as_user(alice.id, room, f"{mention['dana']} what's the plan for Friday?")
@@ -193,17 +203,33 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
                 policy = row.unknown_sender_policy
                 out(f"     {row.instance:>4}  {row.platform_id}  {row.engage_mode}  {policy}")
 
-            async def post(text: str) -> None:
-                await emu.post_as_user(alice.id, room, _link(text, by_user))
-
-            out("\ntype a message to post it in the room as alice (e.g. @dana what's next?); Ctrl-D ends")
-            await _converse(post, room_log, narrator, names, out)
-            if args.serve:
-                out(f"\nserving: Slack API {emu.api_url} — Ctrl-C to stop")
-                await asyncio.Event().wait()
+            await _talk(args, emu, alice.id, room, room_log, narrator, names, by_user, out)
         finally:
             await fleet.stop()
     return 0
+
+
+async def _talk(
+    args: argparse.Namespace,
+    emu: Any,
+    alice: str,
+    room: str,
+    room_log: RoomLog,
+    narrator: Narrator,
+    names: dict[str, str],
+    by_user: dict[str, str],
+    out: Callable[[str], None],
+) -> None:
+    """Post what is typed as alice until stdin ends; with ``--serve``, keep running after."""
+
+    async def post(text: str) -> None:
+        await emu.post_as_user(alice, room, _link(text, by_user))
+
+    out("\ntype a message to post it in the room as alice (e.g. @dana what's next?); Ctrl-D ends")
+    await _converse(post, room_log, narrator, names, out)
+    if args.serve:
+        out(f"\nserving: Slack API {emu.api_url} — Ctrl-C to stop")
+        await asyncio.Event().wait()
 
 
 async def _wait_approval_dm(emu: Any, owner: str) -> dict[str, str]:

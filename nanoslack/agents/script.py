@@ -25,6 +25,9 @@ The rules file is JSON::
   turn and a handoff is delivered like a model's.
 - ``from`` also takes ``agent``: a message another instance handed over with
   ``send_to_agent`` (``bot`` is a bot's message in Slack, ``any`` is every kind).
+- ``note`` (optional): a regular expression that must also be found in one of the
+  turn's notes (the lines about the room shown after the transcript, e.g. a round's
+  "Everyone in this room answers this question at once"): a rule for round rooms only.
 - ``when_wrapping_up`` (optional): the reply used instead when the turn carries the
   wrapping-up cue (``null``/``[]`` = stay silent). Without it the rule answers as usual.
 - ``default``: the reply when no rule matches (``null`` = silence, the default).
@@ -76,10 +79,13 @@ class Rule:
     reply: Posts
     wrapping_up: Posts | None  # None: no special wrap-up answer
     calls: tuple[Call, ...] = ()
+    note: str | None = None
 
-    def fits(self, line: Line, name: str) -> bool:
+    def fits(self, line: Line, name: str, notes: tuple[str, ...] = ()) -> bool:
         kind = "agent" if line.handoff else "bot" if line.from_bot else "human"
         if self.sender not in ("any", kind):
+            return False
+        if self.note is not None and not any(re.search(self.note, n, re.IGNORECASE) for n in notes):
             return False
         pattern = self.match.replace("{name}", re.escape(name))
         return re.search(pattern, line.text, re.IGNORECASE) is not None
@@ -119,7 +125,15 @@ def _rule(raw: Any, where: str) -> Rule:
         _posts(raw["when_wrapping_up"], f"{where}.when_wrapping_up") if "when_wrapping_up" in raw else None
     )
     calls = _calls(raw.get("calls"), f"{where}.calls")
-    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping, calls)
+    note = raw.get("note")
+    if note is not None:
+        if not isinstance(note, str):
+            raise RulesError(f"{where}.note: expected a regular expression string")
+        try:
+            re.compile(note)
+        except re.error as exc:
+            raise RulesError(f"{where}.note: not a valid regular expression ({exc})") from exc
+    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping, calls, note)
 
 
 def _calls(value: Any, where: str) -> tuple[Call, ...]:
@@ -179,7 +193,7 @@ def choose(rules: Rules, turn: Turn) -> tuple[Posts, tuple[Call, ...]]:
         return rules.default, ()
     last = turn.transcript[-1]
     for rule in rules.rules:
-        if rule.fits(last, turn.name):
+        if rule.fits(last, turn.name, turn.notes):
             if turn.wrapping_up and rule.wrapping_up is not None:
                 return rule.wrapping_up, ()
             return rule.reply, rule.calls

@@ -23,7 +23,7 @@ from aiohttp import web
 from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
 from nanoslack.playground.notes import Note, NoteBook
-from nanoslack.playground.stage import Stage
+from nanoslack.playground.stage import ROOM_LABEL, ROUND_ROOM, Stage
 
 log = get_logger(__name__)
 
@@ -97,7 +97,9 @@ class PlaygroundServer:
         names = self.stage.user_names
         others = [names.get(m, m) for m in conv.members if m != self.stage.human.id]
         if conv.id == self.stage.room:
-            label, section = "a2a-room", "rooms"
+            label, section = ROOM_LABEL, "rooms"
+        elif conv.id == self.stage.round_room:
+            label, section = ROUND_ROOM, "rooms"
         elif conv.kind == "im":
             label, section = ", ".join(others), "dms"
         else:
@@ -107,7 +109,8 @@ class PlaygroundServer:
     def snapshot(self) -> JSON:
         stage = self.stage
         convs = [c for c in (self._conversation(x.id) for x in stage.emu.conversations()) if c]
-        convs.sort(key=lambda c: (c["id"] != stage.room, c["section"], c["label"]))
+        firsts = {stage.room: 0, stage.round_room: 1}
+        convs.sort(key=lambda c: (firsts.get(c["id"], 2), c["section"], c["label"]))
         return {
             "type": "snapshot",
             "me": {"id": stage.human.id, "name": stage.human.name},
@@ -131,27 +134,26 @@ class PlaygroundServer:
             }
             for name, app in stage.apps.items()
         ]
-        # Identity scope counts per instance: the room is as far as its furthest instance.
-        if stage.fleet.settings.hop_scope == "room":
-            hops = store.hops.room_count(stage.room)
-        else:
-            hops = max((c.count for c in store.hops.counts() if c.room == stage.room), default=0)
+        rooms = [(stage.room, ROOM_LABEL)] + ([(stage.round_room, ROUND_ROOM)] if stage.round_room else [])
         senders = stage.sender_names
         return {
             "instances": instances,
             "rooms": [
-                {
-                    "channel": stage.room,
-                    "label": "a2a-room",
-                    "hops": hops,
-                    "max": stage.max_hops,
-                }
+                {"channel": channel, "label": label, "hops": self._hops(channel), "max": stage.max_hops}
+                for channel, label in rooms
             ],
             "pending": [
                 {"instance": a.instance, "sender": senders.get(a.sender_id, a.sender_id)}
                 for a in store.approvals.pending()
             ],
         }
+
+    def _hops(self, room: str) -> int:
+        store = self.stage.fleet.store
+        # Identity scope counts per instance: the room is as far as its furthest instance.
+        if self.stage.fleet.settings.hop_scope == "room":
+            return store.hops.room_count(room)
+        return max((c.count for c in store.hops.counts() if c.room == room), default=0)
 
     async def _watch(self) -> None:
         while True:

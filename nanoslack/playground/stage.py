@@ -1,5 +1,7 @@
-"""The playground's stage: the emulator with the sample workspace, an A2A room opened
-the way ``open-room`` does, and the fleet configured against it (not yet started).
+"""The playground's stage: the emulator with the sample workspace, two A2A rooms opened
+before the fleet starts (the mention room the way ``open-room --public`` does, and a
+``round`` room, the private channel #crew-round, the way ``open-room --kind round
+--mission …`` leaves it), and the fleet started against them.
 
 Everything the page shows comes from here: the emulator holds the messages, the
 fleet's store holds hops, approvals and turns.
@@ -18,8 +20,16 @@ from nanoslack.config import env_suffix, load_settings
 from nanoslack.config.values import read_env_file
 from nanoslack.emulator import App, Emulator, User, apply_workspace, sample_workspace
 from nanoslack.inbound import Inbound
-from nanoslack.ops.envfile import write_env
-from nanoslack.ops.open_room import Request, load_env, make_room_public, open_room
+from nanoslack.ops.envfile import append_to_list, write_env
+from nanoslack.ops.open_room import (
+    ROOMS_KEY,
+    Identity,
+    Request,
+    load_env,
+    make_room_public,
+    open_room,
+    set_room_kind,
+)
 from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 
@@ -31,6 +41,9 @@ CREW = ("dana", "eli", "fay")
 APPROVER = "fay"
 MAX_HOPS = 3
 A2A_TTL_S = 1.0
+ROOM_LABEL = "a2a-room"
+ROUND_ROOM = "crew-round"
+ROUND_MISSION = "plan the week's work: each of us answers for our own part, dana dispatches"
 LLM_BACK_ENDS = ("openai", "anthropic")
 LLM_KEYS = (
     "NANOSLACK_AGENT",
@@ -55,6 +68,8 @@ class Stage:
     data_dir: Path
     max_hops: int
     public: tuple[str, ...]
+    # The round room (DESIGN §12): a question to it wakes the whole crew; dana closes.
+    round_room: str = ""
     _users: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -140,35 +155,20 @@ async def open_stage(
     public: Sequence[str] = PUBLIC,
     llm: dict[str, str] | None = None,
 ) -> Stage:
-    """Fill the (started) emulator, start the fleet, then open the room as an operator
-    would with ``open-room``: the intro lands before the room is listed, so every
-    instance drops it, and the fleet picks the listing up from ``.env``."""
+    """Fill the (started) emulator, open the rooms as an operator would, then start the
+    fleet: it reads the rooms from ``.env`` and the store, and keeps the mention room's
+    intro (which it receives once connected) as room context, as it does the intro of any
+    room opened while the fleet runs."""
     apply_workspace(emu, sample_workspace())
     human = next(u for u in emu.users() if u.name == "alice")
     apps = {a.name: a for a in emu.apps()}
     env_file = data_dir / ".env"
     write_env(env_file, _env_values(emu, human, apps, max_hops, llm or {}), replace=True)
-    seen: list[Inbound] = []
-
-    def hook(msg: Inbound, outcome: Outcome) -> None:
-        seen.append(msg)
-        if on_outcome is not None:
-            on_outcome(msg, outcome)
-
-    fleet = Fleet(load_settings(env_file, environ={}), on_outcome=hook)
-    started = await fleet.start()
-    try:
-        room = await _open_room(emu, env_file, human, public, data_dir)
-        intro = emu.conversation_messages(room)[0]["ts"]
-        # Every instance but the opener (whose own post it is) decides about the intro.
-        hearers = set(started) - {CREW[0]}
-        await emu.wait_for(lambda: hearers <= {m.instance for m in seen if m.ts == intro}, timeout=10)
-        # Past the fleet's cached SLACK_A2A_ROOMS: from now on the room is listed.
-        await asyncio.sleep(A2A_TTL_S)
-    except BaseException:
-        await fleet.stop()
-        raise
-    return Stage(emu, fleet, room, human, apps, data_dir, max_hops, tuple(public))
+    room = await _open_room(emu, env_file, human, public, data_dir)
+    round_room = _open_round_room(emu, env_file, human, apps, data_dir)
+    fleet = Fleet(load_settings(env_file, environ={}), on_outcome=on_outcome)
+    await fleet.start()
+    return Stage(emu, fleet, room, human, apps, data_dir, max_hops, tuple(public), round_room)
 
 
 async def _open_room(
@@ -182,3 +182,27 @@ async def _open_room(
     # What `open-room --public` does, for every instance but the approver.
     make_room_public(room, list(public), load_env(env_file, {}), base_dir=data_dir)
     return room
+
+
+def _open_round_room(emu: Emulator, env_file: Path, human: User, apps: dict[str, App], data_dir: Path) -> str:
+    """A private channel alice made and invited the crew to (a group DM of the same
+    people would be the mention room again), set up as ``open-room --public --kind round
+    --mission …`` would: listed in ``.env``, a ``round`` room in the store."""
+    conv = emu.create_conversation(
+        [human.id, *(apps[n].bot_user_id for n in CREW)], kind="group", name=ROUND_ROOM
+    )
+    append_to_list(env_file, ROOMS_KEY, conv.id)
+    env = load_env(env_file, {})
+    bots = [Identity(n, apps[n].bot_user_id, apps[n].bot_id) for n in CREW]
+    request = Request(
+        instances=list(CREW),
+        user=human.id,
+        env_file=env_file,
+        api_url=emu.api_url,
+        public=True,
+        kind="round",
+        mission=ROUND_MISSION,
+    )
+    set_room_kind(conv.id, request, env, bots=bots, base_dir=data_dir)
+    make_room_public(conv.id, list(CREW), env, base_dir=data_dir)
+    return conv.id

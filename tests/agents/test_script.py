@@ -155,6 +155,7 @@ async def test_rules_file_is_reread_when_it_changes(tmp_path: Path) -> None:
         ('{"rules": [{"from": "robot"}]}', r"rules\[0\].from: expected one of human, bot, agent, any"),
         ('{"rules": [{"reply": 3}]}', r"rules\[0\].reply: expected a string"),
         ('{"crew": "dana"}', "'crew' must be a list"),
+        ('{"rules": [{"note": "["}]}', r"rules\[0\].note: not a valid regular expression"),
     ],
 )
 def test_malformed_rules_are_refused_at_load_with_the_place(tmp_path: Path, rules: str, problem: str) -> None:
@@ -163,6 +164,20 @@ def test_malformed_rules_are_refused_at_load_with_the_place(tmp_path: Path, rule
 
     with pytest.raises(RulesError, match=problem):
         ScriptAgent(path, instance="dana")
+
+
+async def test_a_note_rule_answers_only_turns_that_carry_that_note(tmp_path: Path) -> None:
+    path = rules_file(
+        tmp_path,
+        {"rules": [{"from": "human", "note": "at once", "reply": "my part"}, {"reply": "plain"}]},
+    )
+    agent = ScriptAgent(path, instance="eli")
+    together = ("Everyone in this room answers this question at once, each for their own part.",)
+
+    in_round = await agent.run(make_turn(human("plan Friday?"), notes=together), LocalTools())
+    elsewhere = await agent.run(make_turn(human("plan Friday?")), LocalTools())
+
+    assert (in_round.posts, elsewhere.posts) == (("my part",), ("plain",))
 
 
 # -- the sample crew -------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import queue
 import sqlite3
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,6 +126,34 @@ def test_demo_without_web_posts_typed_lines_as_alice_and_prints_the_bots_replies
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_demo_without_web_answers_with_the_llm_back_end_of_dot_env(tmp_path: Path) -> None:
+    from tests.llm_server import LLMServer, Request, openai_answer, openai_text, send
+
+    def model(request: Request) -> Any:
+        # One step posts, the next (the tool's result sent back) ends the turn.
+        return openai_text() if request.tool_results() else openai_answer(send("The model here: hello alice"))
+
+    async with LLMServer() as llm:
+        llm.openai.default = model
+        (tmp_path / ".env").write_text(
+            "NANOSLACK_AGENT=openai\nNANOSLACK_MODEL=test-model\n"
+            f"OPENAI_BASE_URL={llm.openai_url}\nOPENAI_API_KEY=sk-test-key-123456\n"
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nanoslack", "demo", "--no-web",
+            cwd=tmp_path, env=child_env(), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(b"@dana hi there\n"), timeout=120)
+    text = out.decode()
+    assert proc.returncode == 0, err.decode()
+    assert "agents: openai back end from ./.env" in text
+    assert "dana: The model here: hello alice" in text
+    assert "hold: awaiting approval" not in text  # the scripted tour was skipped
+    assert any(r.json and r.json.get("model") == "test-model" for r in llm.openai.requests)
+    assert "sk-test-key-123456" not in text + err.decode()
 
 
 async def test_run_refuses_an_instance_without_an_agent_back_end_and_names_the_key(tmp_path: Path) -> None:

@@ -118,6 +118,34 @@ def _shot(page: Any, name: str) -> None:
         page.screenshot(path=str(Path(where) / name))
 
 
+def _round(page: Any) -> None:
+    """A question to the round room: the crew answers at once, dana closes with a dispatch,
+    and the tasks eli and fay reported are on the board."""
+    from playwright.sync_api import expect
+
+    page.locator("#show-notes").check()
+    page.locator("#rooms .conv", has_text="crew-round").click()
+    expect(page.locator("#conv-title")).to_have_text("# crew-round")
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("What does each of you take on this week?")
+    composer.press("Enter")
+    thread = page.locator("#thread-timeline")
+    expect(thread.locator(".msg").first).to_contain_text("What does each of you take on", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="eli"]')).to_contain_text("My part, the build", timeout=STEP_MS)
+    expect(thread.locator('.msg[data-author="fay"]')).to_contain_text("My part, the review", timeout=STEP_MS)
+    dispatch = thread.locator(".msg").last
+    expect(dispatch).to_contain_text("Dispatch", timeout=STEP_MS)
+    expect(dispatch).to_have_attribute("data-author", "dana")
+    expect(dispatch).to_contain_text("→ @eli · today")
+    board = page.locator("#timeline .msg", has_text="Task board")
+    expect(board).to_have_count(1, timeout=STEP_MS)
+    expect(board).to_contain_text("2 open", timeout=STEP_MS)
+    expect(board).to_contain_text("First cut")
+    expect(board).to_contain_text("Review the first cut")
+    _shot(page, "playground-round.png")
+
+
 def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo, browser_page: Any) -> None:
     from playwright.sync_api import expect
 
@@ -128,6 +156,12 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     page.goto(url)
     expect(page.locator("#rooms .conv.current")).to_contain_text("a2a-room", timeout=STEP_MS)
     expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    # The rooms were open before the fleet started: the intro is room context, its
+    # shortcode an emoji, and no note says the room was not listed.
+    intro = page.locator("#timeline .msg").first
+    expect(intro).to_contain_text("👋")
+    expect(intro).not_to_contain_text(":wave:")
+    expect(page.locator('#timeline .note[data-kind="dropped"]')).to_have_count(0)
 
     # @ completion picks the bot; Enter posts as alice and opens the new message's thread.
     composer = page.locator("#composer textarea")
@@ -169,7 +203,7 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     expect(hop_limit).to_contain_text("hop limit reached", timeout=STEP_MS)
     # One bot says why the room went quiet (room control's pause notice), once.
     expect(thread.locator(".msg", has_text="Paused after")).to_have_count(1, timeout=STEP_MS)
-    expect(page.locator("#status .hops[data-room]")).to_contain_text("hops 3/3")
+    expect(page.locator("#status .hops", has_text="#a2a-room")).to_contain_text("hops 3/3")
     _shot(page, "playground-room.png")
 
     # A human speaks in the thread: hops start again and the crew resumes.
@@ -189,6 +223,8 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     page.locator("#show-notes").uncheck()
     expect(thread.locator(".note").first).to_be_hidden()
     expect(thread.locator('.msg[data-author="dana"]').first).to_be_visible()
+
+    _round(page)
 
     foreign = [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
     assert requests and not foreign, foreign

@@ -73,8 +73,10 @@ async def test_the_stream_pushes_replies_notes_and_the_approval_to_the_page(
         stream = Stream(resp)
         snap = await stream.until(lambda e: e["type"] == "snapshot")
         assert snap["room"] == stage.room and snap["conversations"][0]["label"] == "a2a-room"
-        # The room intro was posted before the room was listed: the guard dropped it.
-        assert {n["kind"] for n in snap["notes"]} == {"dropped"}
+        assert snap["conversations"][1]["id"] == stage.round_room
+        assert snap["conversations"][1]["label"] == "crew-round"
+        # The rooms were listed before the fleet started: the intro is room context, no drop.
+        assert "dropped" not in {n["kind"] for n in snap["notes"]}
 
         posted = await http.post(url + "api/post", json={"channel": stage.room, "text": "@dana plan?"})
         assert (await posted.json())["ok"]
@@ -103,3 +105,26 @@ async def test_a_post_without_text_is_refused(served: tuple[Stage, str]) -> None
         resp = await http.post(url + "api/post", json={"channel": stage.room, "text": "  "})
         assert resp.status == 400
         assert stage.emu.all_messages(stage.room)[-1]["text"].startswith(":wave:")
+
+
+async def test_a_question_to_the_round_room_is_answered_by_the_crew_and_closed_by_danas_dispatch(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http, http.get(url + "events") as resp:
+        stream = Stream(resp)
+        await stream.until(lambda e: e["type"] == "snapshot")
+        posted = await http.post(
+            url + "api/post", json={"channel": stage.round_room, "text": "what does each of you take on?"}
+        )
+        question = (await posted.json())["ts"]
+        await stream.until(_from(stage, "eli", "My part, the build"))
+        await stream.until(_from(stage, "fay", "My part, the review"))
+        await stream.until(_from(stage, "dana", "Dispatch"))
+        board = await stream.until(lambda e: e["type"] == "message" and "2 open" in e["message"]["text"])
+    assert board["conversation"]["label"] == "crew-round"
+    replies = [m for m in stage.emu.all_messages(stage.round_room) if m.get("thread_ts") == question]
+    replies = [m for m in replies if m["ts"] != question]
+    assert replies[-1]["text"].startswith("Dispatch") and "→ <@" in replies[-1]["text"]
+    by_user = {stage.apps[n].bot_user_id: n for n in ("dana", "eli", "fay")}
+    assert sorted(by_user[m["user"]] for m in replies) == ["dana", "dana", "eli", "fay"]

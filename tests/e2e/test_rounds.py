@@ -144,6 +144,35 @@ async def test_a_question_to_a_round_room_is_answered_by_every_bot_at_once_and_t
     assert [r[1:3] for r in _rounds(room)] == [("closed", "dana")]
 
 
+async def test_a_round_past_the_hop_limit_ends_on_the_dispatch_with_no_pause_notice(
+    room: Room, fleet_factory: Any
+) -> None:
+    channel = _round_room(room)
+    crew = Crew(room.tmp)
+    await _crew_fleet(
+        room, fleet_factory, crew, channel,
+        NANOSLACK_CHIEF="dana", SLACK_A2A_MAX_HOPS="3", SLACK_A2A_HOP_SCOPE="room",
+    )  # fmt: skip
+    ask = await room.emu.post_as_user(room.human.id, channel, "how do we ship the parser?")
+    await room.emu.wait_for(lambda: _idle(room) and len(_thread(room, channel, ask)) == 4, timeout=30)
+    dispatch = _thread(room, channel, ask)[-1]
+    assert dispatch["text"].startswith("✓ Parser")
+
+    # Three answers and the dispatch are four bot messages, one past the limit: the guard
+    # still counts them and drops the dispatch for eli and fay...
+    def dropped() -> list[tuple[Any, ...]]:
+        return room.sql(
+            "SELECT instance, reason FROM inbox WHERE ts = ? AND status = 'dropped' ORDER BY instance",
+            dispatch["ts"],
+        )
+
+    await room.emu.wait_for(lambda: len(dropped()) == 2 and _idle(room), timeout=10)
+    assert dropped() == [("eli", "hop limit reached"), ("fay", "hop limit reached")]
+    # ...but no bot answers a bot in a round room, so nothing was paused: no notice.
+    assert _thread(room, channel, ask)[-1]["ts"] == dispatch["ts"]
+    assert not [m for m in room.emu.all_messages(channel) if "Paused after" in m["text"]]
+
+
 async def test_a_second_question_during_a_round_starts_only_after_the_close(
     room: Room, fleet_factory: Any
 ) -> None:

@@ -12,6 +12,14 @@ const NOTE_TAGS = {
   approval_requested: "approval", turn_silent: "turn", turn_failed: "turn", turn_budget: "turn",
   refuse: "gate", decline: "gate", failed: "error",
 };
+// Slack's shortcodes for the emoji the fleet and the sample crew write (others stay as text).
+const EMOJI = {
+  wave: "👋", white_check_mark: "✅", heavy_check_mark: "✔️", stop_sign: "🛑", eyes: "👀",
+  ballot_box_with_ballot: "🗳️", hourglass_flowing_sand: "⏳", hourglass: "⌛", pushpin: "📌",
+  clipboard: "📋", alarm_clock: "⏰", tada: "🎉", "+1": "👍", thumbsup: "👍", "-1": "👎",
+  x: "❌", warning: "⚠️", rocket: "🚀", memo: "📝", bell: "🔔", no_entry: "⛔", lock: "🔒",
+  speech_balloon: "💬", robot_face: "🤖", raised_hand: "✋", pause_button: "⏸️", arrow_forward: "▶️",
+};
 const $ = (id) => document.getElementById(id);
 
 // ---- events ------------------------------------------------------------------------------
@@ -128,7 +136,9 @@ function renderMain() {
   $("conv-title").textContent = (conv.kind === "im" ? "" : "# ") + conv.label;
   $("conv-members").textContent = conv.members.length ? "with " + conv.members.join(", ") : "";
   $("composer").querySelector("textarea").placeholder =
-    conv.id === S.room ? "Message the room, e.g. @dana what's the plan for Friday?" : `Message ${conv.label}`;
+    conv.id === S.room ? "Message the room, e.g. @dana what's the plan for Friday?"
+      : conv.kind === "group" ? "Ask the whole crew, e.g. what does each of you take on this week?"
+        : `Message ${conv.label}`;
   const all = [...(S.msgs.get(conv.id) || new Map()).values()];
   const tops = sorted(all.filter(isTop));
   const box = $("timeline");
@@ -147,7 +157,7 @@ function renderMain() {
 
 function renderThread() {
   const pane = $("thread");
-  if (!S.thread) { pane.hidden = true; return; }
+  if (!S.thread) { pane.hidden = true; $("thread-timeline").replaceChildren(); return; }
   pane.hidden = false;
   const { channel, ts } = S.thread;
   const all = [...(S.msgs.get(channel) || new Map()).values()];
@@ -266,6 +276,7 @@ function textEl(src, cls = "text") {
     .replace(/(^|[\s(])\*([^*\n]+)\*/g, "$1<b>$2</b>")
     .replace(/(^|[\s(])_([^_\n]+)_/g, "$1<i>$2</i>")
     .replace(/`([^`\n]+)`/g, "<code>$1</code>")
+    .replace(/:([a-z0-9_+-]+):/g, (code, name) => (Object.hasOwn(EMOJI, name) ? EMOJI[name] : code))
     .replace(/<\/blockquote>\n/g, "</blockquote>");
   return d;
 }
