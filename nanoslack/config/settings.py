@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
-from nanoslack.config.values import ConfigError, read_env_file, split_list, warn_malformed
+from nanoslack.config.values import ConfigError, positive_int, read_env_file, split_list, warn_malformed
 from nanoslack.logs import get_logger
 from nanoslack.secret import Secret
 
@@ -137,16 +137,6 @@ def _parse_choice(env: Mapping[str, str], key: str, choices: Iterable[str], defa
     if value in options:
         return value
     warn_malformed(log, key, raw, " or ".join(options), default)
-    return default
-
-
-def _positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    warn_malformed(log, key, raw, "an integer > 0", default)
     return default
 
 
@@ -341,8 +331,8 @@ def load_settings(
         log_format=cast(LogFormat, _parse_choice(env, "LOG_FORMAT", LOG_FORMATS, "console", log)),
         env_file=path,
         teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
-        max_turns=_positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
-        retention_days=_positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
+        max_turns=positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
+        retention_days=positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
         post_rate=_post_rate(env, log),
         tools=parse_tool_settings(
             env, (*(i.name for i in instances), *(n for n, _ in skipped)), env_suffix, log

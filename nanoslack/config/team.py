@@ -8,12 +8,11 @@ instead (``tasks.updated_at``), as an operator's SQL could.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.config.values import warn_malformed
+from nanoslack.config.values import positive_seconds
 
 DEFAULT_VOTE_REMIND_S = 60.0
 DEFAULT_VOTE_CLOSE_S = 120.0
@@ -33,20 +32,6 @@ class TeamSettings:
 
 def parse_team_settings(env: Mapping[str, str], log: Any) -> TeamSettings:
     return TeamSettings(
-        vote_remind=_seconds(env, "NANOSLACK_VOTE_REMIND", DEFAULT_VOTE_REMIND_S, log),
-        vote_close=_seconds(env, "NANOSLACK_VOTE_CLOSE", DEFAULT_VOTE_CLOSE_S, log),
+        vote_remind=positive_seconds(env, "NANOSLACK_VOTE_REMIND", DEFAULT_VOTE_REMIND_S, log),
+        vote_close=positive_seconds(env, "NANOSLACK_VOTE_CLOSE", DEFAULT_VOTE_CLOSE_S, log),
     )
-
-
-def _seconds(env: Mapping[str, str], key: str, default: float, log: Any) -> float:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value > 0 and math.isfinite(value):
-        return value
-    warn_malformed(log, key, raw, "a number of seconds > 0", default)
-    return default

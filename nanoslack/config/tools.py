@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from nanoslack.config.team import TeamSettings, parse_team_settings
-from nanoslack.config.values import split_list, warn_malformed
+from nanoslack.config.values import positive_int, positive_seconds, split_list, warn_malformed
 
 DEFAULT_MAX_STEPS = 12
 DEFAULT_TOOL_TIMEOUT_S = 60.0
@@ -48,18 +47,20 @@ def parse_tool_settings(
     env: Mapping[str, str], instances: tuple[str, ...], suffix: Any, log: Any
 ) -> ToolSettings:
     """``suffix(name)`` is the key suffix of an instance (``env_suffix``)."""
-    default_steps = _positive_int(env, "NANOSLACK_MAX_STEPS", DEFAULT_MAX_STEPS, log)
+    default_steps = positive_int(env, "NANOSLACK_MAX_STEPS", DEFAULT_MAX_STEPS, log)
     by_instance = {}
     for name in instances:
         key = f"NANOSLACK_MAX_STEPS_{suffix(name)}"
         if env.get(key, "").strip():
-            by_instance[name] = _positive_int(env, key, default_steps, log)
+            by_instance[name] = positive_int(env, key, default_steps, log)
     reaction = env.get("NANOSLACK_WORKING_REACTION")
     return ToolSettings(
         allow=_pairs(env, log),
         chief=(env.get("NANOSLACK_CHIEF") or "").strip().lower() or None,
-        tool_timeout=_seconds(env, "NANOSLACK_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT_S, log),
-        approval_timeout=_seconds(env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log),
+        tool_timeout=positive_seconds(env, "NANOSLACK_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT_S, log),
+        approval_timeout=positive_seconds(
+            env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log
+        ),
         allow_broadcast=(env.get("NANOSLACK_ALLOW_BROADCAST") or "").strip().lower() in _TRUE,
         working_reaction=DEFAULT_WORKING_REACTION if reaction is None else reaction.strip().strip(":"),
         max_steps_default=default_steps,
@@ -79,27 +80,3 @@ def _pairs(env: Mapping[str, str], log: Any) -> frozenset[tuple[str, str]]:
             continue
         pairs.add((sender.strip().lower(), recipient.strip().lower()))
     return frozenset(pairs)
-
-
-def _positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    warn_malformed(log, key, raw, "an integer > 0", default)
-    return default
-
-
-def _seconds(env: Mapping[str, str], key: str, default: float, log: Any) -> float:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value > 0 and math.isfinite(value):
-        return value
-    warn_malformed(log, key, raw, "a number of seconds > 0", default)
-    return default

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,29 @@ def warn_malformed(log: Any, key: str, value: object, expected: str, default: ob
         expected=expected,
         using=default,
     )
+
+
+def positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
+    """``key`` as a whole number > 0; unset is ``default``, anything else warns and is too."""
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    warn_malformed(log, key, raw, "an integer > 0", default)
+    return default
+
+
+def positive_seconds(env: Mapping[str, str], key: str, default: float, log: Any) -> float:
+    """``key`` as a finite number of seconds > 0; unset is ``default``, anything else warns."""
+    raw = env.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value > 0 and math.isfinite(value):
+        return value
+    warn_malformed(log, key, raw, "a number of seconds > 0", default)
+    return default

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from nanoslack.config.values import positive_seconds
 from nanoslack.store import Store, store_unavailable
 
 log = structlog.get_logger("nanoslack.lease")
@@ -44,26 +45,12 @@ class LeaseTimings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LeaseTimings:
-        ttl = _seconds(env, TTL_KEY, DEFAULT_TTL)
-        heartbeat = _seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT)
+        ttl = positive_seconds(env, TTL_KEY, DEFAULT_TTL, log)
+        heartbeat = positive_seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT, log)
         if heartbeat >= ttl:
             log.warning("lease heartbeat not below lease time", key=HEARTBEAT_KEY, using=ttl / 3)
             heartbeat = ttl / 3
         return cls(ttl, heartbeat)
-
-
-def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
-    raw = env.get(key, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if value > 0:
-        return value
-    log.warning("invalid config value", key=key, expected="seconds > 0", using=default)
-    return default
 
 
 def process_holder() -> str:
