@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_all, hot_first
 
 _COLUMNS = (
     "id, room, thread_key, question_ts, question, named, chief, status, created_at, closed_at, close_ts"
@@ -120,9 +120,11 @@ class Rounds:
             conn.execute(_OPEN_NEW, params)
             return _row(conn.execute(_BY_QUESTION, {"room": room, "ts": question_ts}).one())
 
+    # The reads below run on every turn and every scheduler wake, in rooms of every kind:
+    # on the driver's fast path (``hot_first``), as the other per-turn statements are.
     def of_question(self, room: str, question_ts: str) -> RoundRow | None:
         with self._db.transaction() as conn:
-            r = conn.execute(_BY_QUESTION, {"room": room, "ts": question_ts}).first()
+            r = hot_first(conn, _BY_QUESTION, {"room": room, "ts": question_ts})
         return _row(r) if r else None
 
     def get(self, round_id: int) -> RoundRow | None:
@@ -133,12 +135,12 @@ class Rounds:
     def under_way(self) -> list[RoundRow]:
         """Rounds open or closing, in every room."""
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_OPEN).all()]
+            return [_row(r) for r in hot_all(conn, _OPEN, {})]
 
     def waiting(self) -> frozenset[tuple[str, str]]:
         """(room, question ts) of every question waiting for its room's round to close."""
         with self._db.transaction() as conn:
-            return frozenset((str(r[0]), str(r[1])) for r in conn.execute(_WAITING).all())
+            return frozenset((str(r[0]), str(r[1])) for r in hot_all(conn, _WAITING, {}))
 
     def join(self, round_id: int, instance: str) -> None:
         with self._db.transaction() as conn:
@@ -179,13 +181,13 @@ class Rounds:
 
     def of_close(self, room: str, close_ts: str) -> RoundRow | None:
         with self._db.transaction() as conn:
-            r = conn.execute(_BY_CLOSE, {"room": room, "ts": close_ts}).first()
+            r = hot_first(conn, _BY_CLOSE, {"room": room, "ts": close_ts})
         return _row(r) if r else None
 
     def rooms_to_open(self) -> list[str]:
         """Rooms with a waiting question and no round under way (one was stopped, say)."""
         with self._db.transaction() as conn:
-            return [str(r[0]) for r in conn.execute(_WAITING_ROOMS).all()]
+            return [str(r[0]) for r in hot_all(conn, _WAITING_ROOMS, {})]
 
     def stop(self, room: str) -> list[int]:
         """An owner halted the room: its round under way ends here (no close)."""

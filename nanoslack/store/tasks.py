@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_all
 
 OPEN_STATUSES = ("working", "input_required")
 CLOSED_STATUSES = ("completed", "failed", "canceled")
@@ -190,7 +190,7 @@ class Tasks:
     def open_in(self, room: str) -> list[TaskRow]:
         """What the board lists: the room's open tasks that still count, oldest first."""
         with self._db.transaction() as conn:
-            return [_task(r) for r in conn.execute(_OPEN_IN, {"room": room}).all()]
+            return [_task(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def mine_in_thread(self, room: str, thread_ts: str, instance: str) -> list[TaskRow]:
         """This instance's open tasks in one thread, the most recently reported first."""

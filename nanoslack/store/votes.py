@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.db import Database, hot_all
 
 _COLUMNS = (
     "id, room, thread_ts, instance, question, options, humans, bots, post_key, status, ts, posted_at,"
@@ -172,7 +172,7 @@ class Votes:
     def open_in(self, room: str) -> list[VoteRow]:
         """The room's open votes whose question is out, the newest first."""
         with self._db.transaction() as conn:
-            return [_vote(r) for r in conn.execute(_OPEN_IN, {"room": room}).all()]
+            return [_vote(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def asked_by(self, instance: str) -> list[VoteRow]:
         """Open votes this instance asked: its clock keeps them."""

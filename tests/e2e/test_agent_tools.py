@@ -4,6 +4,7 @@ step of a turn in ``nanoslack turns --steps``."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from typing import Any
@@ -59,6 +60,21 @@ async def test_the_working_reaction_is_on_the_waking_message_while_the_turn_runs
     program.release("dana")
     await room.emu.wait_for(lambda: _replies(room, ask) == ["done thinking"], timeout=10)
     await room.emu.wait_for(lambda: reacted() == [], timeout=10)
+
+
+async def test_a_turn_quicker_than_a_second_answers_without_touching_reactions(
+    room: Room, fleet_factory
+) -> None:
+    await fleet_factory(
+        ["dana", "eli"],
+        SLACK_OWNER=room.human.id,
+        **_rules(room, "dana", [{"match": "@{name}", "reply": "quick answer"}]),
+    )
+    ask = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} quick one")
+    await room.emu.wait_for(lambda: _replies(room, ask) == ["quick answer"], timeout=10)
+    await asyncio.sleep(1.5)  # past the moment a slower turn's reaction would have been added
+    assert not [c for c in room.emu.api_calls if c.method.startswith("reactions.")]
+    assert not _message(room, ask).get("reactions")
 
 
 async def test_broadcast_mentions_reach_slack_as_plain_text(room: Room, fleet_factory) -> None:
