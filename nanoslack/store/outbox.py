@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.db import Database, hot_all, hot_execute
 
 _COLUMNS = (
     "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
@@ -184,7 +184,10 @@ class Outbox:
             "vote_id": vote_id,
         }
         with self._db.transaction() as conn:
-            r = conn.execute(_ENQUEUE, params).first()
+            # Every reply, notice and ask: on the driver's fast path (≈ 130 µs a row less
+            # than SQLAlchemy's execute). All rows read, so the statement is finished.
+            rows = hot_all(conn, _ENQUEUE, params)
+            r = rows[0] if rows else None
             listener = self._listeners.get(instance)
             if r and listener is not None:
                 self._db.after_commit(listener)
@@ -205,8 +208,8 @@ class Outbox:
         return _row(r) if r else None
 
     def mark_sent(self, outbox_id: int, channel: str, ts: str) -> None:
-        with self._db.transaction() as conn:
-            conn.execute(_SENT, {"id": outbox_id, "channel": channel, "ts": ts, "now": time.time()})
+        with self._db.transaction() as conn:  # every post: the fast path, as enqueue
+            hot_execute(conn, _SENT, {"id": outbox_id, "channel": channel, "ts": ts, "now": time.time()})
 
     def mark_sending(self, outbox_id: int, channel: str) -> bool:
         """About to call Slack for this row: if the process dies before
@@ -214,7 +217,7 @@ class Outbox:
         The moment is kept (``attempted_at``): the post, if it landed, is newer."""
         params = {"id": outbox_id, "channel": channel, "now": time.time()}
         with self._db.transaction() as conn:
-            return int(conn.execute(_SENDING, params).rowcount) == 1
+            return hot_execute(conn, _SENDING, params) == 1
 
     def in_doubt(self, instance: str) -> list[OutboxRow]:
         """Rows a previous run was sending when it stopped."""
