@@ -4,7 +4,9 @@ In the order an envelope meets them: ``socket`` (the envelope pump and handler, 
 watchdog), ``intake`` (screening for the pump, owners' clicks for bolt), ``parse``
 (payload → ``Inbound``), then the instance's core (``nanoslack.core``) decides, and
 ``poster`` sends what it queued, rendering owners' questions with ``blocks``.
-``instance`` wires one instance's bolt app, socket and poster; ``fleet`` runs them all
+``connection`` holds one instance's bolt app, handler, pump and watchdog (on the socket
+loop), ``instance`` wires a connection, a poster and the working reaction
+(``presence``) to the instance's core; ``fleet`` runs them all
 (leases: ``lease``); ``names`` asks Slack who people are; ``client`` and ``pacing``
 are how the edge calls the Web API.
 """
