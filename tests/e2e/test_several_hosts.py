@@ -298,10 +298,17 @@ async def test_a_frozen_holder_loses_its_instance_to_the_standby_when_the_lease_
     )
     posted = before + during + after
     await site.emu.wait_for(lambda: site.rows(done) == [(len(posted),)], timeout=60)
+
+    def deliveries() -> Counter[str]:
+        runs = [first.events("message processed"), second.events("message processed")]
+        return Counter(e["ts"] for run in runs for e in run if e["status"] == "processed")
+
+    # A batch's "message processed" lines are written just after its commit: wait for them.
+    await site.emu.wait_for(lambda: sum(deliveries().values()) >= len(posted), timeout=10)
     runs = [first.events("message processed"), second.events("message processed")]
-    deliveries = Counter(e["ts"] for run in runs for e in run if e["status"] == "processed")
-    assert sorted(deliveries) == sorted(posted)
-    assert not [ts for ts, n in deliveries.items() if n > 1], "a message went downstream twice"
+    delivered = deliveries()
+    assert sorted(delivered) == sorted(posted)
+    assert not [ts for ts, n in delivered.items() if n > 1], "a message went downstream twice"
     assert {e["ts"] for e in runs[1]} >= set(after), "the new holder runs the instance"
 
 
