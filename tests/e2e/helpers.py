@@ -54,3 +54,24 @@ def sql(db: Path, query: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def scalar(db: Path, query: str, *params: Any) -> int:
     return int(sql(db, query, *params)[0][0])
+
+
+def dm_buttons(emu: Emulator, owner: str, action_id: str) -> list[dict[str, Any]]:
+    """Every button ``action_id`` in the owner's DMs: where it is and the value it carries."""
+    found = []
+    for conv in emu.conversations():
+        if conv.kind == "im" and owner in conv.members:
+            for msg in emu.conversation_messages(conv.id):
+                for block in msg.get("blocks") or []:
+                    for el in block.get("elements") or []:
+                        if el.get("action_id") == action_id:
+                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el.get("value")})
+    return found
+
+
+def message_text(emu: Emulator, where: dict[str, Any]) -> str:
+    """The text and blocks of the message at ``where`` (a ``dm_buttons`` entry), as one string."""
+    for msg in emu.conversation_messages(where["channel"]):
+        if msg["ts"] == where["ts"]:
+            return str(msg.get("text", "")) + str(msg.get("blocks", ""))
+    return ""

@@ -7,32 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from nanoslack.tools.approvals import DENIED
 from tests.e2e.conftest import Room
+from tests.e2e.helpers import dm_buttons, message_text
 from tests.tools.mcp_helpers import echo_server, write_config
 
 SECRET = "echo-secret-5521"
-
-
-def _dm_buttons(room: Room, owner: str, action_id: str) -> list[dict[str, Any]]:
-    found = []
-    for conv in room.emu.conversations():
-        if conv.kind == "im" and owner in conv.members:
-            for msg in room.emu.conversation_messages(conv.id):
-                for block in msg.get("blocks") or []:
-                    for el in block.get("elements") or []:
-                        if el.get("action_id") == action_id:
-                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el.get("value")})
-    return found
-
-
-def _text_of(room: Room, where: dict[str, Any]) -> str:
-    for msg in room.emu.conversation_messages(where["channel"]):
-        if msg["ts"] == where["ts"]:
-            return str(msg.get("text", "")) + str(msg.get("blocks", ""))
-    return ""
 
 
 def _teammates(room: Room) -> Path:
@@ -85,14 +66,15 @@ async def test_an_owner_tool_waits_for_the_owners_click_and_deny_is_its_result(
     )
     await room.emu.wait_for(
         lambda: (
-            _dm_buttons(room, alice, "nanoslack_tool_deny") and _dm_buttons(room, bob, "nanoslack_tool_deny")
+            dm_buttons(room.emu, alice, "nanoslack_tool_deny")
+            and dm_buttons(room.emu, bob, "nanoslack_tool_deny")
         ),
         timeout=10,
     )
     assert not call.done()
-    (alices,) = _dm_buttons(room, alice, "nanoslack_tool_deny")
-    (bobs,) = _dm_buttons(room, bob, "nanoslack_tool_allow")
-    assert "echo_echo" in _text_of(room, alices) and "rm -rf" in _text_of(room, alices)
+    (alices,) = dm_buttons(room.emu, alice, "nanoslack_tool_deny")
+    (bobs,) = dm_buttons(room.emu, bob, "nanoslack_tool_allow")
+    assert "echo_echo" in message_text(room.emu, alices) and "rm -rf" in message_text(room.emu, alices)
 
     # Someone who is not an owner cannot decide it.
     mallory = room.emu.add_user("mallory").id
@@ -103,8 +85,8 @@ async def test_an_owner_tool_waits_for_the_owners_click_and_deny_is_its_result(
 
     result = await asyncio.wait_for(call, 10)
     assert result is not None and (result.text, result.is_error) == (DENIED, True)
-    await room.emu.wait_for(lambda: f"Denied by <@{alice}>" in _text_of(room, bobs), timeout=10)
-    await room.emu.wait_for(lambda: not _dm_buttons(room, bob, "nanoslack_tool_allow"), timeout=10)
+    await room.emu.wait_for(lambda: f"Denied by <@{alice}>" in message_text(room.emu, bobs), timeout=10)
+    await room.emu.wait_for(lambda: not dm_buttons(room.emu, bob, "nanoslack_tool_allow"), timeout=10)
 
 
 def _alive(pid: int) -> bool:

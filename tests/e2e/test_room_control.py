@@ -10,7 +10,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.e2e.conftest import Recorder, Room
-from tests.e2e.helpers import write_fleet_env
+from tests.e2e.helpers import dm_buttons, message_text, write_fleet_env
 from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, Request, Script, openai_answer, openai_text, send
 
@@ -198,7 +198,7 @@ async def test_an_owners_stop_sign_halts_two_bots_mid_exchange_and_resume_restar
     assert room.sql("SELECT count(*) FROM room_halts") == [(0,)]
     # The owner's DM now says who resumed instead of offering the button again.
     await room.emu.wait_for(lambda: not _resume_buttons(room, owner))
-    assert f"Resumed by <@{owner}>" in _text_of(room, button)
+    assert f"Resumed by <@{owner}>" in message_text(room.emu, button)
 
 
 async def test_a_non_owners_stop_sign_or_stop_changes_nothing(room: Room, fleet_factory) -> None:
@@ -370,25 +370,6 @@ async def test_bot_replies_inside_a_thread_count_toward_the_rooms_cap(room: Room
 # -- approvals go to every owner ------------------------------------------------------------------
 
 
-def _dm_buttons(room: Room, owner: str, action_id: str) -> list[dict[str, Any]]:
-    found = []
-    for conv in room.emu.conversations():
-        if conv.kind == "im" and owner in conv.members:
-            for msg in room.emu.conversation_messages(conv.id):
-                for block in msg.get("blocks") or []:
-                    for el in block.get("elements") or []:
-                        if el.get("action_id") == action_id:
-                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el.get("value")})
-    return found
-
-
-def _text_of(room: Room, where: dict[str, Any]) -> str:
-    for msg in room.emu.conversation_messages(where["channel"]):
-        if msg["ts"] == where["ts"]:
-            return str(msg.get("text", "")) + str(msg.get("blocks", ""))
-    return ""
-
-
 async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first_ones_decision(
     room: Room, fleet_factory
 ) -> None:
@@ -396,16 +377,19 @@ async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first
     await fleet_factory(["dana", "eli"], SLACK_OWNER=f"{alice},{bob}")
     held = await room.bot_post("eli", f"{room.mention('dana')} may I join?")
     await room.emu.wait_for(
-        lambda: _dm_buttons(room, alice, "nanoslack_approve") and _dm_buttons(room, bob, "nanoslack_approve")
+        lambda: (
+            dm_buttons(room.emu, alice, "nanoslack_approve")
+            and dm_buttons(room.emu, bob, "nanoslack_approve")
+        )
     )
-    (alices,) = _dm_buttons(room, alice, "nanoslack_approve")
-    (bobs,) = _dm_buttons(room, bob, "nanoslack_approve")
+    (alices,) = dm_buttons(room.emu, alice, "nanoslack_approve")
+    (bobs,) = dm_buttons(room.emu, bob, "nanoslack_approve")
     assert alices["value"] == bobs["value"]
 
     await room.emu.click_button(alice, alices["channel"], alices["ts"], "nanoslack_approve", alices["value"])
-    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in _text_of(room, bobs))
-    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in _text_of(room, alices))
-    assert not _dm_buttons(room, bob, "nanoslack_approve")  # nothing left to click
+    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in message_text(room.emu, bobs))
+    await room.emu.wait_for(lambda: f"Allowed by <@{alice}>" in message_text(room.emu, alices))
+    assert not dm_buttons(room.emu, bob, "nanoslack_approve")  # nothing left to click
     status = room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", held)
     assert status in ([("pending",)], [("done",)])
     assert room.sql("SELECT status, decided_by FROM pending_sender_approvals") == [("approved", alice)]
@@ -453,23 +437,23 @@ async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_m
         await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} first job")
         await room.emu.wait_for(lambda: len(answers()) == 1, timeout=10)
         second = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} second job")
-        await room.emu.wait_for(lambda: _dm_buttons(room, owner, "nanoslack_budget_allow"), timeout=10)
+        await room.emu.wait_for(lambda: dm_buttons(room.emu, owner, "nanoslack_budget_allow"), timeout=10)
         await room.emu.wait_for(lambda: _texts(room, room.channel, "⏸️ Paused: this room's token budget"))
         assert room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", second) == [
             ("pending",)
         ]
         assert len(answers()) == 1
 
-        (allow,) = _dm_buttons(room, owner, "nanoslack_budget_allow")
+        (allow,) = dm_buttons(room.emu, owner, "nanoslack_budget_allow")
         await room.emu.click_button(
             owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
         )
         await room.emu.wait_for(lambda: len(answers()) == 2, timeout=10)
-        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in _text_of(room, allow))
+        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in message_text(room.emu, allow))
         # One more turn spent the raised cap: the third job waits for a new answer.
         third = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} third job")
         await room.emu.wait_for(
-            lambda: len(_dm_buttons(room, owner, "nanoslack_budget_allow")) == 1, timeout=10
+            lambda: len(dm_buttons(room.emu, owner, "nanoslack_budget_allow")) == 1, timeout=10
         )
         await room.emu.wait_for(
             lambda: len(_texts(room, room.channel, "⏸️ Paused: this room's token budget")) == 2
@@ -494,16 +478,16 @@ async def test_a_spent_instance_budget_asks_the_owners_and_allow_gives_it_one_mo
         await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} first job")
         await room.emu.wait_for(lambda: len(answers()) == 1, timeout=10)
         await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} second job")
-        await room.emu.wait_for(lambda: _dm_buttons(room, owner, "nanoslack_budget_allow"), timeout=10)
+        await room.emu.wait_for(lambda: dm_buttons(room.emu, owner, "nanoslack_budget_allow"), timeout=10)
         assert room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id") == [
             ("done",),
             ("budget",),
         ]
 
-        (allow,) = _dm_buttons(room, owner, "nanoslack_budget_allow")
+        (allow,) = dm_buttons(room.emu, owner, "nanoslack_budget_allow")
         await room.emu.click_button(
             owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
         )
-        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in _text_of(room, allow))
+        await room.emu.wait_for(lambda: f"Allowed 1× more by <@{owner}>" in message_text(room.emu, allow))
         await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} third job")
         await room.emu.wait_for(lambda: len(answers()) == 2, timeout=10)

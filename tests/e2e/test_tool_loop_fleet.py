@@ -11,7 +11,7 @@ from typing import Any
 
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import write_fleet_env
+from tests.e2e.helpers import dm_buttons, write_fleet_env
 from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, openai_answer, openai_text, send
 
@@ -56,18 +56,6 @@ def _steps(room: Room, turn_id: int) -> list[tuple[Any, ...]]:
 def _events(out: io.StringIO, event: str) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
     return [line for line in lines if line.get("event") == event]
-
-
-def _dm_buttons(room: Room, owner: str, action_id: str) -> list[dict[str, Any]]:
-    found = []
-    for conv in room.emu.conversations():
-        if conv.kind == "im" and owner in conv.members:
-            for msg in room.emu.conversation_messages(conv.id):
-                for block in msg.get("blocks") or []:
-                    for el in block.get("elements") or []:
-                        if el.get("action_id") == action_id:
-                            found.append({"channel": conv.id, "ts": msg["ts"], "value": el.get("value")})
-    return found
 
 
 async def test_a_model_that_reads_a_skill_then_posts_posts_once_and_its_second_request_carries_the_skill(
@@ -140,7 +128,7 @@ async def test_a_daily_cap_spent_by_the_first_step_stops_the_loop_before_the_sec
         llm.openai.push(openai_answer(("read_skill", {"name": "review"}), tokens=(40, 2)))
         await fleet_factory(["dana"], **_env(room, llm, NANOSLACK_DAILY_TOKENS="10"))
         await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} first job")
-        await room.emu.wait_for(lambda: _dm_buttons(room, owner, "nanoslack_budget_allow"), timeout=15)
+        await room.emu.wait_for(lambda: dm_buttons(room.emu, owner, "nanoslack_budget_allow"), timeout=15)
         assert [s for _, s in _turns(room)] == ["budget"]
         assert len(llm.openai.requests) == 1  # the second call was never made
         ((turn_id, _),) = _turns(room)
@@ -148,7 +136,7 @@ async def test_a_daily_cap_spent_by_the_first_step_stops_the_loop_before_the_sec
         assert room.sql("SELECT tokens FROM turns WHERE id = ?", turn_id) == [(42,)]
 
         # Allow gives it one more budget: the next job is answered.
-        (allow,) = _dm_buttons(room, owner, "nanoslack_budget_allow")
+        (allow,) = dm_buttons(room.emu, owner, "nanoslack_budget_allow")
         llm.openai.push(openai_answer(send("On it."), tokens=(3, 2)), openai_text(tokens=(3, 2)))
         await room.emu.click_button(
             owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
