@@ -270,3 +270,20 @@ def error(status: int, message: str = "error", *, retry_after: str | None = None
     """An error in the providers' common shape (``{"error": {"message": …}}``)."""
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
     return Answer(status, json={"error": {"type": "error", "message": message}}, headers=headers)
+
+
+def backend_env(backend: str, server: LLMServer, key: str) -> dict[str, str]:
+    """The ``.env`` keys that point the ``openai`` or ``anthropic`` back end at ``server``."""
+    if backend == "openai":
+        return {
+            "NANOSLACK_AGENT": "openai",
+            "NANOSLACK_MODEL": "local-model",
+            "OPENAI_BASE_URL": server.openai_url,
+            "OPENAI_API_KEY": key,
+        }
+    return {
+        "NANOSLACK_AGENT": "anthropic",
+        "NANOSLACK_MODEL": "claude-local",
+        "ANTHROPIC_BASE_URL": server.anthropic_url,
+        "ANTHROPIC_API_KEY": key,
+    }

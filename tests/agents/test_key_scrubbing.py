@@ -16,28 +16,12 @@ import pytest
 from nanoslack.agents import TurnFailed, build_agent, make_http_client
 from nanoslack.agents.local import LocalTools
 from nanoslack.logs import configure_logging
-from tests.llm_server import Answer, LLMServer
+from tests.llm_server import Answer, LLMServer, backend_env
 
 from .conftest import Sleeps
 from .helpers import make_turn
 
 LOCAL_KEY = "local-secret-key-42"
-
-
-def config(backend: str, llm: LLMServer) -> dict[str, str]:
-    if backend == "openai":
-        return {
-            "NANOSLACK_AGENT": "openai",
-            "NANOSLACK_MODEL": "local-model",
-            "OPENAI_BASE_URL": llm.openai_url,
-            "OPENAI_API_KEY": LOCAL_KEY,
-        }
-    return {
-        "NANOSLACK_AGENT": "anthropic",
-        "NANOSLACK_MODEL": "claude-local",
-        "ANTHROPIC_BASE_URL": llm.anthropic_url,
-        "ANTHROPIC_API_KEY": LOCAL_KEY,
-    }
 
 
 # How servers and proxies echo a key back: the providers' error object, or plain text.
@@ -71,7 +55,7 @@ async def test_a_local_key_echoed_by_the_server_is_in_neither_the_turn_failure_n
     endpoint.push(ECHOES[echo](502), ECHOES[echo](401))
     async with make_http_client() as http:
         agent = build_agent(
-            config(backend, llm).get, "dana", http=http, teammates_dir=teammates, sleep=sleeps
+            backend_env(backend, llm, LOCAL_KEY).get, "dana", http=http, teammates_dir=teammates, sleep=sleeps
         )
         with pytest.raises(TurnFailed) as failed:
             await agent.run(make_turn(), LocalTools())

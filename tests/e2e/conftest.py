@@ -18,6 +18,7 @@ from nanoslack.config import load_settings
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
+from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
 from tests.e2e.helpers import sql, write_fleet_env
@@ -117,3 +118,20 @@ async def fleet_factory(room: Room) -> AsyncIterator[Callable[..., Any]]:
 @pytest.fixture
 def env_file(room: Room) -> Iterator[Path]:
     yield room.tmp / ".env"
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[Stage, str]]:
+    """The playground as ``nanoslack demo`` serves it: the stage (rooms open, fleet started)
+    and the page's URL, on an emulator of its own."""
+    async with Emulator(ack_timeout=1.0) as emu:
+        stage_ref: list[Stage] = []
+        book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, 3)
+        stage = await open_stage(emu, tmp_path, on_outcome=book.on_outcome)
+        stage_ref.append(stage)
+        server = PlaygroundServer(stage, book)
+        try:
+            yield stage, await server.start(0)
+        finally:
+            await server.stop()
+            await stage.stop()

@@ -32,7 +32,7 @@ from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
 from tests.fleetproc import FleetProcess
-from tests.llm_server import Answer, LLMServer
+from tests.llm_server import Answer, LLMServer, backend_env
 
 # -- helpers ----------------------------------------------------------------------------------------
 
@@ -158,22 +158,6 @@ async def test_a_5000_character_answer_reaches_slack_as_several_posts_slack_take
 LOCAL_KEY = "local-secret-key-42"
 
 
-def _backend_env(backend: str, llm: LLMServer) -> dict[str, str]:
-    if backend == "openai":
-        return {
-            "NANOSLACK_AGENT": "openai",
-            "NANOSLACK_MODEL": "local-model",
-            "OPENAI_BASE_URL": llm.openai_url,
-            "OPENAI_API_KEY": LOCAL_KEY,
-        }
-    return {
-        "NANOSLACK_AGENT": "anthropic",
-        "NANOSLACK_MODEL": "claude-local",
-        "ANTHROPIC_BASE_URL": llm.anthropic_url,
-        "ANTHROPIC_API_KEY": LOCAL_KEY,
-    }
-
-
 @pytest.mark.parametrize("backend", ["anthropic", "openai"])
 async def test_a_401_that_echoes_a_local_api_key_leaves_it_out_of_the_turns_error_and_every_log_line(
     room: Room, fleet_factory: FleetFactory, backend: str
@@ -185,7 +169,7 @@ async def test_a_401_that_echoes_a_local_api_key_leaves_it_out_of_the_turns_erro
     # is the emulator's, untouched.
     async with LLMServer() as llm:
         llm.openai.default = llm.anthropic.default = Answer(401, json=refusal)
-        await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **_backend_env(backend, llm))
+        await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **backend_env(backend, llm, LOCAL_KEY))
         await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hello")
         await room.emu.wait_for(lambda: _turn_rows(room, "dana"), timeout=10, message="no turn ran")
         await room.emu.wait_for(lambda: _turn_rows(room, "dana")[0][0] != "running", timeout=10)

@@ -6,31 +6,13 @@ DNS-rebinding name could read the stream."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 
-from nanoslack.emulator import Emulator
-from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+from nanoslack.playground import Stage
 
 EVIL = "http://evil.example"
-
-
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[Stage, str]]:
-    async with Emulator(ack_timeout=1.0) as emu:
-        stage_ref: list[Stage] = []
-        book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, 3)
-        stage = await open_stage(emu, tmp_path, on_outcome=book.on_outcome)
-        stage_ref.append(stage)
-        server = PlaygroundServer(stage, book)
-        try:
-            yield stage, await server.start(0)
-        finally:
-            await server.stop()
-            await stage.stop()
 
 
 async def _post(url: str, body: dict[str, str], **headers: str) -> tuple[int, dict[str, object]]:

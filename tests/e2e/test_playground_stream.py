@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
-from nanoslack.emulator import Emulator
-from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+from nanoslack.playground import Stage
 from nanoslack.slack.blocks import action_id
 
 TIMEOUT = 20.0
@@ -40,21 +36,6 @@ class Stream:
                     return event
 
         return await asyncio.wait_for(read(), TIMEOUT)
-
-
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[Stage, str]]:
-    async with Emulator(ack_timeout=1.0) as emu:
-        stage_ref: list[Stage] = []
-        book = NoteBook(lambda: stage_ref[0].sender_names if stage_ref else {}, 3)
-        stage = await open_stage(emu, tmp_path, on_outcome=book.on_outcome)
-        stage_ref.append(stage)
-        server = PlaygroundServer(stage, book)
-        try:
-            yield stage, await server.start(0)
-        finally:
-            await server.stop()
-            await stage.stop()
 
 
 def _from(stage: Stage, name: str, text: str) -> Any:
