@@ -54,7 +54,7 @@ from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.rounds import RoundKeeper, warn_chiefless
-from nanoslack.shutdown import Shutdown
+from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import Store, store_unavailable
 from nanoslack.store.outage import StoreOutage
 from nanoslack.team import Team, VoteClick
@@ -637,17 +637,6 @@ def room_tokens(settings: Settings) -> int | None:
         return int(raw)
     warn_malformed(log, "NANOSLACK_ROOM_TOKENS", raw, "an integer > 0", "unlimited")
     return None
-
-
-async def cancel(task: asyncio.Task[None]) -> None:
-    """Cancel until it is done: Python 3.11's ``wait_for`` swallows a cancel that
-    lands as the awaited event fires (gh-86296), and the worker loops here all
-    wait on one; a single cancel could leave ``stop`` waiting forever."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.5)
-    if not task.cancelled():
-        task.exception()  # retrieved, so asyncio does not log it at exit
 
 
 def _teammate(teammates_dir: Path, instance: str) -> Teammate:

@@ -65,3 +65,15 @@ class Shutdown:
             return False
         task.result()  # its exception, if it failed
         return True
+
+
+async def cancel(task: asyncio.Task[Any]) -> None:
+    """Cancel until it is done: Python 3.11's ``wait_for`` swallows a cancel that
+    lands as the awaited event fires (gh-86296), and the fleet's loops (workers, the
+    poster, an MCP server's supervisor) wait on one; a single cancel could leave a
+    stop waiting forever."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it at exit

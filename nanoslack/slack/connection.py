@@ -21,9 +21,10 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.asks import Answer
 from nanoslack.config import InstanceSettings
-from nanoslack.core import InstanceCore, cancel
+from nanoslack.core import InstanceCore
 from nanoslack.inbound import Inbound
 from nanoslack.metrics import FleetMetrics, Tally
+from nanoslack.shutdown import cancel
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.socket import (

@@ -17,10 +17,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import InstanceSettings
-from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore, cancel
+from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
-from nanoslack.shutdown import Shutdown
+from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
 from nanoslack.slack.names import SlackNames

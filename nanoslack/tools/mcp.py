@@ -56,6 +56,7 @@ from nanoslack.agents import ToolResult, ToolSpec
 from nanoslack.agents.redact import scrub
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger
+from nanoslack.shutdown import cancel
 
 log = get_logger(__name__)
 
@@ -444,8 +445,11 @@ class _Server:
         The probe lists the tools (``ping`` is gone from the 2026 protocol), so a
         server's changed tools are picked up on the way."""
         while True:
+            # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a stop's cancel
+            # that lands as the wait ends, and this loop would then never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dead.wait(), self._lifecycle.probe_interval)
+                async with asyncio.timeout(self._lifecycle.probe_interval):
+                    await self._dead.wait()
                 return self._dead_reason
             self._trim_stderr()
             if self.in_flight:
@@ -563,9 +567,8 @@ class TeammateMcp:
         tasks = [server.task for server in self._servers.values() if server.task is not None]
         for server in self._servers.values():
             server.task = None
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Until each is done: one cancel can be swallowed by a wait_for (``shutdown.cancel``).
+        await asyncio.gather(*(cancel(task) for task in tasks))
 
     # -- McpTools --------------------------------------------------------------------------
 
