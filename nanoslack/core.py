@@ -49,7 +49,7 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.values import warn_malformed
 from nanoslack.control import Halts
-from nanoslack.inbound import Identity, Inbound, InboxKey
+from nanoslack.inbound import Identity, Inbound, InboxKey, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
@@ -61,6 +61,7 @@ from nanoslack.team import Team, VoteClick
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
+from nanoslack.tools.memory import Notes
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
@@ -123,6 +124,8 @@ class CoreConfig:
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
     setting: Callable[[str], str | None] = lambda _key: None
     backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
+    # The users.id of a chain room's lead (None elsewhere): who may ask for lasting notes.
+    lead_of: Callable[[str], str | None] = lambda _channel: None
 
 
 class FleetBacklog:
@@ -223,6 +226,7 @@ class InstanceCore:
             tally=self.tally,
             team=self.team,
             yield_to=config.backlog.yield_to,
+            lead_of=config.lead_of,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -459,23 +463,28 @@ def build_turns(
     tally: Tally | None = None,
     team: Team | None = None,
     yield_to: Callable[[], Awaitable[None]] | None = None,
+    lead_of: Callable[[str], str | None] = lambda _channel: None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
     tools = tools or ToolSettings()
     instance = identity.instance
+    notes = Notes(instance, store, tools.memory, tuple(owners), lead_of=lead_of)
+    transcripts = Transcripts(
+        identity=identity,
+        store=store,
+        teammate=teammate,
+        skills_dir=skills_dir,
+        directory=directory,
+        notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
+        history_chars=tools.memory.history_chars,
+        owners=owners,
+    )
     return TurnScheduler(
         instance=instance,
         store=store,
         agent=agent,
-        transcripts=Transcripts(
-            identity=identity,
-            store=store,
-            teammate=teammate,
-            skills_dir=skills_dir,
-            directory=directory,
-            notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
-        ),
+        transcripts=transcripts,
         recorder=TurnRecorder(
             instance=instance,
             store=store,
@@ -488,7 +497,8 @@ def build_turns(
             on_handoff=on_handoff,
             on_recorded=rounds.turn_recorded if rounds else None,
             tally=tally,
-            appliers=[team.apply] if team else [],
+            appliers=[notes.apply, *([team.apply] if team else [])],
+            memory=transcripts.memory,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -501,7 +511,7 @@ def build_turns(
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,
-            toolsets=[team.tools] if team else [],
+            toolsets=[notes.tools, *([team.tools] if team else [])],
         ),
         limiter=limiter,
         halts=halts,
@@ -549,6 +559,7 @@ class FleetCore:
             daily_tokens=self._daily_tokens,
             wake=self._wake,
             setting=settings.value,
+            lead_of=self._lead_of,
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
@@ -562,6 +573,15 @@ class FleetCore:
             return daily_tokens(self.settings.value, instance)
         except ConfigError:
             return None  # agent_for refused the instance already, naming the key
+
+    def _lead_of(self, channel: str) -> str | None:
+        """The chain room's lead as its messages name it (``slack:bot:B…``), when this
+        process runs the lead (a lead run elsewhere is not trusted with lasting notes)."""
+        room = self.store.room_kinds.get(channel)
+        if room is None or room.kind != "chain" or not room.lead:
+            return None
+        lead = self.instances.get(room.lead)
+        return bot_sender_id(lead.identity.bot_id) if lead and lead.identity.bot_id else None
 
     def _wake(self, instance: str) -> None:
         core = self.instances.get(instance)

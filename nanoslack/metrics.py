@@ -68,7 +68,17 @@ class Histogram:
 class Tally:
     """One instance's counts. Attributes are bumped directly on the hot path."""
 
-    __slots__ = ("received", "acked", "ack_latency", "turns", "tokens", "hop_drops", "posts", "api_errors")
+    __slots__ = (
+        "received",
+        "acked",
+        "ack_latency",
+        "turns",
+        "tokens",
+        "cached_tokens",
+        "hop_drops",
+        "posts",
+        "api_errors",
+    )
 
     def __init__(self) -> None:
         self.received = 0
@@ -76,6 +86,7 @@ class Tally:
         self.ack_latency = Histogram()
         self.turns: Counter[str] = Counter()
         self.tokens = 0
+        self.cached_tokens = 0
         self.hop_drops: Counter[str] = Counter()
         self.posts: Counter[str] = Counter()
         self.api_errors: Counter[tuple[str, str]] = Counter()
@@ -106,9 +117,10 @@ class Tally:
 
     # -- the core ---------------------------------------------------------------------------
 
-    def turn(self, status: str, tokens: int = 0) -> None:
+    def turn(self, status: str, tokens: int = 0, cached_tokens: int = 0) -> None:
         self.turns[status] += 1
         self.tokens += tokens
+        self.cached_tokens += cached_tokens
 
     def hop_drop(self, reason: str) -> None:
         self.hop_drops[reason] += 1
@@ -235,6 +247,12 @@ def _counts(tallies: list[tuple[str, Tally]]) -> Iterator[CounterMetricFamily]:
         "Tokens the agent's turns used (LLM back ends).",
         ["instance"],
         per(lambda t: t.tokens),
+    )
+    yield _counter(
+        "nanoslack_agent_cached_tokens",
+        "Of the agent tokens, input read from the provider's prompt cache.",
+        ["instance"],
+        per(lambda t: t.cached_tokens),
     )
     yield _counter(
         "nanoslack_hop_drops",

@@ -10,13 +10,14 @@ from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent, daily_tokens
 from nanoslack.agents.http import make_http_client
 from nanoslack.agents.local import LocalTools
-from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt
+from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt, render_thread
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.teammates import Teammate, load_teammate
 from nanoslack.agents.types import (
     Agent,
     BudgetExhausted,
     Line,
+    PastTurn,
     Reply,
     ToolResult,
     Tools,
@@ -53,6 +54,7 @@ __all__ = [
     "LocalTools",
     "MemoryLedger",
     "OpenAIAgent",
+    "PastTurn",
     "Reply",
     "RulesError",
     "ScriptAgent",
@@ -70,4 +72,6 @@ __all__ = [
     "load_teammate",
     "make_http_client",
     "render_prompt",
+    "render_thread",
+    "render_thread",
 ]

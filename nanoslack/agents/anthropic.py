@@ -2,7 +2,9 @@
 
 pydantic-ai's ``AnthropicModel`` over the official ``anthropic`` SDK, which sets the
 API version and the key's header itself. ``max_tokens`` is 1024 per model call; ``text``
-blocks are private scratch; no ``send_message`` tool use is silence.
+blocks are private scratch; no ``send_message`` tool use is silence. Every request marks
+prompt-cache breakpoints on the system prompt, the tools and the end of the messages
+(docs/memory.md "A prefix that caches"): a thread's next request reads them back.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import httpx2
 from anthropic import AsyncAnthropic
 from pydantic_ai.models import Model
-from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.settings import ModelSettings
 
@@ -45,4 +47,12 @@ class AnthropicAgent(LLMAgent):
         )
 
     def model_settings(self) -> ModelSettings:
-        return {"max_tokens": self.max_tokens}
+        settings: AnthropicModelSettings = {
+            "max_tokens": self.max_tokens,
+            "anthropic_cache_instructions": True,
+            "anthropic_cache_tool_definitions": True,
+            # Per block on the last message, not the top-level automatic cache_control:
+            # Anthropic-compatible gateways understand the former.
+            "anthropic_cache_messages": True,
+        }
+        return settings

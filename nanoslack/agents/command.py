@@ -2,15 +2,20 @@
 
 Contract with the program:
 
-- **stdin**: the turn prompt (``render_prompt``), UTF-8, then EOF.
+- **stdin**: the thread from its first message (``render_thread``: the agent's earlier
+  turns there, each prompt then what it posted, bounded like the LLMs' history), a line
+  ``--- new since your last turn ---``, then the turn prompt (``render_prompt``); only the
+  prompt on a thread's first turn. UTF-8, then EOF.
 - **environment**: the fleet's own environment (the child inherits it like any
   shell command, API keys included: the command is the operator's own code), plus
   ``NANOSLACK_INSTANCE``, ``NANOSLACK_CHANNEL``, ``NANOSLACK_THREAD_TS`` (empty in a
   DM), ``NANOSLACK_SENDER`` (``slack:U…`` or ``slack:bot:B…``),
-  ``NANOSLACK_WRAPPING_UP`` (``1``/``0``), and two additions:
+  ``NANOSLACK_WRAPPING_UP`` (``1``/``0``), ``NANOSLACK_SESSION`` (a UUID, the same on
+  every turn of one (instance, conversation, thread): a CLI agent resumes its own
+  session there, docs/memory.md), and two additions:
   ``NANOSLACK_NAME`` (the display name the prompt addresses) and
   ``NANOSLACK_SYSTEM_PROMPT_FILE`` (path of a file holding the teammate's system
-  prompt, persona first; removed after the turn, and by the next start when a
+  prompt, persona first, then its notes; removed after the turn, and by the next start when a
   SIGKILL left it behind: ``sweep_turn_folders``). The system prompt is not on stdin
   so that a program that only wants the conversation can read stdin as is, and it
   is a file, not a variable, because a long persona can exceed the kernel's limit on
@@ -47,7 +52,7 @@ from typing import Protocol
 
 import structlog
 
-from nanoslack.agents.prompt import render_prompt
+from nanoslack.agents.prompt import opening, render_thread
 from nanoslack.agents.redact import tail
 from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
 
@@ -93,6 +98,7 @@ def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | Non
         NANOSLACK_THREAD_TS=turn.thread_ts,
         NANOSLACK_SENDER=turn.sender_id,
         NANOSLACK_WRAPPING_UP="1" if turn.wrapping_up else "0",
+        NANOSLACK_SESSION=turn.session,
         NANOSLACK_NAME=turn.name,
         NANOSLACK_SYSTEM_PROMPT_FILE=str(system_prompt_file),
     )
@@ -135,9 +141,9 @@ class CommandAgent:
         async with self._mcp_env(tools) as mcp_env:
             with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
                 system_file = Path(tmp) / "system.md"
-                system_file.write_text(turn.system, encoding="utf-8")
+                system_file.write_text(opening(turn), encoding="utf-8")
                 env = turn_env(turn, system_file) | mcp_env
-                stdout, stderr, code = await self._execute(render_prompt(turn), env)
+                stdout, stderr, code = await self._execute(render_thread(turn), env)
         # A client that dumps its request must not put the token in a log or a post.
         token = mcp_env.get(MCP_TOKEN_ENV)
         if code != 0:

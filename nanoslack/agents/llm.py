@@ -17,7 +17,8 @@ from pydantic_ai.settings import ModelSettings
 
 from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, safe_url
 from nanoslack.agents.loop import TurnSteps, describe_failure, run_tool_loop
-from nanoslack.agents.prompt import render_prompt
+from nanoslack.agents.prompt import opening, render_prompt
+from nanoslack.agents.replay import keep, replay, size
 from nanoslack.agents.types import BudgetExhausted, Reply, Tools, Turn, TurnFailed
 from nanoslack.config import Secret
 
@@ -38,7 +39,9 @@ RAW_SCHEMAS: ModelProfile = {"json_schema_transformer": None}
 
 
 def system_text(turn: Turn) -> str:
-    return f"{turn.system.rstrip()}\n\n{POSTING_RULES}" if turn.system.strip() else POSTING_RULES
+    """The opening every request of the thread starts with: persona, posting rules, notes."""
+    persona = f"{turn.system.rstrip()}\n\n{POSTING_RULES}" if turn.system.strip() else POSTING_RULES
+    return opening(turn, persona)
 
 
 class LLMAgent:
@@ -90,7 +93,7 @@ class LLMAgent:
         )
         failure: str | None = None
         try:
-            posts = await run_tool_loop(
+            result = await run_tool_loop(
                 self._model,
                 system=system_text(turn),
                 prompt=render_prompt(turn),
@@ -98,6 +101,7 @@ class LLMAgent:
                 steps=steps,
                 settings=self.model_settings(),
                 instance=self.instance,
+                history=replay(turn),
             )
         except (BudgetExhausted, TurnFailed):
             raise
@@ -113,11 +117,12 @@ class LLMAgent:
             "agent replied",
             instance=self.instance,
             backend=self.name,
-            posts=posts,
+            posts=result.posts,
             steps=steps.calls,
             tokens=steps.tokens,
+            cached_tokens=steps.cached_tokens,
         )
-        return Reply((), steps.tokens)
+        return Reply((), steps.tokens, history=keep(result.messages), history_chars=size(result.messages))
 
     def _describe(self, error: BaseException) -> str:
         return describe_failure(

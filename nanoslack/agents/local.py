@@ -102,7 +102,9 @@ class LocalTools:
                     f"daily token budget spent: {used} of {self.daily_tokens} tokens used today"
                 )
 
-    def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None:
+    def after_model_call(
+        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+    ) -> None:
         if self.ledger is not None and tokens > 0:
             self.ledger.add(self.instance, tokens)
         self.steps.append(Step("model", model, tokens=tokens, error=error))

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 import structlog
-from pydantic_ai import Agent
+from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapModelRequestHandler
 from pydantic_ai.exceptions import (
@@ -38,7 +39,7 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
@@ -138,6 +139,7 @@ class TurnSteps(AbstractCapability[None]):
         self._sleep = sleep
         self._describe = describe
         self.tokens = 0
+        self.cached_tokens = 0
         self.calls = 0
         self.attempts_of_last_call = 0
 
@@ -161,8 +163,11 @@ class TurnSteps(AbstractCapability[None]):
             raise
         usage = response.usage
         tokens = max(0, usage.input_tokens) + max(0, usage.output_tokens)
+        # Both providers count cache reads inside the input tokens (pydantic-ai's usage).
+        cached = min(max(0, usage.cache_read_tokens), max(0, usage.input_tokens))
         self.tokens += tokens
-        self._tools.after_model_call(model=self._model, tokens=tokens, ms=_ms(start))
+        self.cached_tokens += cached
+        self._tools.after_model_call(model=self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached)
         return response
 
     async def on_model_request_error(
@@ -205,6 +210,12 @@ def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000
 
 
+@dataclass
+class LoopResult:
+    posts: int  # ``send_message`` calls that posted
+    messages: list[ModelMessage]  # the turn's new messages (its prompt first), for its history
+
+
 async def run_tool_loop(
     model: Model,
     *,
@@ -214,11 +225,13 @@ async def run_tool_loop(
     steps: TurnSteps,
     settings: ModelSettings,
     instance: str,
-) -> int:
-    """Run the loop to its end; the number of ``send_message`` calls that posted.
+    history: Sequence[ModelMessage] = (),
+) -> LoopResult:
+    """Run the loop to its end, after the thread's earlier turns (``history``).
 
-    Reaching the step limit is an end, not a failure. ``BudgetExhausted`` and pydantic-ai's
-    own errors propagate: the caller turns the latter into ``TurnFailed``.
+    Reaching the step limit is an end, not a failure: the messages until then are the
+    turn's. ``BudgetExhausted`` and pydantic-ai's own errors propagate: the caller turns
+    the latter into ``TurnFailed``.
     """
     toolset = TurnToolset(tools)
     agent: Agent[None, str | None] = Agent(
@@ -232,11 +245,16 @@ async def run_tool_loop(
         retries=TOOL_RETRIES,
         model_settings=settings,
     )
-    try:
-        await agent.run(prompt, usage_limits=UsageLimits(request_limit=tools.max_steps))
-    except UsageLimitExceeded:
-        log.warning("turn step limit reached", instance=instance, steps=steps.calls)
-    return toolset.posts
+    with capture_run_messages() as messages:
+        try:
+            await agent.run(
+                prompt,
+                message_history=list(history) or None,
+                usage_limits=UsageLimits(request_limit=tools.max_steps),
+            )
+        except UsageLimitExceeded:
+            log.warning("turn step limit reached", instance=instance, steps=steps.calls)
+    return LoopResult(toolset.posts, list(messages[len(history) :]))
 
 
 def describe_failure(error: BaseException, *, url: str, backend: str, secrets: tuple[str, ...]) -> str:

@@ -14,7 +14,13 @@ The header lists the *other* members (the agent is told its own name on the last
 line); a DM reads ``[Direct message with alice]``. The mission line appears in a room
 that has one (``open-room --mission``); ``… N earlier messages not shown`` when the
 transcript was cut to its bound; the room's notes (a round's cue, open votes) after the
-transcript; the last line only when ``turn.wrapping_up``.
+transcript; the last line only when ``turn.wrapping_up``. Notes written or forgotten
+elsewhere since the thread's opening come first (``[Notes changed] …``, docs/memory.md).
+
+The agent's earlier turns in the thread come before this prompt: the LLM back ends
+replay them as model messages (``agents.llm``), the ``command`` back end reads them as
+text (``render_thread``). The opening (``opening``) is the system prompt with the
+notes block; it stays the same inside a thread, so providers' prompt caches hit.
 """
 
 from __future__ import annotations
@@ -66,10 +72,15 @@ def render_line(line: Line) -> str:
     return "\n".join([f"{line.sender_name}: {first}", *(CONTINUATION_INDENT + r for r in rest)])
 
 
+EARLIER_TURNS_NOT_SHOWN = "… {n} earlier turns not shown"
+NEW_SINCE = "--- new since your last turn ---"
+
+
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
     if turn.mission:
         lines.append(f"Mission: {turn.mission}")
+    lines.extend(turn.notes_changed)
     if turn.earlier_not_shown:
         lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
@@ -80,3 +91,27 @@ def render_prompt(turn: Turn) -> str:
     if turn.wrapping_up:
         lines.append(WRAPPING_UP_CUE)
     return "\n".join(lines)
+
+
+def opening(turn: Turn, system: str | None = None) -> str:
+    """The request's opening: the system prompt (``system``: a back end's own version of
+    it), then the notes block."""
+    base = (turn.system if system is None else system).rstrip()
+    notes = "\n".join(turn.memory)
+    return f"{base}\n\n{notes}" if base and notes else (base or notes)
+
+
+def render_thread(turn: Turn) -> str:
+    """The whole thread as text, for a back end that reads one prompt (``command``): its
+    earlier turns (each prompt, then what it posted), then the new part, marked."""
+    if not turn.history:
+        return render_prompt(turn)
+    parts: list[str] = []
+    for i, past in enumerate(turn.history):
+        parts.append(past.prompt)
+        parts.extend(f"{turn.name}: {post}" for post in past.posts)
+        if i == 0 and turn.history_not_shown:
+            parts.append(EARLIER_TURNS_NOT_SHOWN.format(n=turn.history_not_shown))
+    parts.append(NEW_SINCE)
+    parts.append(render_prompt(turn))
+    return "\n".join(parts)

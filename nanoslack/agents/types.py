@@ -30,6 +30,18 @@ class Line:
 
 
 @dataclass(frozen=True, slots=True)
+class PastTurn:
+    """One earlier turn of the agent in this thread, replayed before the new part
+    (docs/memory.md): what it was shown, and what it did."""
+
+    prompt: str  # the turn's tagged prompt, as ``render_prompt`` wrote it then
+    # The model back ends' own record of the turn (pydantic-ai's JSON of its model
+    # messages, tool results cut); "" for a back end without a model, or a failed turn.
+    messages: str = ""
+    posts: tuple[str, ...] = ()  # what it posted
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     instance: str  # instance name, e.g. "dana"
     name: str  # the agent's display name ("It's your turn, <name>")
@@ -48,12 +60,26 @@ class Turn:
     # Lines about the room the agent should know this turn, shown after the transcript:
     # e.g. that everyone is answering at once (a round), the open votes it has not answered.
     notes: tuple[str, ...] = ()
+    # What it remembers (docs/memory.md). ``memory``: the notes block of the opening,
+    # as the thread's opening showed it; ``history``: its earlier turns in this thread
+    # (the first one always), ``history_not_shown`` of them left out after the first;
+    # ``notes_changed``: notes written or forgotten elsewhere since, shown at the head of
+    # the new part; ``session``: a stable id of (instance, conversation, thread).
+    memory: tuple[str, ...] = ()
+    history: tuple[PastTurn, ...] = ()
+    history_not_shown: int = 0
+    notes_changed: tuple[str, ...] = ()
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     posts: tuple[str, ...]  # texts to post, in order; () = silence. The dispatcher caps them.
     tokens: int = 0  # tokens this turn used (LLM back ends), 0 otherwise
+    # The model back ends' record of this turn for its thread's history (``PastTurn.messages``)
+    # and what it costs the history bound (characters the model reads).
+    history: str = ""
+    history_chars: int = 0
 
 
 class TurnFailed(Exception):
@@ -101,9 +127,10 @@ class Tools(Protocol):
     A back end that calls a model asks ``before_model_call`` before each call (it raises
     ``BudgetExhausted`` when the daily or the room budget is spent: stop there) and
     reports each answer to ``after_model_call`` (its tokens count toward both budgets,
-    and the call is recorded as a step). ``max_steps`` bounds the model calls of one
-    turn (``NANOSLACK_MAX_STEPS``); a back end that reaches it ends the turn with what it
-    has and logs ``turn step limit reached``.
+    those read from the provider's prompt cache, ``cached_tokens``, at
+    ``NANOSLACK_CACHED_TOKEN_WEIGHT``; the call is recorded as a step). ``max_steps``
+    bounds the model calls of one turn (``NANOSLACK_MAX_STEPS``); a back end that
+    reaches it ends the turn with what it has and logs ``turn step limit reached``.
     """
 
     @property
@@ -115,7 +142,9 @@ class Tools(Protocol):
 
     def before_model_call(self) -> None: ...
 
-    def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None: ...
+    def after_model_call(
+        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+    ) -> None: ...
 
 
 class Agent(Protocol):

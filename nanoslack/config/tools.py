@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nanoslack.config.memory import MemorySettings, parse_memory_settings
 from nanoslack.config.team import TeamSettings, parse_team_settings
 from nanoslack.config.values import positive_int, positive_seconds, split_list, warn_malformed
 
@@ -30,6 +31,8 @@ class ToolSettings:
     max_steps_by_instance: Mapping[str, int] = field(default_factory=dict)
     # Team rooms (DESIGN §12): NANOSLACK_VOTE_REMIND, NANOSLACK_VOTE_CLOSE.
     team: TeamSettings = field(default_factory=TeamSettings)
+    # What an agent remembers: NANOSLACK_HISTORY_CHARS, _MEMORY_CHARS, _CACHED_TOKEN_WEIGHT.
+    memory: MemorySettings = field(default_factory=MemorySettings)
 
     def max_steps(self, instance: str) -> int:
         return self.max_steps_by_instance.get(instance, self.max_steps_default)
@@ -66,6 +69,7 @@ def parse_tool_settings(
         max_steps_default=default_steps,
         max_steps_by_instance=by_instance,
         team=parse_team_settings(env, log),
+        memory=parse_memory_settings(env, log),
     )
 
 

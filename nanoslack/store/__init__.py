@@ -22,9 +22,11 @@ from nanoslack.store.db import (
 )
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
+from nanoslack.store.history import History, HistoryRow
 from nanoslack.store.hops import HopCount, Hops
 from nanoslack.store.inbox import Inbox
 from nanoslack.store.leases import Leases
+from nanoslack.store.memories import Memories, NoteRow
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
@@ -48,10 +50,12 @@ __all__ = [
     "GroupRow",
     "HandoffRow",
     "HaltRow",
+    "HistoryRow",
     "HopCount",
     "MessageRow",
     "OutboxRow",
     "MemberRow",
+    "NoteRow",
     "RoomRow",
     "RoundRow",
     "Purpose",
@@ -96,6 +100,9 @@ class Store:
         self.tasks = Tasks(db)
         self.boards = Boards(db)
         self.votes = Votes(db)
+        # What an agent remembers (docs/memory.md): its own conversation, its notes.
+        self.history = History(db)
+        self.memories = Memories(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

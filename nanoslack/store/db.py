@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(RuntimeError):
@@ -301,12 +301,23 @@ def _v7_team(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
 
 
+def _v8_memory(conn: Connection) -> None:
+    """Version 8: an agent's own conversation (``agent_history``) and its notes
+    (``memories``); a step says how much of its input came from a prompt cache
+    (``turn_steps.cached_tokens``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("turn_steps")}
+    if "cached_tokens" not in have:
+        conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
+# Version 8: ``_v8_memory``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -315,6 +326,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v5_steps,
     _v6_attempted_at,
     _v7_team,
+    _v8_memory,
 ]
 
 

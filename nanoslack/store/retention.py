@@ -19,6 +19,8 @@ owner asks once their DMs are gone. Rooms' work goes once it is over: closed or 
 rounds (with their members), closed or stale tasks not reported on since, closed votes
 (with their ballots) once no outbox row names them. A round, task or vote still under way
 never goes, nor a board (one message per room, edited for as long as the room lives).
+An agent's own conversation (``agent_history``) goes by age like the messages it showed;
+notes (``memories``) never do, only the drafts of turns that will never be recorded.
 """
 
 from __future__ import annotations
@@ -110,6 +112,17 @@ _BALLOTS = text(
     " WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.id = b.vote_id) LIMIT :batch)"
 )
 
+# An agent's own conversation goes with the thread's messages, by age (docs/memory.md);
+# notes are never pruned, only the drafts of turns that were never recorded.
+_HISTORY = text(
+    "DELETE FROM agent_history WHERE id IN (SELECT id FROM agent_history WHERE created_at < :cutoff"
+    " LIMIT :batch)"
+)
+_NOTE_DRAFTS = text(
+    "DELETE FROM memories WHERE id IN (SELECT m.id FROM memories m WHERE m.status = 'draft'"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = m.turn_id AND t.status = 'running') LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
@@ -123,6 +136,8 @@ TABLES: dict[str, TextClause] = {
     "tasks": _TASKS,
     "votes": _VOTES,
     "ballots": _BALLOTS,
+    "agent_history": _HISTORY,
+    "memories": _NOTE_DRAFTS,
 }
 
 

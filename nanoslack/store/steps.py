@@ -14,11 +14,13 @@ ARGUMENTS_CHARS = 500
 
 _ADD = text(
     "INSERT INTO turn_steps"
-    " (turn_id, step, kind, name, arguments, result_size, tokens, ms, error, created_at)"
-    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :ms, :error, :now)"
+    " (turn_id, step, kind, name, arguments, result_size, tokens, cached_tokens, ms, error, created_at)"
+    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :cached_tokens, :ms,"
+    " :error, :now)"
 )
 _OF = text(
-    "SELECT step, kind, name, arguments, result_size, tokens, ms, error, created_at FROM turn_steps"
+    "SELECT step, kind, name, arguments, result_size, tokens, ms, error, created_at, cached_tokens"
+    " FROM turn_steps"
     " WHERE turn_id = :turn_id ORDER BY step, id"
 )
 
@@ -34,11 +36,12 @@ class StepRow:
     ms: float
     error: str | None
     created_at: float
+    cached_tokens: int = 0  # of ``tokens``, input read from the provider's prompt cache
 
 
 def _row(r: Any) -> StepRow:
     return StepRow(
-        int(r[0]), str(r[1]), str(r[2]), r[3], int(r[4]), int(r[5]), float(r[6]), r[7], float(r[8])
+        int(r[0]), str(r[1]), str(r[2]), r[3], int(r[4]), int(r[5]), float(r[6]), r[7], float(r[8]), int(r[9])
     )
 
 
@@ -56,6 +59,7 @@ class Steps:
         arguments: str | None = None,
         result_size: int = 0,
         tokens: int = 0,
+        cached_tokens: int = 0,
         ms: float = 0.0,
         error: str | None = None,
     ) -> None:
@@ -67,6 +71,7 @@ class Steps:
             "arguments": arguments[:ARGUMENTS_CHARS] if arguments else None,
             "result_size": result_size,
             "tokens": tokens,
+            "cached_tokens": cached_tokens,
             "ms": round(ms, 1),
             "error": error[:500] if error else None,
             "now": time.time(),

@@ -369,6 +369,8 @@ class TurnStep(SQLModel, table=True):
     arguments: str | None = None
     result_size: int = 0  # characters of the tool's result
     tokens: int = 0
+    # Of ``tokens``, the input read from the provider's prompt cache (schema version 8).
+    cached_tokens: int = 0
     ms: float = 0.0
     error: str | None = None
     created_at: float
@@ -532,3 +534,54 @@ class TeamBallot(SQLModel, table=True):
     kind: str  # human | bot
     choice: str
     cast_at: float
+
+
+# -- schema version 8 ------------------------------------------------------------------
+
+
+class AgentHistoryRow(SQLModel, table=True):
+    """One turn of an agent's own conversation in one thread (docs/memory.md): what it was
+    shown (``prompt``, the turn's tagged new part) and did (``messages``: the model
+    messages as pydantic-ai serialises them, tool results cut; empty for back ends without
+    a model; ``posts``: a JSON list of what it posted). Written in the transaction that
+    records the turn, so a turn re-run after a crash keeps only the attempt that counted.
+    ``opening`` is set on the turn that (re)built the thread's opening (a JSON object: the
+    system prompt and the notes shown); ``notes_known`` the note ids the thread knows of
+    after the turn. ``chars`` is what the turn costs the thread's history bound."""
+
+    __tablename__ = "agent_history"
+    __table_args__ = (Index("agent_history_by_thread", "instance", "channel", "thread_key", "id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str
+    channel: str  # the conversation (a routine's own: "routine:<name>")
+    thread_key: str  # "" in a DM
+    turn_id: int
+    prompt: str
+    messages: str = ""
+    posts: str = "[]"
+    opening: str = ""
+    notes_known: str = "[]"
+    chars: int = 0
+    created_at: float
+
+
+class MemoryNote(SQLModel, table=True):
+    """A note an agent keeps (docs/memory.md): ``scope`` ``self`` / ``private`` (the
+    instance's own) or ``room`` (every instance in ``conversation``, ``slack:<channel>``).
+    A note written by a turn is a ``draft`` until the turn is recorded, then ``kept``:
+    a turn lost to a crash leaves nothing behind, its re-run writes the note once."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        Index("memories_by_instance", "instance", "scope"),
+        Index("memories_by_conversation", "conversation"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str
+    scope: str  # self | private | room
+    conversation: str = ""  # slack:<channel> for room notes, else ""
+    text: str
+    asked_by: str  # a users.id (slack:U…, slack:bot:B…), or "operator"
+    turn_id: int | None = None
+    status: str = "kept"  # draft | kept
+    created_at: float

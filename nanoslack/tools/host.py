@@ -89,6 +89,7 @@ class TurnEffects:
     handoffs: list[Handoff] = field(default_factory=list)
     owner_messages: list[str] = field(default_factory=list)
     tokens: int = 0  # what the turn's model calls spent (for the metrics)
+    cached_tokens: int = 0  # of which read from a provider's prompt cache
     # What other tool sets of the fleet mean to do (``nanoslack.tools.team``: reports,
     # votes, ballots, a refused directive's note); the recorder's effect appliers commit
     # them in the turn's transaction.

@@ -111,8 +111,10 @@ class TurnToolbox:
         mcp: McpTools | None = None,
         approver: ToolApprover | None = None,
         toolsets: Sequence[ToolSet] = (),
+        billed: Callable[[int, int], int] = lambda tokens, _cached: tokens,
     ) -> None:
         self.turn_id = turn_id
+        self._billed = billed
         self.instance = instance
         self._store = store
         self._host = host
@@ -175,12 +177,17 @@ class TurnToolbox:
     def before_model_call(self) -> None:
         self._budget.check()
 
-    def after_model_call(self, *, model: str, tokens: int, ms: float, error: str | None = None) -> None:
+    def after_model_call(
+        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+    ) -> None:
         tokens = max(0, int(tokens))
+        cached = min(max(0, int(cached_tokens)), tokens)
         self.tokens += tokens
         self.effects.tokens += tokens
-        self._budget.spend(tokens)
-        self._record("model", model, tokens=tokens, ms=ms, error=error)
+        self.effects.cached_tokens += cached
+        # Cache reads count toward the budgets at NANOSLACK_CACHED_TOKEN_WEIGHT.
+        self._budget.spend(self._billed(tokens, cached))
+        self._record("model", model, tokens=tokens, cached_tokens=cached, ms=ms, error=error)
 
     def _record(self, kind: str, name: str, **fields: Any) -> None:
         self._step += 1
@@ -265,4 +272,5 @@ class Toolboxes:
             mcp=self.mcp,
             approver=self.approver,
             toolsets=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
+            billed=self.settings.memory.billed,
         )

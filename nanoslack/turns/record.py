@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from nanoslack import failpoints
-from nanoslack.agents import Turn
+from nanoslack.agents import Reply, Turn
 from nanoslack.budgets import InstanceBudget
 from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
 from nanoslack.inbound import bot_sender_id
@@ -26,6 +26,8 @@ from nanoslack.replies import MAX_POSTS, prepare_posts, quiet_broadcasts
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
+from nanoslack.tools.memory import note_changes
+from nanoslack.turns.history import Recall, ThreadMemory
 
 log = get_logger(__name__)
 
@@ -56,6 +58,7 @@ class TurnRecorder:
         on_recorded: OnRecorded | None = None,
         tally: Tally | None = None,
         appliers: Sequence[EffectApplier] = (),
+        memory: ThreadMemory | None = None,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -71,11 +74,18 @@ class TurnRecorder:
         # Told, inside the recording transaction, how a turn ended (a round's member finished).
         self._on_recorded = on_recorded
         self._appliers = tuple(appliers)
+        self._memory = memory
 
     def reply(
-        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], posts: Sequence[str], effects: TurnEffects
+        self,
+        turn_id: int,
+        turn: Turn,
+        msgs: Sequence[MessageRow],
+        reply: Reply,
+        effects: TurnEffects,
+        recall: Recall | None = None,
     ) -> None:
-        posts = self._without_acknowledgements(turn_id, [*effects.posts, *posts])
+        posts = self._without_acknowledgements(turn_id, [*effects.posts, *reply.posts])
         if len(posts) > MAX_POSTS:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
         texts = prepare_posts(posts, self._siblings(), allow_broadcast=self._allow_broadcast)
@@ -94,7 +104,8 @@ class TurnRecorder:
             self._recorded(msgs, turn_id, status)
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
-        self._tally.turn(status, effects.tokens)
+            self._remember(recall, turn_id, turn, texts, effects, reply)
+        self._tally.turn(status, effects.tokens, effects.cached_tokens)
         failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
@@ -176,13 +187,18 @@ class TurnRecorder:
         self._tally.turn("halted")
         log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
 
-    def failure(self, turn_id: int, msgs: Sequence[MessageRow], error: str) -> None:
+    def failure(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], error: str, recall: Recall | None = None
+    ) -> None:
         # The messages are consumed: a back end that fails on them would fail again
-        # on every poll. The turn row keeps the error for `nanoslack turns`.
+        # on every poll. The turn row keeps the error for `nanoslack turns`. What it was
+        # shown stays in the thread's history, so the next turn still sees those messages.
         with self._store.transaction():
-            self._store.turns.finish(turn_id, "failed", error=error)
+            if not self._store.turns.finish(turn_id, "failed", error=error):
+                return
             self._close(msgs)
             self._recorded(msgs, turn_id, "failed")
+            self._remember(recall, turn_id, turn, (), TurnEffects(), None)
         self._tally.turn("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
@@ -193,6 +209,7 @@ class TurnRecorder:
         msgs: Sequence[MessageRow],
         error: str,
         effects: TurnEffects,
+        recall: Recall | None = None,
         *,
         scope: str,
     ) -> None:
@@ -208,6 +225,7 @@ class TurnRecorder:
             self._recorded(msgs, turn_id, "budget")
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
+            self._remember(recall, turn_id, turn, texts, effects, None)
             if scope == "instance":
                 # Told once per thread and day, not once per message.
                 self._store.outbox.enqueue(
@@ -218,7 +236,7 @@ class TurnRecorder:
                     thread_ts=turn.thread_ts or None,
                     text=BUDGET_TEXT,
                 )
-        self._tally.turn("budget", effects.tokens)
+        self._tally.turn("budget", effects.tokens, effects.cached_tokens)
         log.warning(
             "turn refused: daily token budget spent"
             if scope == "instance"
@@ -229,6 +247,28 @@ class TurnRecorder:
         self._woke(effects.handoffs)
         if scope == "instance" and self._budget is not None:
             self._budget.spent()  # the owners may allow one more day's worth
+
+    def _remember(
+        self,
+        recall: Recall | None,
+        turn_id: int,
+        turn: Turn,
+        texts: Sequence[str],
+        effects: TurnEffects,
+        reply: Reply | None,
+    ) -> None:
+        """The turn's row of its thread's history (docs/memory.md), in its transaction."""
+        if recall is None or self._memory is None:
+            return
+        self._memory.record(
+            recall,
+            turn_id=turn_id,
+            turn=turn,
+            posts=texts,
+            messages=reply.history if reply else "",
+            chars=reply.history_chars if reply else 0,
+            changes=note_changes(effects),
+        )
 
     def _without_acknowledgements(self, turn_id: int, posts: Sequence[str]) -> list[str]:
         """A post that only says "Acknowledged." or ``*(silent)*`` is silence."""

@@ -257,7 +257,7 @@ class TurnScheduler:
 
     async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
         await self._slice()
-        turn = await self._transcripts.build(key, msgs)
+        turn, recall = await self._transcripts.build(key, msgs)
         await self._slice()
         turn_id = self._store.turns.start(
             instance=self.instance,
@@ -291,14 +291,15 @@ class TurnScheduler:
             raise
         except BudgetExhausted as exc:
             outcome = functools.partial(
-                recorder.budget_spent, turn_id, turn, msgs, str(exc), tools.effects, scope=exc.scope
+                recorder.budget_spent, turn_id, turn, msgs, str(exc), tools.effects, recall, scope=exc.scope
             )
         except TurnFailed as exc:
-            outcome = functools.partial(recorder.failure, turn_id, msgs, str(exc))
+            outcome = functools.partial(recorder.failure, turn_id, turn, msgs, str(exc), recall)
         except Exception as exc:  # a back-end bug must not stop the instance
-            outcome = functools.partial(recorder.failure, turn_id, msgs, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            outcome = functools.partial(recorder.failure, turn_id, turn, msgs, error, recall)
         else:
-            outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply.posts, tools.effects)
+            outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply, tools.effects, recall)
         finally:
             if waking is not None and self._presence is not None:
                 self._presence.done(waking.channel, waking.ts)

@@ -1,11 +1,13 @@
 """What one turn shows the agent (DESIGN §5 "Room turn"): the ``Turn`` it runs on.
 
-The thread since this instance's last turn there, oldest first, up to the newest
-message the turn answers (``through_ts``) and no further: what the agent is shown and
-what the turn consumes are the same messages, so a message that arrives while the
-turn waits for a slot is answered by the next turn, once. Room context is included,
-held and refused messages never; the instance's own earlier posts too, sent or still
-queued; people are named (``<@U…>`` → ``@name``). A transcript holds at most
+What it already saw and did in the thread comes first (``turns.history``: its earlier
+turns, replayed; its notes). Then the new part: the thread since this instance's last
+turn there, oldest first, up to the newest message the turn answers (``through_ts``)
+and no further: what the agent is shown and what the turn consumes are the same
+messages, so a message that arrives while the turn waits for a slot is answered by the
+next turn, once. Room context is included, held and refused messages never; the
+instance's own earlier posts too (sent or still queued) while the thread has no history
+of its turns; people are named (``<@U…>`` → ``@name``). A transcript holds at most
 ``MAX_MESSAGES`` messages and ``MAX_CHARS`` characters, the newest kept: a thread of
 pasted logs must not overflow the model's context and fail every turn there.
 
@@ -23,8 +25,10 @@ from typing import Protocol
 
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, Teammate, Turn
+from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.store import MessageRow, Store
+from nanoslack.turns.history import Recall, ThreadMemory
 
 MAX_MESSAGES = 100
 MAX_CHARS = 24_000
@@ -60,6 +64,8 @@ class Transcripts:
         skills_dir: Path,
         directory: RoomDirectory,
         notes: Sequence[TurnNotes] = (),
+        history_chars: int = DEFAULT_HISTORY_CHARS,
+        owners: Sequence[str] = (),
     ) -> None:
         self.instance = identity.instance
         self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
@@ -68,9 +74,20 @@ class Transcripts:
         self._skills_dir = skills_dir
         self._directory = directory
         self.notes = list(notes)
+        self._owner_ids = frozenset(f"slack:{owner}" for owner in owners)
+        self.memory = ThreadMemory(
+            identity.instance, store, history_chars, name_of=self._name, owners=tuple(owners)
+        )
 
-    async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> Turn:
-        """The turn that answers ``msgs`` (this thread's pending messages, oldest first)."""
+    async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tuple[Turn, Recall]:
+        """The turn that answers ``msgs`` (this thread's pending messages, oldest first),
+        after what the agent already saw and did in the thread (``Recall``)."""
+        recall = self.memory.recall(
+            key.channel,
+            key.thread_key,
+            persona=self._teammate.system_prompt(self._skills_dir),
+            owner_dm=not key.thread_key and any(m.sender_id in self._owner_ids for m in msgs),
+        )
         since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
         through = msgs[-1].ts
         rows = self._store.messages.thread(
@@ -87,14 +104,17 @@ class Transcripts:
         )
         reply_thread = key.thread_key  # the waking message's thread; "" in a DM
         transcript = [self._line(row) for row in rows]
-        transcript += self._own_posts(key, reply_thread, since)
-        transcript.sort(key=lambda line: float(line.ts or 0))
-        # Not in Slack yet, so they will land after everything stored so far.
-        transcript += self._unsent_posts(key, reply_thread)
+        if not recall.has_history:
+            # With a history its own posts are in its replayed turns, as the tool calls
+            # that made them: shown once, not again as lines of the thread.
+            transcript += self._own_posts(key, reply_thread, since)
+            transcript.sort(key=lambda line: float(line.ts or 0))
+            # Not in Slack yet, so they will land after everything stored so far.
+            transcript += self._unsent_posts(key, reply_thread)
         kept = fit(transcript)
         members = await self._directory.member_names(key.channel)
         room = self._store.room_kinds.get(key.channel) if key.thread_key else None
-        return Turn(
+        turn = Turn(
             instance=self.instance,
             # The instance name, not Slack's display name: it is what siblings write
             # as @name and what replies.link_mentions turns into a real mention.
@@ -106,11 +126,12 @@ class Transcripts:
             room=room_label(key),
             members=members,
             transcript=tuple(kept),
-            system=self._teammate.system_prompt(self._skills_dir),
+            system=recall.system,
             earlier_not_shown=max(0, older - len(rows)) + len(transcript) - len(kept),
             mission=room.mission or "" if room else "",
             notes=tuple(line for note in self.notes for line in note(self.instance, key, msgs)),
         )
+        return recall.apply(turn), recall
 
     def _line(self, row: MessageRow) -> Line:
         return Line(

@@ -1,0 +1,127 @@
+"""An agent's own conversation, turn by turn (``agent_history``; docs/memory.md).
+
+One row per recorded turn of an instance in one thread (a DM is one thread), written in
+the turn's transaction. A turn reads the thread's rows in two steps: their sizes (cheap,
+every row) to decide which fit the history bound, then the bodies of those it keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, text
+
+from nanoslack.store.db import Database, hot_all, hot_execute
+
+_SIZES = text(
+    "SELECT id, chars FROM agent_history WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key ORDER BY id"
+)
+_BODIES = text(
+    "SELECT id, turn_id, prompt, messages, posts, opening, notes_known, chars FROM agent_history"
+    " WHERE id IN :ids ORDER BY id"
+).bindparams(bindparam("ids", expanding=True))
+_ADD = text(
+    "INSERT INTO agent_history (instance, channel, thread_key, turn_id, prompt, messages, posts, opening,"
+    " notes_known, chars, created_at) VALUES (:instance, :channel, :thread_key, :turn_id, :prompt,"
+    " :messages, :posts, :opening, :notes_known, :chars, :now)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    id: int
+    turn_id: int
+    prompt: str
+    messages: str  # pydantic-ai's JSON of the turn's model messages; "" without a model
+    posts: tuple[str, ...]
+    opening: str  # JSON {"system": …, "notes": […]} on the turn that built the opening
+    notes_known: tuple[int, ...]
+    chars: int
+
+
+class Unreadable(ValueError):
+    """A row whose JSON does not parse (edited by hand): the turn goes on without it."""
+
+
+def _strings(raw: str) -> tuple[str, ...]:
+    value = json.loads(raw or "[]")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise Unreadable("expected a JSON list of strings")
+    return tuple(value)
+
+
+def _ints(raw: str) -> tuple[int, ...]:
+    value = json.loads(raw or "[]")
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        raise Unreadable("expected a JSON list of integers")
+    return tuple(value)
+
+
+def parse_row(r: Sequence[Any]) -> HistoryRow:
+    """Raises ``Unreadable`` (with the row's id in ``args``) for a row edited into nonsense."""
+    try:
+        return HistoryRow(
+            int(r[0]),
+            int(r[1]),
+            str(r[2]),
+            str(r[3] or ""),
+            _strings(str(r[4] or "[]")),
+            str(r[5] or ""),
+            _ints(str(r[6] or "[]")),
+            int(r[7] or 0),
+        )
+    except (ValueError, TypeError) as exc:
+        raise Unreadable(f"agent_history row {r[0]}: {exc}") from None
+
+
+class History:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def sizes(self, instance: str, channel: str, thread_key: str) -> list[tuple[int, int]]:
+        """``(row id, chars)`` of every turn kept for the thread, oldest first."""
+        params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        with self._db.transaction() as conn:
+            return [(int(r[0]), int(r[1] or 0)) for r in hot_all(conn, _SIZES, params)]
+
+    def bodies(self, ids: Sequence[int]) -> list[Sequence[Any]]:
+        """The raw rows (``parse_row`` reads each, so one bad row costs only itself)."""
+        if not ids:
+            return []
+        with self._db.transaction() as conn:
+            return list(conn.execute(_BODIES, {"ids": list(ids)}).all())
+
+    def add(
+        self,
+        *,
+        instance: str,
+        channel: str,
+        thread_key: str,
+        turn_id: int,
+        prompt: str,
+        messages: str = "",
+        posts: Sequence[str] = (),
+        opening: str = "",
+        notes_known: Sequence[int] = (),
+        chars: int = 0,
+    ) -> None:
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_key": thread_key,
+            "turn_id": turn_id,
+            "prompt": prompt,
+            "messages": messages,
+            "posts": json.dumps(list(posts), ensure_ascii=False),
+            "opening": opening,
+            "notes_known": json.dumps(sorted(set(notes_known))),
+            "chars": chars,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            hot_execute(conn, _ADD, params)

@@ -1,0 +1,272 @@
+"""The note tools (docs/memory.md): ``remember(text, scope)``, ``forget(id)``, ``recall(query)``.
+
+Scopes: ``self`` (the agent's own notes, shown in every turn it takes; the default),
+``private`` (shown only in its DMs with an owner), ``room`` (shown to every instance of
+the fleet in this conversation). Who may write what: ``self`` and ``private`` notes only
+in a turn whose every message comes from the instance's owners, the lead of the ``chain``
+room it works in, or its own routine; ``room`` notes in any turn of the conversation.
+Another bot or a stranger must not plant lasting instructions in an agent.
+
+Like every host tool, a call commits nothing: ``remember`` writes a *draft* (so it can
+answer with the note's id) that the turn's recording transaction keeps (``Notes.apply``);
+a turn lost to a crash leaves only a draft nobody sees, and its re-run writes the note
+once. ``forget`` takes effect the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nanoslack.agents import ToolResult, ToolSpec, Turn
+from nanoslack.config.memory import NOTE_CHARS, MemorySettings
+from nanoslack.store import MessageRow, NoteRow, Store
+from nanoslack.store.memories import SCOPES, parse_ref
+from nanoslack.tools.host import TurnEffects
+
+REMEMBER = "remember"
+FORGET = "forget"
+RECALL = "recall"
+MEMORY_TOOL_NAMES = frozenset({REMEMBER, FORGET, RECALL})
+RECALL_LIMIT = 20
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        REMEMBER,
+        "Keep a short note for your future turns (at most 500 characters). scope self (default): your own "
+        "notes, shown in every conversation; private: shown only in your direct messages with your owners; "
+        "room: shown to every agent in this conversation. Only your owners can ask you to keep self or "
+        "private notes. Returns the note's id (m12).",
+        _object(
+            {
+                "text": {"type": "string", "description": "The note, self-contained."},
+                "scope": {
+                    "type": "string",
+                    "enum": list(SCOPES),
+                    "description": "Who sees it (default self).",
+                },
+            },
+            ["text"],
+        ),
+    ),
+    ToolSpec(
+        FORGET,
+        "Remove one of your notes (or one of this room's) by its id, e.g. m12.",
+        _object({"id": {"type": "string", "description": "The note's id, e.g. m12."}}, ["id"]),
+    ),
+    ToolSpec(
+        RECALL,
+        "Search the notes you can see here: those holding every word of the query, newest first.",
+        _object({"query": {"type": "string", "description": "Words the note must hold."}}, ["query"]),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteWritten:
+    note_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoteForgotten:
+    note_id: int
+
+
+@dataclass(frozen=True)
+class NoteChanges:
+    """What a turn itself did to notes: known to its thread without a ``[Notes changed]`` line."""
+
+    written: tuple[int, ...] = ()
+    forgotten: tuple[int, ...] = ()
+
+
+def note_changes(effects: TurnEffects) -> NoteChanges:
+    return NoteChanges(
+        written=tuple(a.note_id for a in effects.acts if isinstance(a, NoteWritten)),
+        forgotten=tuple(a.note_id for a in effects.acts if isinstance(a, NoteForgotten)),
+    )
+
+
+@dataclass(frozen=True)
+class NoteContext:
+    """Who the turn is and who woke it, for the write rule."""
+
+    instance: str
+    channel: str
+    is_dm: bool
+    owner_dm: bool  # a DM with an owner: private notes are visible
+    trusted: bool  # every message from an owner, the chain room's lead or its own routine
+    asked_by: str  # users.id of the waking message's sender
+
+
+class MemoryTools:
+    """One turn's note tools (a fleet tool set, ``tools.toolbox.ToolSet``)."""
+
+    def __init__(
+        self, ctx: NoteContext, store: Store, settings: MemorySettings, turn_id: int, effects: TurnEffects
+    ) -> None:
+        self._ctx = ctx
+        self._store = store
+        self._settings = settings
+        self._turn_id = turn_id
+        self._effects = effects
+
+    @property
+    def _conversation(self) -> str:
+        return f"slack:{self._ctx.channel}"
+
+    def specs(self) -> Sequence[ToolSpec]:
+        return SPECS
+
+    def handles(self, name: str) -> bool:
+        return name in MEMORY_TOOL_NAMES
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name == REMEMBER:
+            return self._remember(_text(arguments, "text"), _text(arguments, "scope") or "self")
+        if name == FORGET:
+            return self._forget(_text(arguments, "id"))
+        if name == RECALL:
+            return self._recall(_text(arguments, "query"))
+        return ToolResult(f"unknown tool {name!r}", is_error=True)
+
+    def _remember(self, text: str, scope: str) -> ToolResult:
+        text, scope = text.strip(), scope.strip().lower()
+        refusal = self._write_refusal(text, scope)
+        if refusal is not None:
+            return ToolResult(refusal, is_error=True)
+        note_id = self._store.memories.add(
+            instance=self._ctx.instance,
+            scope=scope,
+            text=text,
+            asked_by=self._ctx.asked_by,
+            conversation=self._conversation,
+            turn_id=self._turn_id,
+            draft=True,
+        )
+        self._effects.acts.append(NoteWritten(note_id))
+        return ToolResult(f"remembered as m{note_id} ({scope} note, from your next turn on)")
+
+    def _write_refusal(self, text: str, scope: str) -> str | None:
+        if scope not in SCOPES:
+            return f"not remembered: unknown scope {scope!r}; the scopes are self, private and room"
+        if not text:
+            return "not remembered: the text is empty"
+        if len(text) > NOTE_CHARS:
+            return f"not remembered: a note is at most {NOTE_CHARS} characters (this one has {len(text)})"
+        if scope != "room" and not self._ctx.trusted:
+            return (
+                "not remembered: only your owners can ask you to remember something for yourself "
+                "(self or private notes); room notes (scope room) are open to everyone in this conversation"
+            )
+        held = self._store.memories.in_scope(
+            instance=self._ctx.instance, scope=scope, conversation=self._conversation, turn_id=self._turn_id
+        )
+        used = sum(chars for _, chars in held)
+        cap = self._settings.memory_chars
+        if used + len(text) > cap:
+            oldest = ", ".join(f"m{note_id}" for note_id, _ in held[:3]) or "none"
+            return (
+                f"not remembered: the {scope} notes hold {used:,} of {cap:,} characters and this note has "
+                f"{len(text)}; forget some first (the oldest: {oldest})"
+            )
+        return None
+
+    def _forget(self, ref: str) -> ToolResult:
+        note_id = parse_ref(ref)
+        if note_id is None:
+            return ToolResult(
+                f"nothing forgotten: {ref!r} is not a note id (they look like m12)", is_error=True
+            )
+        note = self._mine(note_id)
+        if note is None:
+            return ToolResult(
+                f"nothing forgotten: no note m{note_id} among yours or this room's", is_error=True
+            )
+        if note.scope != "room" and not self._ctx.trusted:
+            return ToolResult(
+                "nothing forgotten: only your owners can ask you to forget your own notes", is_error=True
+            )
+        if any(isinstance(a, NoteForgotten) and a.note_id == note_id for a in self._effects.acts):
+            return ToolResult(f"m{note_id} is forgotten already (from your next turn on)")
+        self._effects.acts.append(NoteForgotten(note_id))
+        return ToolResult(f"forgot m{note_id} (from your next turn on)")
+
+    def _mine(self, note_id: int) -> NoteRow | None:
+        drafts = {a.note_id for a in self._effects.acts if isinstance(a, NoteWritten)}
+        if note_id in drafts:
+            return NoteRow(
+                note_id, self._ctx.instance, "room", self._conversation, "", "", self._turn_id, 0.0
+            )
+        note = self._store.memories.get(note_id)
+        if note is None:
+            return None
+        if note.scope == "room":
+            return note if note.conversation == self._conversation else None
+        return note if note.instance == self._ctx.instance else None
+
+    def _recall(self, query: str) -> ToolResult:
+        words = query.lower().split()
+        notes = self._store.memories.visible(
+            self._ctx.instance, self._conversation, private=self._ctx.owner_dm
+        )
+        found = [n for n in notes if all(w in n.text.lower() for w in words)][:RECALL_LIMIT]
+        if not found:
+            return ToolResult(f"no note holds {query!r}" if words else "you have no notes here")
+        return ToolResult("\n".join(_line(n) for n in found))
+
+
+def _line(note: NoteRow) -> str:
+    day = time.strftime("%Y-%m-%d", time.gmtime(note.created_at))
+    return f"{note.ref} ({note.scope}, {day}): {note.text}"
+
+
+def _text(arguments: dict[str, Any], key: str) -> str:
+    value = arguments.get(key)
+    return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class Notes:
+    """Builds each turn's note tools for one instance, and commits what they did."""
+
+    instance: str
+    store: Store
+    settings: MemorySettings
+    owners: tuple[str, ...]
+    # The users.id of the lead of a chain room (None elsewhere), for the write rule.
+    lead_of: Callable[[str], str | None] = lambda _channel: None
+
+    def tools(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
+    ) -> MemoryTools:
+        return MemoryTools(self.context(turn, msgs), self.store, self.settings, turn_id, effects)
+
+    def context(self, turn: Turn, msgs: Sequence[MessageRow]) -> NoteContext:
+        owners = {f"slack:{owner}" for owner in self.owners}
+        lead = self.lead_of(turn.channel) if turn.thread_ts else None
+        trusted_senders = owners | ({lead} if lead else set())
+        is_dm = not turn.thread_ts
+        return NoteContext(
+            instance=self.instance,
+            channel=turn.channel,
+            is_dm=is_dm,
+            owner_dm=is_dm and any(m.sender_id in owners for m in msgs),
+            trusted=bool(msgs) and all(m.sender_id in trusted_senders for m in msgs),
+            asked_by=msgs[-1].sender_id if msgs else turn.sender_id,
+        )
+
+    def apply(self, turn_id: int, turn: Turn, effects: TurnEffects) -> None:
+        """Inside the turn's transaction: its drafts become notes, its forgets take effect."""
+        changes = note_changes(effects)
+        if changes.written:
+            self.store.memories.keep(turn_id)
+        if changes.forgotten:
+            self.store.memories.delete(changes.forgotten)
