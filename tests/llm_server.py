@@ -197,18 +197,25 @@ class LLMServer:
 ToolCall = tuple[str, dict[str, Any]]
 
 
-def openai_answer(*calls: ToolCall, content: str | None = None, tokens: tuple[int, int] = (40, 2)) -> Answer:
+def openai_answer(
+    *calls: ToolCall, content: str | None = None, tokens: tuple[int, int] = (40, 2), cached: int = 0
+) -> Answer:
     """A Chat Completions answer: the tool calls (name, arguments) in order, ``content``
-    the model's own text; usage as (prompt, completion) tokens."""
+    the model's own text; usage as (prompt, completion) tokens, ``cached`` of the prompt
+    tokens read from the provider's cache (``prompt_tokens_details.cached_tokens``)."""
     tool_calls = [
         {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
         for i, (name, args) in enumerate(calls)
     ]
-    return openai_raw(tool_calls, content=content, tokens=tokens)
+    return openai_raw(tool_calls, content=content, tokens=tokens, cached=cached)
 
 
 def openai_raw(
-    tool_calls: list[dict[str, Any]], *, content: str | None = None, tokens: tuple[int, int] = (40, 2)
+    tool_calls: list[dict[str, Any]],
+    *,
+    content: str | None = None,
+    tokens: tuple[int, int] = (40, 2),
+    cached: int = 0,
 ) -> Answer:
     """A Chat Completions answer with the tool calls exactly as given (malformed ones included)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -227,14 +234,15 @@ def openai_raw(
                 "prompt_tokens": tokens[0],
                 "completion_tokens": tokens[1],
                 "total_tokens": tokens[0] + tokens[1],
+                "prompt_tokens_details": {"cached_tokens": cached},
             },
         }
     )
 
 
-def openai_text(content: str = "", *, tokens: tuple[int, int] = (40, 2)) -> Answer:
+def openai_text(content: str = "", *, tokens: tuple[int, int] = (40, 2), cached: int = 0) -> Answer:
     """A Chat Completions answer with no tool call (the model is done)."""
-    return openai_raw([], content=content, tokens=tokens)
+    return openai_raw([], content=content, tokens=tokens, cached=cached)
 
 
 def send(text: str) -> ToolCall:
