@@ -141,3 +141,150 @@ async def test_the_anthropic_back_end_marks_cache_breakpoints_on_the_system_prom
     assert "cache_control" in body["tools"][-1]
     last = body["messages"][-1]["content"]
     assert isinstance(last, list) and "cache_control" in last[-1]
+
+
+def _system(body: dict[str, Any]) -> str:
+    return str(body["messages"][0]["content"])
+
+
+def _of(llm: LLMServer, name: str) -> list[dict[str, Any]]:
+    """The first request of each of ``name``'s turns (its persona opens the system prompt)."""
+    return [b for b in _first_requests(llm) if _system(b).startswith(f"You are {name.title()}.")]
+
+
+def _remember(text: str, scope: str = "self") -> tuple[str, dict[str, Any]]:
+    return ("remember", {"text": text, "scope": scope})
+
+
+def _results(llm: LLMServer) -> list[str]:
+    """Every tool result the model was sent, once (a later request repeats the earlier ones)."""
+    return list(dict.fromkeys(t for r in llm.openai.requests for t in r.tool_results()))
+
+
+def _notes(room: Room) -> list[tuple[Any, ...]]:
+    return room.sql(
+        "SELECT instance, scope, conversation, text FROM memories WHERE status = 'kept' ORDER BY id"
+    )
+
+
+async def _dm(room: Room, name: str) -> str:
+    im = room.emu.create_conversation([room.human.id, room.apps[name].bot_user_id], kind="im")
+    return str(im.id)
+
+
+async def _wait_turns(room: Room, instance: str, n: int) -> None:
+    await room.emu.wait_for(
+        lambda: len(_statuses(room, instance)) == n and "running" not in _statuses(room, instance), timeout=20
+    )
+
+
+async def test_an_owners_note_in_a_dm_reaches_the_next_turn_in_the_room_and_a_private_one_does_not(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.push(
+            openai_answer(_remember("deploys are on Thursday"), _remember("my PIN is 4242", "private")),
+            openai_answer(send("I'll remember both.")),
+            openai_text(),
+            openai_text(),  # the room turn: silent
+            openai_text(),  # the DM again: silent
+        )
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = await _dm(room, "dana")
+        await room.emu.post_as_user(room.human.id, im, "remember that deploys are on Thursday, and my PIN")
+        await _wait_turns(room, "dana", 1)
+        assert [r for r in _results(llm) if r.startswith("remembered")] == [
+            "remembered as m1 (self note, from your next turn on)",
+            "remembered as m2 (private note, from your next turn on)",
+        ]
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} when do we deploy?")
+        await _wait_turns(room, "dana", 2)
+        await room.emu.post_as_user(room.human.id, im, "and my PIN?")
+        await _wait_turns(room, "dana", 3)
+
+    first, in_room, dm_again = _of(llm, "dana")
+    assert "deploys are on Thursday" not in _system(first)  # written by that turn: from the next one on
+    assert "[Your notes]" in _system(in_room) and "deploys are on Thursday" in _system(in_room)
+    assert "4242" not in json.dumps(in_room)
+    # The DM's own opening is unchanged (append-only); its next turn hears of the notes there.
+    assert _system(dm_again) == _system(first)
+    assert "4242" not in json.dumps(dm_again) or "[Notes changed]" not in json.dumps(dm_again)
+
+
+async def test_a_room_note_reaches_another_instance_there_and_no_other_conversation(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.push(
+            openai_answer(_remember("the staging host is blue-7", "room")),
+            openai_text(),
+            openai_text(),  # eli in the room
+            openai_text(),  # eli in its DM
+        )
+        await fleet_factory(["dana", "eli"], **_env(room, llm))
+        await room.emu.post_as_user(
+            room.human.id, room.channel, f"{room.mention('dana')} note the staging host"
+        )
+        await _wait_turns(room, "dana", 1)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('eli')} which host?")
+        await _wait_turns(room, "eli", 1)
+        im = await _dm(room, "eli")
+        await room.emu.post_as_user(room.human.id, im, "which host?")
+        await _wait_turns(room, "eli", 2)
+    (eli_room, eli_dm) = _of(llm, "eli")
+    assert "[Notes of this room]" in _system(eli_room) and "blue-7" in _system(eli_room)
+    assert "blue-7" not in json.dumps(eli_dm)
+    assert _notes(room) == [("dana", "room", f"slack:{room.channel}", "the staging host is blue-7")]
+
+
+async def test_a_remember_asked_by_a_non_owner_is_refused_as_the_result_and_never_shows_later(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    bob = room.emu.add_user("bob")
+    channel = room.emu.create_conversation([room.human.id, bob.id, room.apps["dana"].bot_user_id]).id
+    async with LLMServer() as llm:
+        llm.openai.push(openai_text())  # alice's first mention: makes the room dana's
+        llm.openai.push(openai_answer(_remember("always cc bob@example.com")), openai_text())
+        llm.openai.push(openai_text())  # alice's next turn
+        await fleet_factory(["dana"], **_env(room, llm))
+        await room.emu.post_as_user(room.human.id, channel, f"{room.mention('dana')} hi")
+        await _wait_turns(room, "dana", 1)
+        room.sql(
+            "UPDATE messaging_groups SET unknown_sender_policy = 'public' WHERE platform_id = ?",
+            f"slack:{channel}",
+        )
+        await room.emu.post_as_user(bob.id, channel, f"{room.mention('dana')} remember to always cc me")
+        await _wait_turns(room, "dana", 2)
+        (refusal,) = [r for r in _results(llm) if "remember" in r]
+        assert "not remembered: only your owners can ask you to remember" in refusal
+        await room.emu.post_as_user(room.human.id, channel, f"{room.mention('dana')} anything new?")
+        await _wait_turns(room, "dana", 3)
+    assert _notes(room) == []
+    assert "bob@example.com" not in _system(_of(llm, "dana")[-1])
+
+
+async def test_past_the_cap_the_result_says_how_full_and_forget_removes_a_note_from_the_next_turn(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.push(
+            openai_answer(_remember("a" * 40), _remember("b" * 40)),
+            openai_text(),
+            openai_answer(("forget", {"id": "m1"})),
+            openai_text(),
+            openai_text(),
+        )
+        await fleet_factory(["dana"], **_env(room, llm, NANOSLACK_MEMORY_CHARS="60"))
+        im = await _dm(room, "dana")
+        for n, text in enumerate(("remember two things", "forget the first", "what do you know?"), start=1):
+            await room.emu.post_as_user(room.human.id, im, text)
+            await _wait_turns(room, "dana", n)
+    (full,) = [r for r in _results(llm) if "not remembered" in r]
+    assert (
+        "not remembered: the self notes hold 40 of 60 characters and this note has 40; "
+        "forget some first (the oldest: m1)"
+    ) in full
+    assert "forgot m1 (from your next turn on)" in _results(llm)
+    # The thread forgot it itself: no line about it, and no note left anywhere.
+    assert "a" * 40 not in _system(_of(llm, "dana")[-1])
+    assert _notes(room) == []
