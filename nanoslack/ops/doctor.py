@@ -501,6 +501,30 @@ def check_store(settings: Settings, report: Report) -> None:
     _report_version(shown, version, report)
 
 
+def _store_current(report: Report) -> bool:
+    return any(c.ok and c.subject == "store" and c.what.endswith("(current)") for c in report.checks)
+
+
+def check_notes(settings: Settings, report: Report) -> None:
+    """Each instance's notes use against ``NANOSLACK_MEMORY_CHARS`` (docs/memory.md): a full
+    scope makes the agent's ``remember`` fail until something is forgotten."""
+    from nanoslack.store import Store
+
+    cap = settings.tools.memory.memory_chars
+    with Store.open(settings.db_url) as store:
+        for name in settings.instance_names:
+            usage = store.memories.usage(name)
+            own = {scope: chars for scope, _, chars, _ in usage if scope != "room"}
+            rooms = [chars for scope, _, chars, _ in usage if scope == "room"]
+            parts = [f"{scope} {own.get(scope, 0):,}/{cap:,}" for scope in ("self", "private")]
+            if rooms:
+                fullest = f"{max(rooms):,}/{cap:,}"
+                parts.append(f"room notes in {len(rooms)} conversation(s), the fullest {fullest}")
+            full = any(chars >= cap for chars in (*own.values(), *rooms))
+            what = "notes: " + ", ".join(parts) + " characters"
+            report.add(True, name, what + (" (a scope is full: remember fails)" if full else ""))
+
+
 def _db_error(exc: Exception, url: str) -> str:
     """The error's first line, without the URL's password should a driver quote it."""
     first = (str(exc).strip().splitlines() or [""])[0][:200]
@@ -638,6 +662,8 @@ async def diagnose(settings: Settings, *, agents: bool = False) -> Report:
     names = [*settings.instance_names, *(n for n, _ in settings.skipped)]
     await check_agents(settings, names, report, answer=agents)
     check_store(settings, report)
+    if _store_current(report):
+        check_notes(settings, report)
     check_teammates(settings, names, report)
     return report
 

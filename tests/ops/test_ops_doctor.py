@@ -227,3 +227,21 @@ def test_a_rooms_intro_says_which_bots_belong_there(temu: ThreadedEmulator, tmp_
         f"✓ room {room}: every bot that should be there is a member: dana, eli (its intro names)"
         in doctor.out
     )
+
+
+def test_each_instances_notes_use_is_reported_against_its_cap(temu: ThreadedEmulator, tmp_path: Path) -> None:
+    from nanoslack.store import Store
+
+    env = _good(temu, tmp_path)
+    with Store.open("sqlite:///" + str(tmp_path / "data" / "nanoslack.db")) as store:
+        store.memories.add(instance="dana", scope="self", text="x" * 1200, asked_by="operator")
+        store.memories.add(
+            instance="dana", scope="room", text="y" * 300, asked_by="operator", conversation="slack:C1"
+        )
+    doctor = _doctor(env)
+    notes = [line for line in doctor.out.splitlines() if "notes:" in line]
+    assert notes == [
+        "✓ dana: notes: self 1,200/4,000, private 0/4,000, room notes in 1 conversation(s),"
+        " the fullest 300/4,000 characters",
+        "✓ eli: notes: self 0/4,000, private 0/4,000 characters",
+    ]
