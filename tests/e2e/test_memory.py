@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.turn_agent import TurnAgent
 from tests.llm_server import LLMServer, anthropic_answer, anthropic_text, openai_answer, openai_text, send
 
 
@@ -288,3 +289,24 @@ async def test_past_the_cap_the_result_says_how_full_and_forget_removes_a_note_f
     # The thread forgot it itself: no line about it, and no note left anywhere.
     assert "a" * 40 not in _system(_of(llm, "dana")[-1])
     assert _notes(room) == []
+
+
+async def test_the_command_back_end_sees_the_first_message_on_its_third_turn_and_one_session_per_thread(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "reply {turn}")
+    await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **agent.env())
+    dana = room.mention("dana")
+    top = await _ask(room, f"{dana} the codeword is ZEBRA-4471", turns=1)
+    await _ask(room, f"{dana} second", thread=top, turns=2)
+    await _ask(room, f"{dana} what was the codeword?", thread=top, turns=3)
+    await _ask(room, f"{dana} another thread", turns=4)
+    first, second, third, other = agent.calls("dana")
+    assert "ZEBRA-4471" in third["stdin"]
+    earlier, new = third["stdin"].split("--- new since your last turn ---\n")
+    assert "ZEBRA-4471" in earlier and "dana: reply 1" in earlier and "dana: reply 2" in earlier
+    assert "what was the codeword?" in new and "ZEBRA-4471" not in new
+    assert "--- new since your last turn ---" not in first["stdin"]
+    assert first["session"] == second["session"] == third["session"] != other["session"]
+    assert len(first["session"]) == 36  # a UUID, as CLI agents' --resume flags take

@@ -28,7 +28,7 @@ here = Path(__file__).resolve().parent
 instance = os.environ["NANOSLACK_INSTANCE"]
 record = {
     key: os.environ.get("NANOSLACK_" + key.upper(), "<unset>")
-    for key in ("instance", "channel", "thread_ts", "sender", "wrapping_up")
+    for key in ("instance", "channel", "thread_ts", "sender", "wrapping_up", "session")
 }
 record["stdin"] = sys.stdin.read()
 record["pid"] = os.getpid()
