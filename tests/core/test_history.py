@@ -1,0 +1,113 @@
+"""An agent's own conversation in the store (docs/memory.md): the history bound, the first
+turn kept, a cut that moves seldom, notes changed elsewhere, a corrupt row skipped."""
+
+from __future__ import annotations
+
+from structlog.testing import capture_logs
+
+from nanoslack.agents import Turn, render_thread
+from nanoslack.store import Store
+from nanoslack.turns.history import Recall, ThreadMemory, window
+
+PERSONA = "You are Dana."
+
+
+def _memory(store: Store, limit: int = 48_000) -> ThreadMemory:
+    return ThreadMemory("dana", store, limit, name_of=lambda sender: sender.removeprefix("slack:"))
+
+
+def _turn(recall: Recall, text: str) -> Turn:
+    turn = Turn("dana", "dana", "C1", "1.0", "slack:U1", False, "Group chat", ("alice",), ())
+    return recall.apply(turn)
+
+
+def _record(memory: ThreadMemory, recall: Recall, turn_id: int, prompt_size: int) -> None:
+    turn = _turn(recall, "")
+    memory.record(recall, turn_id=turn_id, turn=turn, posts=["p" * 10], chars=prompt_size)
+
+
+def test_a_200_turn_thread_stays_within_the_bound_and_still_shows_its_first_turn(store: Store) -> None:
+    memory = _memory(store, limit=10_000)
+    store.history.add(
+        instance="dana",
+        channel="C1",
+        thread_key="1.0",
+        turn_id=1,
+        prompt="FIRST: the codeword is ZEBRA",
+        chars=500,
+    )
+    for turn_id in range(2, 201):
+        store.history.add(
+            instance="dana",
+            channel="C1",
+            thread_key="1.0",
+            turn_id=turn_id,
+            prompt=f"turn {turn_id}",
+            chars=500,
+        )
+    recall = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    kept = [p.prompt for p in recall.history]
+    assert kept[0] == "FIRST: the codeword is ZEBRA"
+    assert kept[-1] == "turn 200"
+    assert 500 * len(kept) <= 10_000
+    assert recall.not_shown == 200 - len(kept)
+    text = render_thread(_turn(recall, ""))
+    assert f"… {recall.not_shown} earlier turns not shown" in text
+    assert text.index("ZEBRA") < text.index("earlier turns not shown") < text.index("turn 200")
+
+
+def test_the_cut_moves_seldom_so_the_replayed_prefix_stays_the_same_between_cuts() -> None:
+    sizes = [500] * 200
+    starts = [window(sizes[:n], 10_000) for n in range(1, 201)]
+    moves = sum(1 for a, b in zip(starts, starts[1:], strict=False) if a != b)
+    # Each cut drops to three quarters of the bound: about one cut in every five turns here.
+    assert 0 < moves <= 200 // 4
+    assert all(b >= a for a, b in zip(starts, starts[1:], strict=False))
+
+
+def test_a_note_added_elsewhere_reaches_the_thread_as_a_line_and_its_opening_stays(store: Store) -> None:
+    memory = _memory(store)
+    store.memories.add(instance="dana", scope="self", text="deploys are on Thursday", asked_by="slack:U1")
+    first = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    assert any("deploys are on Thursday" in line for line in first.memory)
+    _record(memory, first, 1, 100)
+
+    store.memories.add(instance="dana", scope="self", text="the release is 2.4", asked_by="operator")
+    store.memories.delete([1])
+    second = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    assert second.memory == first.memory  # the opening is as the thread's first turn showed it
+    assert second.opening == ""
+    assert [line.split(" (")[0] for line in second.notes_changed] == [
+        "[Notes changed] + m2",
+        "[Notes changed] − m1",
+    ]
+    assert "asked by an operator): the release is 2.4" in second.notes_changed[0]
+
+
+def test_a_changed_persona_rebuilds_the_opening_with_the_current_notes(store: Store) -> None:
+    memory = _memory(store)
+    first = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    _record(memory, first, 1, 100)
+    store.memories.add(instance="dana", scope="self", text="new fact", asked_by="operator")
+    again = memory.recall("C1", "1.0", persona="You are Dana, the planner.", owner_dm=False)
+    assert again.system == "You are Dana, the planner."
+    assert any("new fact" in line for line in again.memory) and again.notes_changed == ()
+
+
+def test_a_hand_edited_history_row_is_logged_and_skipped_and_the_turn_goes_on(
+    store: Store, sql: object
+) -> None:
+    memory = _memory(store)
+    for turn_id in (1, 2):
+        store.history.add(
+            instance="dana", channel="C1", thread_key="1.0", turn_id=turn_id, prompt=f"turn {turn_id}"
+        )
+    with store.transaction() as conn:
+        from sqlalchemy import text
+
+        conn.execute(text("UPDATE agent_history SET posts = 'not json' WHERE turn_id = 2"))
+    with capture_logs() as logs:
+        recall = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    assert [p.prompt for p in recall.history] == ["turn 1"]
+    (event,) = [e for e in logs if e["event"] == "agent history unreadable"]
+    assert event["channel"] == "C1" and event["thread"] == "1.0"
