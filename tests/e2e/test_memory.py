@@ -8,9 +8,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nanoslack.emulator import Emulator
 from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import LLMServer, anthropic_answer, anthropic_text, openai_answer, openai_text, send
+from tests.fleetproc import FleetProcess
+from tests.llm_server import (
+    Answer,
+    LLMServer,
+    anthropic_answer,
+    anthropic_text,
+    backend_env,
+    openai_answer,
+    openai_text,
+    send,
+)
 
 
 def _teammates(room: Room) -> Path:
@@ -310,3 +322,47 @@ async def test_the_command_back_end_sees_the_first_message_on_its_third_turn_and
     assert "--- new since your last turn ---" not in first["stdin"]
     assert first["session"] == second["session"] == third["session"] != other["session"]
     assert len(first["session"]) == 36  # a UUID, as CLI agents' --resume flags take
+
+
+async def test_a_sigkill_during_the_turn_that_called_remember_leaves_the_note_exactly_once(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    alice, dana = emu.add_user("alice"), emu.add_app("dana")
+    im = emu.create_conversation([alice.id, dana.bot_user_id], kind="im").id
+    db = tmp_path / "data" / "nanoslack.db"
+    async with LLMServer() as llm:
+        env_file = write_fleet_env(
+            tmp_path / ".env",
+            emu,
+            [dana],
+            db,
+            SLACK_OWNER=alice.id,
+            LOG_FORMAT="json",
+            **backend_env("openai", llm, "sk-test-0123456789"),
+        )
+        llm.openai.push(
+            openai_answer(_remember("deploys are on Thursday")),
+            Answer(json=openai_text().json, delay=60),  # the model is slow: the fleet dies meanwhile
+        )
+        fleet = FleetProcess.start(env_file)
+        try:
+            await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=60)
+            await emu.post_as_user(alice.id, im, "remember that deploys are on Thursday")
+            # The note is a draft and the model is answering the turn's second call.
+            await emu.wait_for(lambda: len(llm.openai.requests) == 2, timeout=30)
+            assert scalar(db, "SELECT count(*) FROM memories WHERE status = 'draft'") == 1
+        finally:
+            await fleet.kill()
+        assert scalar(db, "SELECT count(*) FROM memories WHERE status = 'kept'") == 0
+
+        llm.openai.push(
+            openai_answer(_remember("deploys are on Thursday"), send("I'll remember that.")), openai_text()
+        )
+        fleet = FleetProcess.start(env_file)
+        try:
+            await fleet.wait_for_event("turn finished", within=60)
+        finally:
+            assert await fleet.stop() == 0
+    kept = sql(db, "SELECT instance, scope, text FROM memories WHERE status = 'kept'")
+    assert kept == [("dana", "self", "deploys are on Thursday")]
+    assert [s for (s,) in sql(db, "SELECT status FROM turns ORDER BY id")] == ["abandoned", "done"]
