@@ -5,12 +5,15 @@ for the next ones (docs/memory.md), in pydantic-ai's own serialisation.
 exactly as they were (so the request's beginning is the previous request, byte for byte,
 and a provider's prompt cache hits), the first turn always, a line for the turns left out
 after it. ``keep`` writes a turn's new messages, tool results cut to
-``KEPT_RESULT_CHARS``: the kept copy is what later turns read again and again.
+``KEPT_RESULT_CHARS`` and without the instructions (the opening) every request carries:
+the kept copy is what later turns read again and again.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -47,10 +50,18 @@ def replay(turn: Turn) -> list[ModelMessage]:
     return messages
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(raw: str) -> tuple[ModelMessage, ...]:
+    """A kept turn never changes: each is parsed once per process, not at every later
+    turn of its thread (the parse grew with the thread; it was most of a turn's history cost)."""
+    return tuple(ModelMessagesTypeAdapter.validate_json(raw))
+
+
 def _past(turn: Turn, past: PastTurn) -> list[ModelMessage]:
     if past.messages:
         try:
-            return list(ModelMessagesTypeAdapter.validate_json(past.messages))
+            # Copies: pydantic-ai may update a request of the history it is given.
+            return [copy.copy(m) for m in _parsed(past.messages)]
         except (ValidationError, ValueError) as exc:
             log.warning(
                 "agent history unreadable",
@@ -78,7 +89,9 @@ def _cut(message: ModelMessage) -> ModelMessage:
     if not isinstance(message, ModelRequest):
         return message
     parts = [_cut_part(part) for part in message.parts]
-    return dataclasses.replace(message, parts=parts)
+    # Without the instructions each request carries: a request is sent with the current
+    # ones (the thread's opening), and a copy in every kept request would double its size.
+    return dataclasses.replace(message, parts=parts, instructions=None)
 
 
 def _cut_part(part: ModelRequestPart) -> ModelRequestPart:

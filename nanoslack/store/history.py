@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import text
 
 from nanoslack.store.db import Database, hot_all, hot_execute
 
@@ -21,10 +21,12 @@ _SIZES = text(
     "SELECT id, chars FROM agent_history WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key ORDER BY id"
 )
+# The thread's first row and every row from ``start`` on: the window a turn replays.
 _BODIES = text(
     "SELECT id, turn_id, prompt, messages, posts, opening, notes_known, chars FROM agent_history"
-    " WHERE id IN :ids ORDER BY id"
-).bindparams(bindparam("ids", expanding=True))
+    " WHERE instance = :instance AND channel = :channel AND thread_key = :thread_key"
+    " AND (id = :first OR id >= :start) ORDER BY id"
+)
 _ADD = text(
     "INSERT INTO agent_history (instance, channel, thread_key, turn_id, prompt, messages, posts, opening,"
     " notes_known, chars, created_at) VALUES (:instance, :channel, :thread_key, :turn_id, :prompt,"
@@ -89,12 +91,20 @@ class History:
         with self._db.transaction() as conn:
             return [(int(r[0]), int(r[1] or 0)) for r in hot_all(conn, _SIZES, params)]
 
-    def bodies(self, ids: Sequence[int]) -> list[Sequence[Any]]:
-        """The raw rows (``parse_row`` reads each, so one bad row costs only itself)."""
-        if not ids:
-            return []
+    def bodies(
+        self, instance: str, channel: str, thread_key: str, *, first: int, start: int
+    ) -> list[tuple[Any, ...]]:
+        """The raw rows of the window: the row ``first`` and those from ``start`` on
+        (``parse_row`` reads each, so one bad row costs only itself)."""
+        params = {
+            "instance": instance,
+            "channel": channel,
+            "thread_key": thread_key,
+            "first": first,
+            "start": start,
+        }
         with self._db.transaction() as conn:
-            return list(conn.execute(_BODIES, {"ids": list(ids)}).all())
+            return hot_all(conn, _BODIES, params)
 
     def add(
         self,

@@ -138,9 +138,11 @@ class ThreadMemory:
         chars = [c for _, c in sizes]
         start = window(chars, self.history_chars)
         cut_now = len(sizes) > 1 and start != window(chars[:-1], self.history_chars)
-        ids = [sizes[0][0], *(row_id for row_id, _ in sizes[start:])]
+        # Past the end when only the first row is kept: no later row has that id.
+        start_id = sizes[start][0] if start < len(sizes) else sizes[-1][0] + 1
         rows: list[HistoryRow] = []
-        for raw in self.store.history.bodies(ids):
+        bodies = self.store.history.bodies
+        for raw in bodies(self.instance, channel, thread_key, first=sizes[0][0], start=start_id):
             try:
                 rows.append(parse_row(raw))
             except Unreadable as exc:
