@@ -152,11 +152,17 @@ async def test_anthropic_request_carries_model_persona_skills_transcript_and_the
     assert system["text"].startswith("You are Dana, the planner.\n\nHand work over with @name.")
     assert "Skills you can use:\n- review: Review: look for failure paths" in system["text"]
     assert "call the send_message tool" in system["text"]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": render_prompt(turn)}]}]
-    assert body["tools"] == [
+    # Prompt-cache breakpoints (docs/memory.md): the system prompt, the last tool, the
+    # end of the messages; the next request of the thread reads them back.
+    cache = {"cache_control": {"type": "ephemeral", "ttl": "5m"}}
+    assert system["cache_control"] == cache["cache_control"]
+    text = {"type": "text", "text": render_prompt(turn)}
+    assert body["messages"] == [{"role": "user", "content": [{**text, **cache}]}]
+    tools = [
         {"name": s.name, "description": s.description, "input_schema": dict(s.parameters)}
         for s in LocalTools().specs()
     ]
+    assert body["tools"] == [*tools[:-1], {**tools[-1], **cache}]
     assert body["tool_choice"] == {"type": "auto"}
     assert set(body) == {"model", "max_tokens", "system", "messages", "tools", "tool_choice", "stream"}
 

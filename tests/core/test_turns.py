@@ -20,6 +20,7 @@ import pytest
 
 from nanoslack.agents import Agent, OpenAIAgent, load_teammate
 from nanoslack.agents.command import CommandAgent
+from nanoslack.agents.prompt import NEW_SINCE
 from nanoslack.budgets import StoreLedger
 from nanoslack.core import build_turns
 from nanoslack.gate import Gate
@@ -178,7 +179,7 @@ async def test_room_context_before_the_mention_is_shown_oldest_first(
 
 
 @pytest.mark.parametrize("sent", [True, False], ids=["sent", "still-in-the-outbox"])
-async def test_the_next_turn_sees_the_thread_since_the_last_one_and_its_own_posts(
+async def test_the_next_turn_sees_its_earlier_turn_and_own_posts_then_the_thread_since(
     store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler, sent: bool
 ) -> None:
     program.reply("dana", "reply {turn}")
@@ -190,11 +191,11 @@ async def test_the_next_turn_sees_the_thread_since_the_last_one_and_its_own_post
     deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="second ask"))
     await settle(store, turns, turns_done=2)
 
-    second = program.calls()[1]["stdin"].splitlines()
-    own, asked = "dana: reply 1", "alice: @dana second ask"
-    # A sent post sits where Slack put it; one still in the outbox will land last.
-    assert second[1:3] == ([own, asked] if sent else [asked, own])
-    assert "first ask" not in program.calls()[1]["stdin"]
+    earlier, new = program.calls()[1]["stdin"].split(NEW_SINCE + "\n")
+    # Its earlier turn, as it was shown and what it posted (sent or still in the outbox),
+    # then only what is new: the posts are not shown twice.
+    assert earlier.splitlines()[1:4] == ["alice: @dana first ask", "It's your turn, dana.", "dana: reply 1"]
+    assert new.splitlines()[1:] == ["alice: @dana second ask", "It's your turn, dana."]
 
 
 async def test_a_reply_is_linked_capped_at_three_posts_and_sent_to_the_thread(
@@ -237,7 +238,9 @@ async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
     deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="try again"))
     await settle(store, turns, turns_done=2)
     assert len(program.calls()) == 2
-    assert "doomed" not in program.calls()[1]["stdin"]
+    # What the failed turn was shown stays in the thread's history, not in the new part.
+    earlier, new = program.calls()[1]["stdin"].split(NEW_SINCE + "\n")
+    assert "doomed" in earlier and "doomed" not in new
     assert turn_posts(store) == [(f"turn:{INSTANCE}:2:0", "an answer")]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from nanoslack.a2a import HOP_LIMIT_REACHED
+from nanoslack.agents.prompt import NEW_SINCE
 from nanoslack.emulator import Emulator
 from tests.e2e.conftest import FleetFactory, Recorder, Room
 from tests.e2e.turn_agent import TurnAgent
@@ -166,9 +167,11 @@ async def test_messages_arriving_during_a_slow_turn_are_answered_by_one_next_tur
     await emu.wait_for(lambda: settled(room), timeout=10)
     first, second = agent.calls("dana")
     assert "first" in first["stdin"] and not any(t in first["stdin"] for t in later)
-    assert all(f"alice: @dana {t}" in second["stdin"] for t in later)
-    assert "dana: reply 1" in second["stdin"], "the agent does not see its own earlier post"
-    assert "alice: @dana first" not in second["stdin"], "the transcript repeats what the last turn saw"
+    earlier, new = second["stdin"].split(NEW_SINCE + "\n")
+    assert all(f"alice: @dana {t}" in new for t in later)
+    assert "dana: reply 1" in earlier, "the agent does not see its own earlier post"
+    assert "alice: @dana first" in earlier, "the agent forgot its earlier turn"
+    assert "alice: @dana first" not in new, "the new part repeats what the last turn saw"
     assert turns(room, "dana") == [("done", 1, 1, 0), ("done", 3, 1, 0)]
 
 
