@@ -366,3 +366,25 @@ async def test_a_sigkill_during_the_turn_that_called_remember_leaves_the_note_ex
     kept = sql(db, "SELECT instance, scope, text FROM memories WHERE status = 'kept'")
     assert kept == [("dana", "self", "deploys are on Thursday")]
     assert [s for (s,) in sql(db, "SELECT status FROM turns ORDER BY id")] == ["abandoned", "done"]
+
+
+async def test_an_operators_memory_add_and_forget_reach_the_threads_next_turn(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    from nanoslack.ops.memory import main as memory
+
+    async with LLMServer() as llm:
+        llm.openai.default = openai_text()
+        await fleet_factory(["dana"], **_env(room, llm))
+        dana = room.mention("dana")
+        top = await _ask(room, f"{dana} first", turns=1)
+        assert memory(["add", "dana", "the freeze starts Friday", "--db", str(room.db)]) == 0
+        await _ask(room, f"{dana} second", thread=top, turns=2)
+        assert memory(["forget", "m1", "--db", str(room.db)]) == 0
+        await _ask(room, f"{dana} third", thread=top, turns=3)
+        await _ask(room, f"{dana} a new thread", turns=4)
+    first, second, third, fresh = _of(llm, "dana")
+    assert _system(second) == _system(first)  # the thread's opening stays as it was
+    assert "[Notes changed] + m1 (" in json.dumps(second) and "asked by an operator" in json.dumps(second)
+    assert "[Notes changed] − m1" in json.dumps(third, ensure_ascii=False)
+    assert "the freeze starts Friday" not in _system(fresh)
