@@ -479,6 +479,7 @@ def build_turns(
         notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
         history_chars=tools.memory.history_chars,
         owners=owners,
+        remembers=getattr(agent, "remembers", True),
     )
     return TurnScheduler(
         instance=instance,

@@ -213,6 +213,9 @@ def fill(template: str, turn: Turn, crew: tuple[str, ...]) -> str:
 
 class ScriptAgent:
     name = "script"
+    # Rules answer the newest message alone: a thread's history would be read and kept
+    # for nothing (docs/memory.md).
+    remembers = False
 
     def __init__(self, rules_path: Path | str, *, instance: str) -> None:
         self.rules_path = Path(rules_path)

@@ -148,6 +148,9 @@ class Tools(Protocol):
 
 
 class Agent(Protocol):
+    """A back end. One that answers without its thread's history (``script``) says so
+    with a class attribute ``remembers = False``: its turns then neither read nor keep one."""
+
     name: str  # back-end kind: "openai" | "anthropic" | "command" | "script"
 
     async def run(self, turn: Turn, tools: Tools) -> Reply: ...

@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nanoslack.agents import PastTurn, Turn, render_prompt
 from nanoslack.logs import get_logger
@@ -94,10 +94,12 @@ class ThreadMemory:
     store: Store
     history_chars: int
     name_of: Callable[[str], str]  # users.id → display name
-    owners: tuple[str, ...] = ()  # Slack user ids
-    _now: Callable[[], float] = field(default=time.time)
+    # False for a back end that answers without history (``Agent.remembers``).
+    enabled: bool = True
 
     def recall(self, channel: str, thread_key: str, *, persona: str, owner_dm: bool) -> Recall:
+        if not self.enabled:
+            return Recall(channel, thread_key, system=persona)
         conversation = f"slack:{channel}"
         notes = self.store.memories.visible(self.instance, conversation, private=owner_dm)
         rows, not_shown, cut_now = self._window(channel, thread_key)
@@ -189,6 +191,8 @@ class ThreadMemory:
         changes: NoteChanges | None = None,
     ) -> None:
         """Inside the turn's transaction: its row of the thread's history."""
+        if not self.enabled:
+            return
         prompt = render_prompt(turn)
         changes = changes or NoteChanges()
         known = (set(recall.visible) | set(changes.written)) - set(changes.forgotten)

@@ -66,6 +66,7 @@ class Transcripts:
         notes: Sequence[TurnNotes] = (),
         history_chars: int = DEFAULT_HISTORY_CHARS,
         owners: Sequence[str] = (),
+        remembers: bool = True,
     ) -> None:
         self.instance = identity.instance
         self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
@@ -76,7 +77,11 @@ class Transcripts:
         self.notes = list(notes)
         self._owner_ids = frozenset(f"slack:{owner}" for owner in owners)
         self.memory = ThreadMemory(
-            identity.instance, store, history_chars, name_of=self._name, owners=tuple(owners)
+            identity.instance,
+            store,
+            history_chars,
+            name_of=self._name,
+            enabled=remembers,
         )
 
     async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tuple[Turn, Recall]:
