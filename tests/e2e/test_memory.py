@@ -11,6 +11,7 @@ from typing import Any
 from nanoslack.emulator import Emulator
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import scalar, sql, write_fleet_env
+from tests.e2e.test_metrics import scrape, value
 from tests.e2e.turn_agent import TurnAgent
 from tests.fleetproc import FleetProcess
 from tests.llm_server import (
@@ -119,10 +120,11 @@ async def test_the_second_turns_request_starts_with_the_first_turns_request_byte
             openai_answer(send("Two."), tokens=(150, 3), cached=110),
             openai_text(tokens=(160, 1), cached=150),
         )
-        await fleet_factory(["dana"], **_env(room, llm))
+        fleet, _ = await fleet_factory(["dana"], **_env(room, llm, NANOSLACK_METRICS_ADDR="127.0.0.1:0"))
         dana = room.mention("dana")
         top = await _ask(room, f"{dana} first", turns=1)
         await _ask(room, f"{dana} second", thread=top, turns=2)
+        samples = await scrape(fleet.health_server.url)
         first, second = _first_requests(llm)
         assert first["messages"][0]["role"] == "system"
         assert second["messages"][0] == first["messages"][0]
@@ -131,6 +133,7 @@ async def test_the_second_turns_request_starts_with_the_first_turns_request_byte
         # Cached tokens are read from the usage, per step, and exported.
         cached = room.sql("SELECT cached_tokens FROM turn_steps WHERE kind = 'model' ORDER BY turn_id, step")
         assert [c for (c,) in cached] == [0, 100, 110, 150]
+        assert value(samples, "nanoslack_agent_cached_tokens_total", instance="dana") == 360
 
 
 async def test_the_anthropic_back_end_marks_cache_breakpoints_on_the_system_prompt_tools_and_history(
