@@ -8,6 +8,12 @@ from tests.e2e.conftest import Room
 from tests.e2e.turn_agent import TurnAgent
 
 
+def _turn_task_waiting(instance: str) -> bool:
+    """A turn task of ``instance`` exists (the fleet runs on this loop): with the only
+    slot held elsewhere, it is waiting for it."""
+    return any(t.get_name() == f"{instance}-turn" and not t.done() for t in asyncio.all_tasks())
+
+
 def _pending_or_running(room: Room) -> bool:
     rows = room.sql(
         "SELECT (SELECT count(*) FROM messages WHERE status = 'pending')"
@@ -33,9 +39,9 @@ async def test_a_second_mention_recorded_while_the_first_turn_waits_for_a_slot_i
             room.sql("SELECT status FROM messages WHERE instance = 'eli' AND ts = ?", first) == [("pending",)]
         )
     )
-    # eli's turn for Q0002 is now waiting for the slot (the scheduler takes a newly
-    # allowed message at once, and polls every second); the race needs that.
-    await asyncio.sleep(1.2)
+    # The race needs eli's turn for Q0002 waiting for the slot (dana holds the only
+    # one): a turn is a task of its own from the moment the scheduler takes its thread.
+    await room.emu.wait_for(lambda: _turn_task_waiting("eli"), timeout=10)
     second = await room.emu.post_as_user(
         alice, room.channel, f"{room.mention('eli')} Q0003 also", thread_ts=first
     )

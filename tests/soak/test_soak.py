@@ -454,6 +454,7 @@ async def test_soak_short(tmp_path: Path, soak_seed: int) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3 * 3600)
 @pytest.mark.skipif(
     os.environ.get("NANOSLACK_SOAK") != "1", reason="long soak: set NANOSLACK_SOAK=1 to run it"
 )
