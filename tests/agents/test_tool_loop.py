@@ -112,6 +112,7 @@ async def test_a_refused_tool_call_comes_back_as_a_failed_result_the_model_reads
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.timeout(60)  # without the step limit the loop never ends: fail, don't hang
 async def test_a_model_that_never_stops_ends_after_max_steps_with_what_it_posted(
     http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, teammates: Path, kind: str
 ) -> None:

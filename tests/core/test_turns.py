@@ -28,7 +28,7 @@ from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
-from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES
+from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, ThreadKey, Transcripts
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
 
@@ -329,6 +329,29 @@ async def test_a_turn_abandoned_while_its_agent_ran_records_nothing_and_its_mess
     assert [(t.status, t.posts) for t in reversed(store.turns.recent())] == [("abandoned", 0), ("done", 1)]
     second = store.turns.recent()[0].id
     assert turn_posts(store) == [(f"turn:{INSTANCE}:{second}:0", "answer 2")]
+
+
+async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
+    store: Store, router: Router, gate: Gate, tmp_path: Path
+) -> None:
+    """What a turn shows is what it consumes: a message recorded after the turn read
+    the ones it answers is left to the next turn, not shown to this one (it would be
+    answered without being consumed, then answered again)."""
+    first = deliver(store, router, gate, message(user=OWNER, mention=True, text="first ask"))
+    deliver(store, router, gate, thread(first, user=OWNER, mention=True, text="arrived later"))
+    pending = store.messages.pending(INSTANCE)
+    assert len(pending) == 2
+    transcripts = Transcripts(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+    )
+    key = ThreadKey(pending[0].channel, pending[0].thread_key)
+    turn = await transcripts.build(key, pending[:1])
+    assert [line.text for line in turn.transcript] == ["@dana first ask"]
+    assert turn.earlier_not_shown == 0
 
 
 # -- nanoslack turns ---------------------------------------------------------------------------
