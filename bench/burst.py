@@ -28,7 +28,7 @@ from typing import Any
 from _common import drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
 from fleet_bench import Driver, silent_agent, write_fleet_env
 
-from tests.fleetproc import FleetProcess
+from nanoslack.fleetproc import FleetProcess
 
 TARGET_EXTRA_MB = 100.0
 

@@ -62,6 +62,7 @@ from sqlalchemy import text
 from sqlmodel import SQLModel
 
 from nanoslack.config import env_suffix, load_settings
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
 from nanoslack.ops.envfile import write_env
@@ -69,7 +70,6 @@ from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
 from nanoslack.store import Store
-from tests.fleetproc import FleetProcess
 
 TARGET_RATIO_ACKS = 3.0  # the median of the rounds
 TARGET_RATIO_ACKS_EVERY_ROUND = 2.0

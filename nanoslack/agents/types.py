@@ -52,7 +52,7 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    posts: tuple[str, ...]  # texts to post, in order; () = silence. The dispatcher caps them.
+    posts: tuple[str, ...]  # texts to post, in order; () = silence. The recorder caps them.
     tokens: int = 0  # tokens this turn used (LLM back ends), 0 otherwise
 
 

@@ -159,8 +159,8 @@ def rooms_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 def _room_control(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     """Halt or resume as the operator; the notice goes out through an instance that
-    knows the room (the running fleet's poster sends it; its dispatchers notice the
-    halt on their next poll). A room no instance knows gets no notice: its rows
+    knows the room (the running fleet's poster sends it; its turn schedulers notice
+    the halt on their next poll). A room no instance knows gets no notice: its rows
     stay queued under ``cli``, which no poster sends."""
     room = str(args.channel)
     known = sorted({g.instance for g in store.groups.list() if g.channel == room})

@@ -32,7 +32,6 @@ _GET = text(
     f"SELECT {_COLUMNS} FROM messaging_groups"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
 )
-_BY_ID = text(f"SELECT {_COLUMNS} FROM messaging_groups WHERE id = :id")
 _LIST = text(f"SELECT {_COLUMNS} FROM messaging_groups ORDER BY platform_id, instance")
 _CREATE = text(
     "INSERT INTO messaging_groups"
@@ -107,11 +106,6 @@ class MessagingGroups:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
         with self._db.transaction() as conn:
             r = conn.execute(_GET, params).first()
-        return _row(r) if r else None
-
-    def get_by_id(self, group_id: int) -> GroupRow | None:
-        with self._db.transaction() as conn:
-            r = conn.execute(_BY_ID, {"id": group_id}).first()
         return _row(r) if r else None
 
     def create(

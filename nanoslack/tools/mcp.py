@@ -540,9 +540,6 @@ class TeammateMcp:
         found = self._servers.get(server)
         return found is not None and found.connected.is_set()
 
-    async def wait_connected(self, server: str) -> None:
-        await self._servers[server].connected.wait()
-
     async def start(self) -> None:
         """Log what the configuration kept out; start every server, waiting a bounded
         while for their first attempts (a slow one comes up later on its own)."""

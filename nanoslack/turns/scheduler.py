@@ -101,7 +101,7 @@ class TurnScheduler:
         self._wake_instance = wake_instance
         self._limiter = limiter
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
-        # in go first (``nanoslack.core.Intake``-side work, bounded; issue 19).
+        # in go first (the pipelines' backlog, ``nanoslack.core.FleetBacklog``; bounded).
         self._yield_to = yield_to
         self._halts = halts
         self._room_budget = room_budget

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 
 # Thinks for a while (``slow`` says how long, in seconds), leaving its pid first.
 SLOW_AGENT = r"""

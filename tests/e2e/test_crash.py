@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.helpers import scalar, sql, write_fleet_env
-from tests.fleetproc import FleetProcess
 
 MESSAGES = 600
 

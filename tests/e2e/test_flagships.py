@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 from tests.llm_server import Answer, LLMServer, backend_env
 
 # -- helpers ----------------------------------------------------------------------------------------

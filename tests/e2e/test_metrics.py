@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import Room
-from tests.fleetproc import FleetProcess
 
 METRICS = {"NANOSLACK_METRICS_ADDR": "127.0.0.1:0"}
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.rounds import SETTLE_S
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.conftest import Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 
 AGENT = r"""
 import json, os, sys, time

@@ -25,8 +25,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess, child_env
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess, child_env
 from tests.pg import PgServer
 
 

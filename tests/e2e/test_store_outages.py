@@ -18,11 +18,11 @@ import pytest
 import structlog
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store
 from nanoslack.store.db import _driver
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.pg import PgServer
 
 MESSAGES = 1000

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e import team
 from tests.e2e.helpers import sql, write_fleet_env
 from tests.e2e.test_team_rooms import DANA_ASKS, ELI_VOTES
-from tests.fleetproc import FleetProcess
 
 
 @dataclass

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.tools.approvals import DENIED
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import sql, write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 
 # More replies than 15 pages of conversations.replies at Slack's 2025 limit for
 # non-Marketplace apps (15 messages a call, one call a minute).

@@ -41,9 +41,9 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 
 BOTS = ("dana", "eli", "fay")
 MAX_HOPS = 4
