@@ -1,4 +1,4 @@
-"""A restart that finds a burst queued (DESIGN §9: ≤ 100 MB over idle, nothing lost).
+"""A restart that finds a burst queued (docs/architecture.md: ≤ 100 MB over idle, nothing lost).
 
 The emulator (a subprocess) holds ``--apps`` apps in one MPIM with a human.
 ``nanoslack run`` starts (a subprocess, silent script agents), connects, settles:

@@ -1,4 +1,4 @@
-"""How the fleet's cost grows with instances and with rooms (DESIGN §9 scale figures).
+"""How the fleet's cost grows with instances and with rooms (docs/architecture.md, BENCHMARKS.md).
 
 Each configuration: the emulator in a subprocess, ``nanoslack run`` as a subprocess
 (silent script agents, SQLite in a temp dir, log level warning). Reported per

@@ -1,4 +1,4 @@
-"""Agents (DESIGN §5): teammates, the turn prompt and the four back ends.
+"""Agents (docs/agents.md): teammates, the turn prompt and the four back ends.
 
 Self-contained: nothing here talks to Slack or the store. The turn scheduler
 (``nanoslack.turns.scheduler``) builds a ``Turn`` and calls ``Agent.run``; the turn

@@ -1,4 +1,4 @@
-"""The shapes the turn stage and the agent back ends agree on (DESIGN §5, §11).
+"""The shapes the turn stage and the agent back ends agree on (docs/agents.md).
 
 A back end gets a ``Turn`` (what to answer) and the turn's ``Tools`` (what it may
 call, and the budget it spends), and gives back a ``Reply``.
@@ -43,7 +43,7 @@ class Turn:
     system: str = ""  # system prompt (filled by Teammate.system_prompt)
     # Older messages of the thread left out to keep the transcript within its bound.
     earlier_not_shown: int = 0
-    # What the room is for (DESIGN §12 ``open-room --mission``), shown under the header.
+    # What the room is for (docs/team-rooms.md ``open-room --mission``), shown under the header.
     mission: str = ""
     # Lines about the room the agent should know this turn, shown after the transcript:
     # e.g. that everyone is answering at once (a round), the open votes it has not answered.

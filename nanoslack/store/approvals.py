@@ -1,4 +1,4 @@
-"""Sender approvals (DESIGN §3.8): one row per (agent group, sender), ever.
+"""Sender approvals (docs/architecture.md): one row per (agent group, sender), ever.
 
 The unique row is what makes "one request no matter how many messages" hold, and
 what remembers a Deny: a decided row is never reopened by new messages.

@@ -1,4 +1,4 @@
-"""Messaging groups (DESIGN §3.7, §4) and the threads an instance is engaged in.
+"""Messaging groups (docs/architecture.md, docs/data.md) and the threads an instance is engaged in.
 
 ``generation`` counts this process's writes (and rollbacks) to these tables, so a
 cache can tell its own changes apart from other processes' (``PRAGMA data_version``
@@ -19,7 +19,7 @@ from nanoslack.store.db import Database, hot_execute, hot_exists, hot_rows
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
 
-# §3.7 defaults by kind. DMs answer everything (pattern "."), groups wait for a
+# Defaults by kind (docs/architecture.md). DMs answer everything (pattern "."), groups wait for a
 # mention and then stay in that thread.
 GROUP_DEFAULTS = {"engage_mode": "mention-sticky", "engage_pattern": None, "policy": "request_approval"}
 DM_DEFAULTS = {"engage_mode": "pattern", "engage_pattern": ".", "policy": "decline_notify"}

@@ -1,4 +1,4 @@
-"""Waiting out a store that cannot take work (DESIGN §13, "Survives its database").
+"""Waiting out a store that cannot take work (docs/operations.md, "Survives its database").
 
 The loops that write (the envelope pump, each instance's worker, the turns, the poster,
 the lease keeper) meet the same outage: a PostgreSQL server restarting or down, a

@@ -1,4 +1,4 @@
-"""A teammate's MCP servers (DESIGN §11): read from its config, kept connected, called.
+"""A teammate's MCP servers (docs/agents.md): read from its config, kept connected, called.
 
 Configuration: ``teammates/_mcp.json`` (every instance) and ``teammates/<name>/mcp.json``
 (that instance; a server of the same name there replaces the shared one whole)::

@@ -1,4 +1,4 @@
-"""The tool loop of the LLM back ends (DESIGN §11), each back end run on its own
+"""The tool loop of the LLM back ends (docs/agents.md), each back end run on its own
 (``LocalTools``) against the model server: tool results go back to the model, the step
 limit ends a turn that never stops, budgets are checked before every call, every step is
 reported, and a tool's schema reaches the provider as it was written."""

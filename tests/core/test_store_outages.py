@@ -1,4 +1,4 @@
-"""The store survives its database (DESIGN §13), at the level of one instance's core:
+"""The store survives its database (docs/operations.md), at the level of one instance's core:
 a deadlock between two processes' batches is retried, a session cut off at its commit
 does not wedge the connection, and the errors that mean "not now" are told from bugs.
 """

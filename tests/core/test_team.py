@@ -1,4 +1,4 @@
-"""Team rooms in the store (DESIGN §12), on SQLite and PostgreSQL: the team tools' checks,
+"""Team rooms in the store (docs/team-rooms.md), on SQLite and PostgreSQL: the team tools' checks,
 what a turn's reports and ballots leave behind, and the clock's claims: processes that
 look at once (each its own connection, as two fleets sharing a database) still post each
 ping, reminder and result once, and a board edited by two at once ends up listing both.

@@ -1,4 +1,4 @@
-"""The turn stage (DESIGN §5) on a real SQLite store with real agents, and the
+"""The turn stage (docs/agents.md) on a real SQLite store with real agents, and the
 ``nanoslack turns`` operator command.
 
 Messages reach the store the way the pipeline puts them there (router, then gate);

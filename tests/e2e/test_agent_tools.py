@@ -1,4 +1,4 @@
-"""What agents with tools look like from Slack (DESIGN §11): the working reaction, quiet
+"""What agents with tools look like from Slack (docs/agents.md): the working reaction, quiet
 broadcasts, a DM to the owners, a halted room that starts no handoff turn, and every
 step of a turn in ``nanoslack turns --steps``."""
 

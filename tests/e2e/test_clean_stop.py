@@ -1,4 +1,4 @@
-"""SIGTERM stops ``nanoslack run`` cleanly (DESIGN §13 "Clean stops"): no new envelope is
+"""SIGTERM stops ``nanoslack run`` cleanly (docs/operations.md): no new envelope is
 read, the turns under way finish within NANOSLACK_SHUTDOWN_GRACE and their posts are
 sent, the rest is left for the next start; a second SIGTERM stops at once."""
 

@@ -1,4 +1,4 @@
-"""kill -9 of the fleet, then a restart: every recorded event is delivered once (§8).
+"""kill -9 of the fleet, then a restart: every recorded event is delivered once (docs/architecture.md).
 
 The first run SIGKILLs itself at a failpoint (``nanoslack.failpoints``): right
 after a batch's transaction committed but before anything was logged, or right

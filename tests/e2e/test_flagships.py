@@ -1,4 +1,4 @@
-"""Flagship claims, each by a test that fails when the claim is broken (issue 15).
+"""Flagship claims, each by a test that fails when the claim is broken.
 
 Each test drives the real fleet against the emulator and looks only at what Slack,
 the database and the log show, so it holds while the internals are rewritten:

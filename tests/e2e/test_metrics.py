@@ -1,4 +1,4 @@
-"""/metrics, /healthz and /readyz on NANOSLACK_METRICS_ADDR (DESIGN §13), served by the
+"""/metrics, /healthz and /readyz on NANOSLACK_METRICS_ADDR (docs/operations.md), served by the
 real fleet against the emulator; scraped over HTTP like Prometheus does."""
 
 from __future__ import annotations

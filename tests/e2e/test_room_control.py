@@ -1,4 +1,4 @@
-"""Room control end to end (issue 9): acknowledgements, pause notices, halt and resume."""
+"""Room control end to end: acknowledgements, pause notices, halt and resume."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``round`` rooms end to end (DESIGN §12): a question to the room is answered by every bot
+"""``round`` rooms end to end (docs/team-rooms.md): a question to the room is answered by every bot
 at once, then the chief closes with a dispatch; one round at a time; naming bots asks only
 them; an owner's 🛑 ends a round; a SIGKILL does not make a round close twice."""
 

@@ -1,4 +1,4 @@
-"""Several ``nanoslack run`` processes on one PostgreSQL (DESIGN §10), against the
+"""Several ``nanoslack run`` processes on one PostgreSQL (docs/operations.md), against the
 emulator: real subprocesses, a real server started by the suite (skipped with the
 reason where no PostgreSQL binary exists).
 

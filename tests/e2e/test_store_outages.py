@@ -1,4 +1,4 @@
-"""The fleet survives its database (DESIGN §13): a PostgreSQL restart, an outage of
+"""The fleet survives its database (docs/operations.md): a PostgreSQL restart, an outage of
 several seconds, a killed backend connection while the fleet works, a SQLite file
 that cannot be written. Nothing is lost, nothing is answered twice.
 """

@@ -1,4 +1,5 @@
-"""A vote survives ``kill -9`` (DESIGN §12, §8): ``nanoslack run`` as a subprocess, SIGKILLed
+"""A vote survives ``kill -9`` (docs/team-rooms.md, docs/architecture.md): ``nanoslack run``
+as a subprocess, SIGKILLed
 while its vote is open and again the moment Slack has taken its reminder, and its result,
 before the store heard back. After each restart the clock finds the vote in the store and
 carries on: the reminder and the result are each posted once.

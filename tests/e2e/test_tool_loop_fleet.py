@@ -1,4 +1,4 @@
-"""The LLM back ends' tool loop in the real fleet (DESIGN §11, issue 16): an ``openai``
+"""The LLM back ends' tool loop in the real fleet (docs/agents.md): an ``openai``
 agent against the model server of ``tests.llm_server``, its host tools served by the
 fleet, its posts, steps and budgets as Slack and the database show them."""
 

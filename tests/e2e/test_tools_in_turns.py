@@ -1,4 +1,4 @@
-"""Tools inside real turns (DESIGN §11): an MCP tool's result reaches the model's next request,
+"""Tools inside real turns (docs/agents.md): an MCP tool's result reaches the model's next request,
 a server that cannot start leaves the turn working without it, an owner's Deny is a tool's
 result, and a SIGKILL in the middle of a tool loop leaves its post and its handoff exactly once."""
 

@@ -1,4 +1,4 @@
-"""Replies exactly once across ``kill -9`` (DESIGN §8, issue 8): ``nanoslack run`` as a
+"""Replies exactly once across ``kill -9`` (docs/architecture.md): ``nanoslack run`` as a
 subprocess with the real ``command`` back end, SIGKILLed mid-turn, then restarted.
 """
 
