@@ -1,7 +1,7 @@
 """Helpers shared by the benches: the emulator in a subprocess, bare bolt apps, /proc figures.
 
-Importing it also puts the repository on ``sys.path``: the benches start ``nanoslack run``
-with the tests' helper, ``tests.fleetproc.FleetProcess``.
+Importing it also puts the repository on ``sys.path``; the benches start ``nanoslack run``
+with ``nanoslack.fleetproc.FleetProcess``.
 """
 
 from __future__ import annotations

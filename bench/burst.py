@@ -1,4 +1,4 @@
-"""A restart that finds a burst queued (DESIGN §9: ≤ 100 MB over idle, nothing lost).
+"""A restart that finds a burst queued (docs/architecture.md: ≤ 100 MB over idle, nothing lost).
 
 The emulator (a subprocess) holds ``--apps`` apps in one MPIM with a human.
 ``nanoslack run`` starts (a subprocess, silent script agents), connects, settles:
@@ -28,7 +28,7 @@ from typing import Any
 from _common import drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
 from fleet_bench import Driver, silent_agent, write_fleet_env
 
-from tests.fleetproc import FleetProcess
+from nanoslack.fleetproc import FleetProcess
 
 TARGET_EXTRA_MB = 100.0
 

@@ -1,4 +1,4 @@
-"""The fleet end to end through the emulator (DESIGN §9), ratios measured in one run.
+"""The fleet end to end through the emulator (docs/architecture.md), ratios measured in one run.
 
 1. Throughput. The emulator runs in a subprocess (its own core); 10 apps share one MPIM with a
    human. Phase A: 10 bare slack-bolt apps (no-op ``message`` and ``app_mention`` listeners) in
@@ -21,8 +21,8 @@ Prints one JSON object (all figures and the targets) and a short summary.
         [--database-url postgresql+psycopg://…] [--metrics]
 
 ``--database-url`` runs the fleet phases on that database instead of a temp SQLite file
-(DESIGN §10); give it an empty database: its nanoslack tables are emptied first.
-``--metrics`` serves the fleet's ``/metrics`` (``NANOSLACK_METRICS_ADDR``, DESIGN §13) and
+(docs/operations.md); give it an empty database: its nanoslack tables are emptied first.
+``--metrics`` serves the fleet's ``/metrics`` (``NANOSLACK_METRICS_ADDR``, docs/operations.md) and
 scrapes it every second while the fleet phase is measured, as Prometheus would (more often).
 """
 
@@ -62,6 +62,7 @@ from sqlalchemy import text
 from sqlmodel import SQLModel
 
 from nanoslack.config import env_suffix, load_settings
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
 from nanoslack.ops.envfile import write_env
@@ -69,7 +70,6 @@ from nanoslack.pipeline import Outcome
 from nanoslack.slack.fleet import Fleet
 from nanoslack.slack.instance import SocketOptions
 from nanoslack.store import Store
-from tests.fleetproc import FleetProcess
 
 TARGET_RATIO_ACKS = 3.0  # the median of the rounds
 TARGET_RATIO_ACKS_EVERY_ROUND = 2.0

@@ -1,4 +1,4 @@
-"""Pipeline throughput without sockets (DESIGN §9: ≥ 10,000 events/s on one core).
+"""Pipeline throughput without sockets (docs/architecture.md: ≥ 10,000 events/s on one core).
 
 Feeds Slack ``event_callback`` payloads through exactly what an instance runs
 after the socket: parse → self filter → durable inbox → guard (A2A policy, hop

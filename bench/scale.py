@@ -1,4 +1,4 @@
-"""How the fleet's cost grows with instances and with rooms (DESIGN §9 scale figures).
+"""How the fleet's cost grows with instances and with rooms (docs/architecture.md, BENCHMARKS.md).
 
 Each configuration: the emulator in a subprocess, ``nanoslack run`` as a subprocess
 (silent script agents, SQLite in a temp dir, log level warning). Reported per
@@ -24,7 +24,7 @@ from typing import Any
 from _common import bench_workspace, drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
 from fleet_bench import Driver, silent_agent, write_fleet_env
 
-from tests.fleetproc import FleetProcess
+from nanoslack.fleetproc import FleetProcess
 
 
 async def _acked(drv: Driver) -> int:

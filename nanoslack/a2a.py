@@ -1,11 +1,11 @@
-"""The A2A room policy (DESIGN §3 step 6): which bot messages an instance may hear.
+"""The A2A room policy (docs/architecture.md): which bot messages an instance may hear.
 
 Bots are admitted only in rooms listed in ``SLACK_A2A_ROOMS`` and only for a bounded
 number of consecutive hops; a human message resets the count. The count lives in the
 store (``HopLedger``) so a restart or a second process cannot reset a loop guard. The
 hop is *reserved* inside the transaction that processes the message: concurrent
 deliveries never over-admit, and a message whose processing fails rolls its hop back
-with everything else it wrote (§3.6: a downstream failure consumes no hop).
+with everything else it wrote (docs/architecture.md: a downstream failure consumes no hop).
 """
 
 from __future__ import annotations

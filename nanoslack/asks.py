@@ -1,4 +1,5 @@
-"""The one way to ask an owner (DESIGN §3.8 approvals, §5 room control, §11 tool approvals).
+"""The one way to ask an owner (sender approvals: docs/architecture.md; room control:
+docs/operations.md; tool approvals: docs/agents.md).
 
 An ask is a question with its choices: "may eli talk to dana?" (Allow / Deny), "resume
 this room?" (Resume), "this room spent its budget" (Allow 1× more / Stop for today).

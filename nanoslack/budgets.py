@@ -1,4 +1,4 @@
-"""Token budgets that pause and ask (DESIGN §5 "Room control").
+"""Token budgets that pause and ask (docs/operations.md).
 
 Two budgets, each asking the owners the same way (``nanoslack.asks``, kind ``budget``):
 

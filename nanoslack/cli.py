@@ -1,4 +1,4 @@
-"""The ``nanoslack`` command (DESIGN §6)."""
+"""The ``nanoslack`` command (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Room control (DESIGN §5 "Room control"): what an owner's word and a bot's small talk mean.
+"""Room control (docs/operations.md): what an owner's word and a bot's small talk mean.
 
 Text rules first: the router and the turn recorder ask ``is_acknowledgement``
 (a bot's "thanks!" wakes nobody, an agent's "Acknowledged." is silence). Then the
@@ -221,7 +221,7 @@ class RoomControl:
 
         None in a ``round`` room: no bot answers a bot there, so nothing pauses; a round's
         answers and its dispatch reach the limit by design, and a notice after the
-        dispatch would be the round's last post (DESIGN §12)."""
+        dispatch would be the round's last post (docs/team-rooms.md)."""
         if self._store.room_kinds.get(msg.channel).kind == ROUND:
             log.debug("pause notice skipped: round room", instance=self.instance, room=msg.channel)
             return

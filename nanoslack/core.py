@@ -134,7 +134,7 @@ class FleetBacklog:
     A burst is where agent work and envelope work meet: turns that run while the
     pipelines are behind take the CPU the sockets and pipelines need, and acks wait.
     So a turn waits for the backlog to fall (``yield_to``), at most ``TURN_YIELD_MAX_S``,
-    and the burst's turns run once it is in (DESIGN §9, issue 19)."""
+    and the burst's turns run once it is in (docs/architecture.md)."""
 
     def __init__(self) -> None:
         self._queues: list[asyncio.Queue[Any]] = []
@@ -180,10 +180,10 @@ class InstanceCore:
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
         self.halts = Halts(store)
         self.budgets = Budgets(store, self.asks, room_tokens=config.room_tokens)
-        # The teammate's MCP servers, and the owners' Allow for its guarded tools (§11).
+        # The teammate's MCP servers, and the owners' Allow for its guarded tools (docs/agents.md).
         self.mcp = TeammateMcp.for_instance(config.teammates_dir, self.name, config.setting, config.tools)
         self.tool_approvals = OwnerToolApprover(store, self.asks, timeout=config.tools.approval_timeout)
-        # Team rooms (DESIGN §12): the board, votes, directives, and the clock behind them.
+        # Team rooms (docs/team-rooms.md): the board, votes, directives, and the clock behind them.
         self.team = Team(
             store,
             identity,
@@ -350,7 +350,7 @@ class InstanceCore:
             for _ in items:
                 self._queue.task_done()
             # A queue that is not empty hands out the next batch without suspending:
-            # yield, so the sockets are read and acked between two batches (§9).
+            # yield, so the sockets are read and acked between two batches (docs/architecture.md).
             await asyncio.sleep(0)
 
     async def _process(self, items: list[tuple[Inbound, bool]]) -> tuple[list[Inbound], list[Outcome]]:
@@ -564,7 +564,7 @@ class FleetCore:
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
-        # The host tools over MCP for the command agents' processes (DESIGN §11): one
+        # The host tools over MCP for the command agents' processes (docs/agents.md): one
         # endpoint for the fleet, started when a command agent is built, stopped in close.
         self.host_tool_server = HostToolServer()
         self._host_tool_server_start: asyncio.Task[None] | None = None

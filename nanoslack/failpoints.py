@@ -3,7 +3,7 @@
 ``NANOSLACK_FAILPOINTS=pipeline.committed=kill@150`` makes the process SIGKILL
 itself the moment the ``pipeline.committed`` point has been passed by 150
 messages. Tests use it to crash at the worst moment deterministically instead of
-racing a ``kill -9`` against the clock (§8). Unset (always, in production), a
+racing a ``kill -9`` against the clock (docs/architecture.md). Unset (always, in production), a
 failpoint costs one dict lookup.
 
 Points: ``inbox.recorded`` (after the inbox commit, before the ack),

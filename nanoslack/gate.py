@@ -1,4 +1,4 @@
-"""The sender gate (DESIGN §3.8): may this sender talk to this instance's agent?
+"""The sender gate (docs/architecture.md): may this sender talk to this instance's agent?
 
 Runs on engaged messages only and writes their ``messages`` row: ``pending`` when
 allowed, ``held`` while an owner is asked, ``refused`` otherwise.

@@ -1,4 +1,4 @@
-"""The bot-inbound guard (DESIGN §3 step 5): humans pass, bots need an admission.
+"""The bot-inbound guard (docs/architecture.md): humans pass, bots need an admission.
 
 Bot-authored messages are the loop hazard of a fleet that hears itself, so the default
 is closed: no policy, a policy error or an unexpected answer all drop the message.

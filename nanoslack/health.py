@@ -1,4 +1,4 @@
-"""``/metrics``, ``/healthz`` and ``/readyz`` on ``NANOSLACK_METRICS_ADDR`` (DESIGN §13).
+"""``/metrics``, ``/healthz`` and ``/readyz`` on ``NANOSLACK_METRICS_ADDR`` (docs/operations.md).
 
 Served by aiohttp on the fleet's own event loop, not by prometheus-client's server
 thread: ``/healthz`` answering then proves the loop answers, ``/readyz`` asks each

@@ -119,7 +119,7 @@ class Inbound:
         """The sender's ``users.id``: what the guard set, else what Slack's fields say.
 
         A bot message the guard has not admitted yet gets the id it would be admitted
-        as (``slack:bot:<bot_id>``, §3.6), never its bot *user* id: one sender, one id,
+        as (``slack:bot:<bot_id>``, docs/architecture.md), never its bot *user* id: one sender, one id,
         whichever stage asks (name lookup, router, gate).
         """
         if self.sender_id:
@@ -139,7 +139,7 @@ class Inbound:
 
     @property
     def wrapping_up(self) -> bool:
-        """True when this admitted hop is the last the budget allows (§5 cue)."""
+        """True when this admitted hop is the last the budget allows (the wrapping-up cue, docs/agents.md)."""
         return self.hop_limit > 0 and self.hop >= self.hop_limit
 
     def mentions_user(self, user_id: str | None) -> bool:

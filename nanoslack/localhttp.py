@@ -1,4 +1,4 @@
-"""Local HTTP endpoints refuse other sites (DESIGN §13).
+"""Local HTTP endpoints refuse other sites (docs/operations.md).
 
 The playground and the metrics endpoints listen on the user's machine, where any web
 page the user visits can send them requests: a form or ``fetch`` with ``text/plain``

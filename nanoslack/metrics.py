@@ -1,4 +1,4 @@
-"""The fleet's numbers (DESIGN §13 "Metrics and health"), counted where they happen.
+"""The fleet's numbers (docs/operations.md), counted where they happen.
 
 Counting must not slow the envelope pump, so nothing here takes a lock or builds a
 label set on the hot path: each instance has a ``Tally`` of plain integers that the
@@ -7,7 +7,7 @@ prometheus-client collector turns them into metric families only when ``/metrics
 is scraped. What is a state rather than a count (connected sockets, leases, the
 backlog) is read at scrape time from the fleet (``FleetState``).
 
-Every name starts with ``nanoslack_`` (README "Monitoring" lists them).
+Every name starts with ``nanoslack_`` (docs/operations.md lists them).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class _Collector(Collector):
         )
         yield _gauge(
             "nanoslack_leases_held",
-            "Instance leases this process holds (DESIGN §10).",
+            "Instance leases this process holds (docs/operations.md).",
             [],
             [([], float(len(state.leases)))],
         )

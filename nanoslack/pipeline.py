@@ -1,4 +1,4 @@
-"""One instance's pipeline after the socket (DESIGN §3 steps 4–8).
+"""One instance's pipeline after the socket (docs/architecture.md).
 
 Order, as a message travels: ``accept_many`` records it in the durable inbox (the
 Slack edge acks only after that); ``process_many`` then runs, for each message and
@@ -96,7 +96,7 @@ class Pipeline:
         self.rounds = rounds
         self._rounds = rounds
         self._names = names
-        # Several hosts (DESIGN §10): whether this process still holds the instance's
+        # Several hosts (docs/operations.md): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
         self._fence = fence
 
@@ -133,7 +133,7 @@ class Pipeline:
         """Guard, route, gate and close the inbox entries in one transaction.
 
         A failing message rolls back alone: the batch is run again with a savepoint
-        per message, so its hop reservation goes with it (§3.6) and the others commit.
+        per message, so its hop reservation goes with it (docs/architecture.md) and the others commit.
         Batching is what makes the pipeline fast: SQLite's cost is the pages a commit
         writes, and consecutive messages share pages. The one stage that may touch
         the network, the sender's display name, runs first, outside the transaction.

@@ -1,4 +1,4 @@
-"""An agent's reply made ready for Slack (DESIGN §5): pure text work, no I/O.
+"""An agent's reply made ready for Slack (docs/agents.md): pure text work, no I/O.
 
 - ``@<instance>`` naming a sibling bot becomes a real ``<@U…>`` mention, so a
   handoff always wakes the addressee (a plain ``@eli`` is just text to Slack);

@@ -1,4 +1,4 @@
-"""``round`` rooms (DESIGN §12): a question to the whole room, answered at once, closed by the chief.
+"""``round`` rooms (docs/team-rooms.md): a question to the whole room, answered at once, closed by the chief.
 
 A human message in a round room that names no bot engages every bot of the room (the
 router asks ``engages``); one that names bots engages only those. When the gate lets

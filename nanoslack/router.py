@@ -1,4 +1,4 @@
-"""The engagement router (DESIGN §3.7): does this instance answer this message?
+"""The engagement router (docs/architecture.md): does this instance answer this message?
 
 A messaging group is this instance's row for one conversation. It is created only
 when someone addresses the instance (a mention of its bot user, or a DM), so merely
@@ -89,7 +89,7 @@ class Router:
     def prefetch(self, msgs: Sequence[Inbound]) -> None:
         """At the start of a batch, in its transaction: look up in one statement per
         group whether the threads of the batch's unmentioned messages are engaged, so
-        routing them asks the store nothing (§9: the lookup per message and instance
+        routing them asks the store nothing (docs/architecture.md: the lookup per message and instance
         was a quarter of the worker's statements)."""
         self._absent = set()
         self._refresh()

@@ -1,4 +1,4 @@
-"""A clean stop's clock (DESIGN §13 "Clean stops").
+"""A clean stop's clock (docs/operations.md).
 
 SIGTERM starts one ``Shutdown``: the turns under way have ``grace`` seconds
 (``NANOSLACK_SHUTDOWN_GRACE``) from then to finish and record their posts; a second

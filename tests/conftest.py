@@ -3,7 +3,7 @@ NO_PROXY, even for 127.0.0.1), global logging state restored after every test, t
 Slack emulator for the tests that need one (``emu``, async, and ``temu``, the same on its
 own thread; a folder's conftest overrides ``emu_options``, a test adds
 ``@pytest.mark.emulator(...)``), and the one ``store`` fixture, run on SQLite and on a
-throwaway PostgreSQL server (DESIGN §10).
+throwaway PostgreSQL server (docs/operations.md).
 """
 
 from __future__ import annotations

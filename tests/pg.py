@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the suite (DESIGN §10).
+"""A throwaway PostgreSQL server for the suite (docs/operations.md).
 
 ``initdb`` + ``pg_ctl`` in a fresh directory, on a free port of 127.0.0.1, with
 fsync off: the data dies with the test session. PostgreSQL refuses to run as

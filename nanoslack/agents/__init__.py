@@ -1,7 +1,8 @@
-"""Agents (DESIGN §5): teammates, the turn prompt and the four back ends.
+"""Agents (docs/agents.md): teammates, the turn prompt and the four back ends.
 
-Self-contained: nothing here talks to Slack or the store. The turn dispatcher builds
-a ``Turn``, calls ``Agent.run`` and posts the ``Reply``.
+Self-contained: nothing here talks to Slack or the store. The turn scheduler
+(``nanoslack.turns.scheduler``) builds a ``Turn`` and calls ``Agent.run``; the turn
+recorder (``nanoslack.turns.record``) records the ``Reply``'s posts for the poster.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,4 +1,4 @@
-"""``command`` back end: any program, through the shell (DESIGN §5).
+"""``command`` back end: any program, through the shell (docs/agents.md).
 
 Contract with the program:
 
@@ -20,7 +20,7 @@ Contract with the program:
   so that a program that only wants the conversation can read stdin as is, and it
   is a file, not a variable, because a long persona can exceed the kernel's limit on
   one environment string.
-  With the fleet's MCP endpoint (``nanoslack.tools.serve``, DESIGN §11) also
+  With the fleet's MCP endpoint (``nanoslack.tools.serve``, docs/agents.md) also
   ``NANOSLACK_MCP_URL`` and ``NANOSLACK_MCP_TOKEN``: the turn's host tools
   (``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``) over
   streamable HTTP, for a client presenting ``Authorization: Bearer <token>``, valid

@@ -1,4 +1,4 @@
-"""Build an instance's agent from configuration (DESIGN §2 keys).
+"""Build an instance's agent from configuration (docs/configuration.md keys).
 
 ``lookup`` reads one raw configuration key (``Settings.value`` is exactly that:
 ``.env`` under the environment, empty = unset). Every key is resolved per instance

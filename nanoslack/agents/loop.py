@@ -1,4 +1,4 @@
-"""The tool loop of the LLM back ends (DESIGN §11), on pydantic-ai.
+"""The tool loop of the LLM back ends (docs/agents.md), on pydantic-ai.
 
 The model gets the system prompt and the turn prompt, and the turn's tools exactly as
 ``Tools.specs()`` describes them; each tool call goes to ``Tools.call`` and its text goes

@@ -1,4 +1,4 @@
-"""The user-side turn prompt (DESIGN §5 "Room turn"): what every back end is shown.
+"""The user-side turn prompt (docs/agents.md): what every back end is shown.
 
 ::
 

@@ -1,4 +1,4 @@
-"""Teammates (DESIGN §5): who an instance's agent is, from ``teammates/<instance>/``.
+"""Teammates (docs/agents.md): who an instance's agent is, from ``teammates/<instance>/``.
 
 - ``SOUL.md``: who it is. Optional front matter between two ``---`` lines at the
   top, simple ``key: value`` lines (``role``, ``emoji``; other keys are ignored).

@@ -1,4 +1,4 @@
-"""The shapes the turn stage and the agent back ends agree on (DESIGN §5, §11).
+"""The shapes the turn stage and the agent back ends agree on (docs/agents.md).
 
 A back end gets a ``Turn`` (what to answer) and the turn's ``Tools`` (what it may
 call, and the budget it spends), and gives back a ``Reply``.
@@ -55,7 +55,7 @@ class Turn:
     system: str = ""  # system prompt (filled by Teammate.system_prompt)
     # Older messages of the thread left out to keep the transcript within its bound.
     earlier_not_shown: int = 0
-    # What the room is for (DESIGN §12 ``open-room --mission``), shown under the header.
+    # What the room is for (docs/team-rooms.md ``open-room --mission``), shown under the header.
     mission: str = ""
     # Lines about the room the agent should know this turn, shown after the transcript:
     # e.g. that everyone is answering at once (a round), the open votes it has not answered.
@@ -74,7 +74,7 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    posts: tuple[str, ...]  # texts to post, in order; () = silence. The dispatcher caps them.
+    posts: tuple[str, ...]  # texts to post, in order; () = silence. The recorder caps them.
     tokens: int = 0  # tokens this turn used (LLM back ends), 0 otherwise
     # The model back ends' record of this turn for its thread's history (``PastTurn.messages``)
     # and what it costs the history bound (characters the model reads).

@@ -1,4 +1,4 @@
-"""Configuration (DESIGN §2), by job: ``settings`` reads the keys once at start,
+"""Configuration (docs/configuration.md), by job: ``settings`` reads the keys once at start,
 ``a2a`` re-reads the two A2A keys while the fleet runs, ``tools`` the keys of agents
 with tools, ``values`` holds the parsers
 they share; tokens are wrapped in ``nanoslack.secret.Secret``. Import from here."""

@@ -1,5 +1,5 @@
 """The two A2A keys (``SLACK_A2A_ROOMS``, ``SLACK_A2A_MAX_HOPS``), re-read while the
-fleet runs so an operator's edit applies without a restart (DESIGN §2)."""
+fleet runs so an operator's edit applies without a restart (docs/configuration.md)."""
 
 from __future__ import annotations
 

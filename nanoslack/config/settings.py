@@ -1,4 +1,4 @@
-"""Settings: the keys of DESIGN §2, read from ``.env`` and the environment.
+"""Settings: the keys of docs/configuration.md, read from ``.env`` and the environment.
 
 ``.env`` is read with ``dotenv_values`` and merged under the real environment.
 Loading settings never writes to the process environment, so several fleets (or
@@ -89,7 +89,7 @@ class Settings:
     retention_days: int = DEFAULT_RETENTION_DAYS
     # Posts per second per channel and instance once a burst of 3 is spent (0: unpaced).
     post_rate: float = DEFAULT_POST_RATE
-    # Agents with tools (DESIGN §11): steps, handoffs, timeouts, broadcast, the reaction.
+    # Agents with tools (docs/agents.md): steps, handoffs, timeouts, broadcast, the reaction.
     tools: ToolSettings = field(default_factory=ToolSettings)
     # Seconds running turns may finish after SIGTERM (NANOSLACK_SHUTDOWN_GRACE).
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
@@ -307,7 +307,7 @@ def load_settings(
     *,
     log: Any = None,
 ) -> Settings:
-    """Read DESIGN §2's keys: ``.env`` (default: the cwd's) under the real environment.
+    """Read the keys of docs/configuration.md: ``.env`` (default: the cwd's) under the real environment.
 
     Problems with one instance or one value are warnings with a default applied; only
     a configuration nothing can run with raises ``ConfigError``.

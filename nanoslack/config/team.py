@@ -1,8 +1,9 @@
-"""The keys of rooms that work as teams (DESIGN §2, §12), read once at start.
+"""The keys of rooms that work as teams (docs/configuration.md, docs/team-rooms.md), read once at start.
 
-``NANOSLACK_VOTE_REMIND`` (60) and ``NANOSLACK_VOTE_CLOSE`` (120) are DESIGN's. How long
+``NANOSLACK_VOTE_REMIND`` (60) and ``NANOSLACK_VOTE_CLOSE`` (120) are the documented
+defaults (docs/configuration.md). How long
 a task may stay silent before its ping (30 minutes) and before it no longer counts as
-in progress (2 hours) are fixed by DESIGN and not keys; tests move the store's clock
+in progress (2 hours) are fixed and not keys; tests move the store's clock
 instead (``tasks.updated_at``), as an operator's SQL could.
 """
 

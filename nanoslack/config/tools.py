@@ -1,4 +1,4 @@
-"""The keys of agents with tools (DESIGN §2, §11), read once at start."""
+"""The keys of agents with tools (docs/configuration.md, docs/agents.md), read once at start."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class ToolSettings:
     # NANOSLACK_MAX_STEPS and its per-instance NANOSLACK_MAX_STEPS_<SUF>.
     max_steps_default: int = DEFAULT_MAX_STEPS
     max_steps_by_instance: Mapping[str, int] = field(default_factory=dict)
-    # Team rooms (DESIGN §12): NANOSLACK_VOTE_REMIND, NANOSLACK_VOTE_CLOSE.
+    # Team rooms (docs/team-rooms.md): NANOSLACK_VOTE_REMIND, NANOSLACK_VOTE_CLOSE.
     team: TeamSettings = field(default_factory=TeamSettings)
     # What an agent remembers: NANOSLACK_HISTORY_CHARS, _MEMORY_CHARS, _CACHED_TOKEN_WEIGHT.
     memory: MemorySettings = field(default_factory=MemorySettings)

@@ -244,7 +244,3 @@ def fan_out(
                 mention_ev = app_mention_event(ev)
             out.append((app, "app_mention", mention_ev))
     return out
-
-
-def now_s() -> int:
-    return int(time.time())

@@ -246,10 +246,6 @@ class Workspace:
             self.by_memberset[key] = cid
         return conv
 
-    def find_message(self, channel: str, ts: str) -> JSON | None:
-        ch = self.channels.get(channel)
-        return ch.by_ts.get(ts) if ch else None
-
 
 def parse_bool(v: Any) -> bool:
     if isinstance(v, bool):

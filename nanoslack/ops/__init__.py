@@ -1,4 +1,4 @@
-"""Operator tools (DESIGN §6): open an A2A room, query the store, inspect and steer the
+"""Operator tools (docs/operations.md): open an A2A room, query the store, inspect and steer the
 fleet's data, render app manifests.
 
 ``q`` alone is kept to the standard library: ``scripts/q.py`` imports

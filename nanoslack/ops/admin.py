@@ -1,4 +1,4 @@
-"""Operator commands (DESIGN §6): ``rooms``, ``hops``, ``senders``, ``turns`` and ``board``.
+"""Operator commands (docs/operations.md): ``rooms``, ``hops``, ``senders``, ``turns`` and ``board``.
 
 ``senders pending`` lists open approval requests; ``senders approve|deny <instance>
 <sender_id>`` answers one as the operator (the same path as an owner's button, so
@@ -159,8 +159,8 @@ def rooms_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 def _room_control(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     """Halt or resume as the operator; the notice goes out through an instance that
-    knows the room (the running fleet's poster sends it; its dispatchers notice the
-    halt on their next poll). A room no instance knows gets no notice: its rows
+    knows the room (the running fleet's poster sends it; its turn schedulers notice
+    the halt on their next poll). A room no instance knows gets no notice: its rows
     stay queued under ``cli``, which no poster sends."""
     room = str(args.channel)
     known = sorted({g.instance for g in store.groups.list() if g.channel == room})
@@ -237,7 +237,7 @@ def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
 
 
 def _steps(store: Store, turn_id: int, out: TextIO) -> int:
-    """One turn's model and tool calls, in order (DESIGN §11)."""
+    """One turn's model and tool calls, in order (docs/agents.md)."""
     if store.turns.get(turn_id) is None:
         raise AdminError(f"no turn {turn_id}")
     rows = [
@@ -288,7 +288,7 @@ def turns_main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _board(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    """A team room's board as its message says it (DESIGN §12): the open tasks that count."""
+    """A team room's board as its message says it (docs/team-rooms.md): the open tasks that count."""
     print(render_board(store.tasks.open_in(str(args.channel)), time.time()), file=out)
     return 0
 

@@ -1,4 +1,4 @@
-"""``nanoslack doctor``: check a configuration before the first run (DESIGN §13).
+"""``nanoslack doctor``: check a configuration before the first run (docs/operations.md).
 
 One line per check, ``✓`` or ``✗``, each failure naming the instance and what is wrong
 and how to fix it; exit 1 when anything failed. Read-only: it opens no socket (a
@@ -24,7 +24,7 @@ What is checked, in order:
   its rules answer it);
 - the store: reachable, and its schema this version's or older (the fleet migrates an
   older one at start); never written to;
-- teammate folders (``SOUL.md`` readable) and the ``mcp.json`` files (DESIGN §11): JSON
+- teammate folders (``SOUL.md`` readable) and the ``mcp.json`` files (docs/agents.md): JSON
   with an ``mcpServers`` object, each server a ``command`` or a ``url``, and every
   ``${VAR}`` it names set.
 """
@@ -631,7 +631,7 @@ def _check_mcp(path: Path, env: Mapping[str, str], report: Report) -> None:
     if problem is None:
         report.add(True, str(path), "MCP servers file parses")
     else:
-        report.add(False, str(path), problem, "see DESIGN §11 for the mcp.json form")
+        report.add(False, str(path), problem, "see teammates/README.md for the mcp.json form")
 
 
 # -- the command ----------------------------------------------------------------------------------

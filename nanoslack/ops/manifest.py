@@ -1,4 +1,4 @@
-"""The Slack app manifest of a fleet bot (DESIGN §6), rendered per instance name.
+"""The Slack app manifest of a fleet bot (docs/operations.md), rendered per instance name.
 
 ``manifests/fleet-bot.json`` is this manifest rendered for the placeholder name
 ``fleet-bot``, for operators who paste a file into https://api.slack.com/apps; a test
@@ -29,11 +29,11 @@ BOT_SCOPES: tuple[str, ...] = (
     "groups:history",
     "app_mentions:read",
     "users:read",
-    # An owner's 🛑 reaction halts a room (DESIGN §5 "Room control").
+    # An owner's 🛑 reaction halts a room (docs/operations.md).
     "reactions:read",
-    # The working reaction on the message a turn answers (DESIGN §11 "Seen working").
+    # The working reaction on the message a turn answers (docs/agents.md).
     "reactions:write",
-    # The fleet reads back the metadata it writes (DESIGN §13): the post lookup after a
+    # The fleet reads back the metadata it writes (docs/operations.md): the post lookup after a
     # crash, the room intro's and the notices' markers. Without it Slack leaves it out.
     "metadata.message:read",
 )

@@ -1,4 +1,4 @@
-"""``open-a2a-room``: open a Slack group DM for a human and several fleet bots (DESIGN §6).
+"""``open-a2a-room``: open a Slack group DM for a human and several fleet bots (docs/operations.md).
 
 The first instance opens the conversation with ``conversations.open`` (the human and
 the other bots' user ids, learnt through ``auth.test`` per token), posts an intro that
@@ -55,7 +55,7 @@ class Request:
     env_file: Path
     api_url: str | None
     public: bool
-    # DESIGN §12: how the room works; None leaves what the store says (mention when nothing).
+    # docs/team-rooms.md: how the room works; None leaves what the store says (mention when nothing).
     kind: str | None = None
     lead: str | None = None
     mission: str | None = None
@@ -158,7 +158,7 @@ def validate_kind(kind: str | None, lead: str | None, instances: Sequence[str]) 
 
 
 def load_env(env_file: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    """``.env`` values overlaid with the real environment (which wins, DESIGN §2)."""
+    """``.env`` values overlaid with the real environment (which wins, docs/configuration.md)."""
     values: dict[str, str] = {}
     if env_file.is_file():
         try:

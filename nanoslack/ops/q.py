@@ -1,4 +1,4 @@
-"""``q``: run one SQL statement against the nanoslack SQLite store (DESIGN §4).
+"""``q``: run one SQL statement against the nanoslack SQLite store (docs/data.md).
 
 Reads print rows like the sqlite3 CLI in list mode (``|`` between columns, NULL as
 empty); writes print the number of rows they changed. Standard library only:

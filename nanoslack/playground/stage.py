@@ -68,7 +68,7 @@ class Stage:
     data_dir: Path
     max_hops: int
     public: tuple[str, ...]
-    # The round room (DESIGN §12): a question to it wakes the whole crew; dana closes.
+    # The round room (docs/team-rooms.md): a question to it wakes the whole crew; dana closes.
     round_room: str = ""
     _users: dict[str, str] = field(default_factory=dict)
 

@@ -124,7 +124,7 @@ def make_post_client(
 
     ``session``: one HTTP session for every post of the instance (its owner closes
     it). Without one slack-sdk opens a session and a connection per call: measured,
-    that was most of a reply's CPU at 100 mentions/s (issue 19).
+    that was most of a reply's CPU at 100 mentions/s (the bench).
     """
     return CountingWebClient(
         token=token,

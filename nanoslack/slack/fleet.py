@@ -123,7 +123,7 @@ class Fleet:
 
     async def _start_one(self, settings: InstanceSettings, agent: Agent) -> bool:
         """True once the instance runs here, or waits as a standby for its lease."""
-        # DESIGN §10: one process per instance; a standby runs _start_one again on takeover.
+        # docs/operations.md: one process per instance; a standby runs _start_one again on takeover.
         if not self.leases.take(settings.name, then=lambda: self._start_one(settings, agent)):
             return True
         if await self._connect(settings, agent):

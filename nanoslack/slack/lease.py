@@ -1,4 +1,4 @@
-"""One process per instance across hosts (DESIGN §10): take the instance's lease
+"""One process per instance across hosts (docs/operations.md): take the instance's lease
 before connecting, renew it by heartbeat, wait as a standby while another process
 holds it, and hand it back on a clean stop.
 

@@ -1,4 +1,4 @@
-"""Posting pace per channel (DESIGN §5: replies are paced per channel).
+"""Posting pace per channel (docs/agents.md: replies are paced per channel).
 
 Slack accepts about one message per second per channel, with short bursts; past that
 it answers 429. A token bucket per channel keeps an instance under it instead of

@@ -1,7 +1,7 @@
-"""Socket Mode ``events_api`` payload → ``Inbound`` or ``Drop`` (DESIGN §3 steps 2–3).
+"""Socket Mode ``events_api`` payload → ``Inbound`` or ``Drop`` (docs/architecture.md).
 
 Pure and total: whatever the payload, the answer is a value, never an exception,
-because a malformed payload must never stop an instance (§8). Sender identity comes
+because a malformed payload must never stop an instance (docs/architecture.md). Sender identity comes
 only from Slack's structured fields (``user``, ``bot_id``), never from the text.
 
 Whether an event is ours is decided by the installation Slack delivered it to
@@ -295,7 +295,7 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         event_type=event_type,
         subtype=subtype,
         event_id=event_id if isinstance(event_id, str) else None,
-        # Bots get their sender id only from the guard's admission (§3 step 5).
+        # Bots get their sender id only from the guard's admission (docs/architecture.md).
         sender_id="" if bot_id is not None else human_sender_id(str(user)),
         bot_name=_bot_name(event) if bot_id is not None else None,
         # Only an app can attach metadata; a human-authored message is never an intro.

@@ -47,7 +47,7 @@ EVENT_TYPES = {
 KEY_FIELD = "nanoslack_key"
 # Looking for a post a crash left in doubt: one call of this many messages, newer than
 # the attempt. Since 2025 Slack gives a commercially distributed non-Marketplace app one
-# conversations.history/replies call a minute, of at most 15 messages (DESIGN §13).
+# conversations.history/replies call a minute, of at most 15 messages (docs/operations.md).
 SEARCH_PAGE = 15
 # Further pages only when more than a page is newer than the attempt (a busy channel).
 MAX_SEARCH_PAGES = 20

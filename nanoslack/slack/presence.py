@@ -1,11 +1,11 @@
 """A turn at work, as Slack shows it: the instance's reaction on the waking message
 (``NANOSLACK_WORKING_REACTION``, default ``eyes``), added once the turn has run for
-``WORKING_AFTER_S`` and taken back when it ends (DESIGN §11 "Seen working").
+``WORKING_AFTER_S`` and taken back when it ends (docs/agents.md).
 
 Why not at once: a quick turn's answer is its own sign, and a reaction put on and taken off
 costs two Web API calls and two events to every bot in the room. At 100 mentions/s that
-was 2,000 extra envelopes a second and took the reply latency from 0.1 s to 4 s (issue 19's
-bench); a turn that ends before the reaction is due makes no call at all.
+was 2,000 extra envelopes a second and took the reply latency from 0.1 s to 4 s (the
+bench's figure); a turn that ends before the reaction is due makes no call at all.
 
 Best effort and never in the turn's way: each call runs in the background, in order per
 message, and a refusal (a missing ``reactions:write`` scope, a deleted message) is a

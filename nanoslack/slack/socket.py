@@ -347,7 +347,7 @@ class SocketThread:
     long a callback on the fleet's loop can hold an ack back, but under the GIL each
     of the pump's many short blocking calls hands the interpreter to the busy fleet
     thread and waits up to the switch interval to get it back: measured, the one-loop
-    pump with short slices of agent work acks faster (issue 19).
+    pump with short slices of agent work acks faster (the bench).
     """
 
     def __init__(self, name: str = "nanoslack-sockets") -> None:
@@ -404,7 +404,7 @@ class SocketOptions:
     idle_reconnect: float = 300.0
     watchdog_interval: float = 5.0
     # The sockets on a loop of their own (``SocketThread``) instead of the fleet's loop.
-    # Off: measured slower on CPython 3.11 (issue 19, BENCHMARKS.md), because every
+    # Off: measured slower on CPython 3.11 (BENCHMARKS.md), because every
     # socket write and SQLite call releases the GIL and the pump thread then waits up
     # to the switch interval (5 ms) to get it back from a busy fleet loop; with 256
     # acks a batch that is over a second. Kept for ``bench/fleet_bench.py

@@ -1,4 +1,4 @@
-"""The store: the one package that owns SQL (DESIGN §4).
+"""The store: the one package that owns SQL (docs/data.md).
 
 ``Store.open(url)`` creates or migrates the schema and hands out one repository
 per concept. Every repository method is one transaction unless it runs inside
@@ -96,7 +96,7 @@ class Store:
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
         self.rounds = Rounds(db)
-        # Team rooms (DESIGN §12): the board's tasks, and votes.
+        # Team rooms (docs/team-rooms.md): the board's tasks, and votes.
         self.tasks = Tasks(db)
         self.boards = Boards(db)
         self.votes = Votes(db)

@@ -1,4 +1,4 @@
-"""Agent groups (one per instance) and their members (DESIGN §3.8, §4).
+"""Agent groups (one per instance) and their members (docs/architecture.md, docs/data.md).
 
 Members and admins pass the sender gate. ``generation`` moves on this process's
 membership writes and on rollbacks, for the gate's membership cache.

@@ -1,4 +1,4 @@
-"""Sender approvals (DESIGN §3.8): one row per (agent group, sender), ever.
+"""Sender approvals (docs/architecture.md): one row per (agent group, sender), ever.
 
 The unique row is what makes "one request no matter how many messages" hold, and
 what remembers a Deny: a decided row is never reopened by new messages.
@@ -39,9 +39,6 @@ _OVERRIDE = text(
     " WHERE id = :id AND status != :status"
 )
 _SET_OWNER = text("UPDATE pending_sender_approvals SET owner_id = :owner WHERE id = :id")
-_SET_REQUEST = text(
-    "UPDATE pending_sender_approvals SET request_channel = :channel, request_ts = :ts WHERE id = :id"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +56,6 @@ class ApprovalRow:
     decided_by: str | None
     instance: str
     platform_id: str | None  # the room the first held message came from
-
-    @property
-    def request_key(self) -> str:
-        """Outbox dedupe key of the DM that asks an owner."""
-        return f"approval:{self.id}"
 
 
 def _row(r: Any) -> ApprovalRow:
@@ -132,10 +124,6 @@ class Approvals:
     def set_owner(self, approval_id: int, owner_id: str) -> None:
         with self._db.transaction() as conn:
             conn.execute(_SET_OWNER, {"id": approval_id, "owner": owner_id})
-
-    def set_request_message(self, approval_id: int, channel: str, ts: str) -> None:
-        with self._db.transaction() as conn:
-            conn.execute(_SET_REQUEST, {"id": approval_id, "channel": channel, "ts": ts})
 
     def pending(self) -> list[ApprovalRow]:
         with self._db.transaction() as conn:

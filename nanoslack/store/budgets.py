@@ -1,4 +1,4 @@
-"""Owners' answers when a daily token budget ran out (DESIGN §5 "Room control").
+"""Owners' answers when a daily token budget ran out (docs/operations.md).
 
 ``scope`` is ``room`` (``NANOSLACK_ROOM_TOKENS``, subject = conversation id) or
 ``instance`` (``NANOSLACK_DAILY_TOKENS``, subject = instance name).

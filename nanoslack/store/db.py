@@ -5,7 +5,7 @@ asyncio loop, and SQLite serialises writers anyway, so a pool would only add
 checkout cost on the hot path. A re-entrant lock keeps the odd call from another
 thread (tests, CLI helpers) safe.
 
-PostgreSQL (DESIGN §10) runs the same SQL at READ COMMITTED: what SQLite's single
+PostgreSQL (docs/operations.md) runs the same SQL at READ COMMITTED: what SQLite's single
 writer gives for free is spelled out there as an advisory lock per room (hops), a
 lock around migrations, and the ``cache_version`` row kept by triggers.
 """
@@ -134,7 +134,7 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     # WAL: readers (q.py, the CLI) never block the fleet; NORMAL sync keeps every
-    # commit across a process crash (kill -9), which is what §8 asks for.
+    # commit across a process crash (kill -9), which the reliability contract needs (docs/architecture.md).
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=5000")
@@ -370,7 +370,7 @@ def migrate(conn: Connection) -> int:
 
 # Indexes added without a schema version (made by every open, cheap once they exist).
 # What a turn reads of its thread's outbox posts: without them each turn scanned the
-# instance's whole outbox, so turns slowed as replies piled up (issue 19). They repeat
+# instance's whole outbox, so turns slowed as replies piled up. They repeat
 # the reads' ``coalesce(thread_ts, '')``. (``messages`` gets none: its reads use the
 # primary key, and every envelope's row would pay for one.)
 _INDEXES = (
@@ -402,7 +402,7 @@ def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> i
     On SQLite the statement goes straight to the driver (sqlite3 takes the same
     ``:name`` parameters) on the transaction's own connection: SQLAlchemy's execute
     path costs ~35 µs a statement, more than a whole stage may spend on a message
-    (DESIGN §9). PostgreSQL's psycopg connection takes it the same way, once the
+    (docs/architecture.md). PostgreSQL's psycopg connection takes it the same way, once the
     parameters are respelled; other databases take the ordinary path.
     """
     name = conn.dialect.name

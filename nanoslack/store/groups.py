@@ -1,4 +1,4 @@
-"""Messaging groups (DESIGN §3.7, §4) and the threads an instance is engaged in.
+"""Messaging groups (docs/architecture.md, docs/data.md) and the threads an instance is engaged in.
 
 ``generation`` counts this process's writes (and rollbacks) to these tables, so a
 cache can tell its own changes apart from other processes' (``PRAGMA data_version``
@@ -19,7 +19,7 @@ from nanoslack.store.db import Database, hot_execute, hot_exists, hot_rows
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
 
-# §3.7 defaults by kind. DMs answer everything (pattern "."), groups wait for a
+# Defaults by kind (docs/architecture.md). DMs answer everything (pattern "."), groups wait for a
 # mention and then stay in that thread.
 GROUP_DEFAULTS = {"engage_mode": "mention-sticky", "engage_pattern": None, "policy": "request_approval"}
 DM_DEFAULTS = {"engage_mode": "pattern", "engage_pattern": ".", "policy": "decline_notify"}
@@ -32,7 +32,6 @@ _GET = text(
     f"SELECT {_COLUMNS} FROM messaging_groups"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
 )
-_BY_ID = text(f"SELECT {_COLUMNS} FROM messaging_groups WHERE id = :id")
 _LIST = text(f"SELECT {_COLUMNS} FROM messaging_groups ORDER BY platform_id, instance")
 _CREATE = text(
     "INSERT INTO messaging_groups"
@@ -107,11 +106,6 @@ class MessagingGroups:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
         with self._db.transaction() as conn:
             r = conn.execute(_GET, params).first()
-        return _row(r) if r else None
-
-    def get_by_id(self, group_id: int) -> GroupRow | None:
-        with self._db.transaction() as conn:
-            r = conn.execute(_BY_ID, {"id": group_id}).first()
         return _row(r) if r else None
 
     def create(

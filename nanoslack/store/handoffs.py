@@ -1,4 +1,4 @@
-"""Handoffs between instances (DESIGN §11 ``send_to_agent``), as a record."""
+"""Handoffs between instances (docs/agents.md ``send_to_agent``), as a record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hop counts for the A2A policy (DESIGN §3.6), kept in the store.
+"""Hop counts for the A2A policy (docs/architecture.md), kept in the store.
 
 A hop is a row per (room, instance, ts): reserving is idempotent for the same
 message (a resumed event keeps its hop), a failed message's rollback takes its row

@@ -1,4 +1,4 @@
-"""The durable inbox (DESIGN §3.4): record before ack, finish once, resume after a crash."""
+"""The durable inbox (docs/architecture.md): record before ack, finish once, resume after a crash."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Instance leases (DESIGN §10): which process runs an instance.
+"""Instance leases (docs/operations.md): which process runs an instance.
 
 One row per instance. A process takes the row when it is free, lapsed, or already
 its own, renews it by heartbeat, and deletes it on a clean stop. Times come from

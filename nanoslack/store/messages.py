@@ -1,4 +1,4 @@
-"""Messages as one instance saw them, and where each stands (DESIGN §3.7–3.8).
+"""Messages as one instance saw them, and where each stands (docs/architecture.md).
 
 Statuses: ``context`` (not engaged; read by later turns), ``pending`` (allowed,
 waiting for a turn), ``held`` (waiting for an approval), ``refused``, ``done``.
@@ -60,7 +60,7 @@ _MOVE_HELD = text(
 # never held or refused ones (from senders nobody has let in).
 # ``ts >= :thread_key``: a thread's messages are its root (whose ts is the key) and later
 # ones, so the primary key's range starts at the root, not at the channel's first
-# message (a turn read the whole channel since its last turn there; issue 19). DMs
+# message (a turn read the whole channel since its last turn there). DMs
 # (key "") are one thread.
 _THREAD = text(
     f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
@@ -87,7 +87,7 @@ _WAKE = text(
 )
 # SQLite's planner, without statistics, prefers the primary key's (instance, channel)
 # to the small partial index of pending rows, and so read every message of the
-# channel on every turn (issue 19): on SQLite these name the index (``INDEXED BY``);
+# channel on every turn: on SQLite these name the index (``INDEXED BY``);
 # PostgreSQL's planner has statistics.
 _PENDING_IN_THREAD_SQL = (
     "SELECT {columns} FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"

@@ -1,4 +1,4 @@
-"""Waiting out a store that cannot take work (DESIGN §13, "Survives its database").
+"""Waiting out a store that cannot take work (docs/operations.md, "Survives its database").
 
 The loops that write (the envelope pump, each instance's worker, the turns, the poster,
 the lease keeper) meet the same outage: a PostgreSQL server restarting or down, a
@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 from nanoslack.logs import get_logger
@@ -42,10 +42,6 @@ class StoreOutage:
         self._delay = BACKOFF_FIRST_S
         self.outages = 0
         self.retries = 0
-
-    @property
-    def ongoing(self) -> bool:
-        return self._since is not None
 
     async def wait(self, trouble: StoreUnavailable) -> None:
         """The store could not take the work: log it (once per outage) and wait a while."""
@@ -79,21 +75,6 @@ async def until_stored(work: Callable[[], T], outage: StoreOutage) -> T:
     while True:
         try:
             result = work()
-        except Exception as error:
-            trouble = store_unavailable(error)
-            if trouble is None:
-                raise
-            await outage.wait(trouble)
-            continue
-        outage.passed()
-        return result
-
-
-async def until_done(work: Callable[[], Awaitable[T]], outage: StoreOutage) -> T:
-    """``until_stored`` for work that awaits (a batch through the pipeline)."""
-    while True:
-        try:
-            result = await work()
         except Exception as error:
             trouble = store_unavailable(error)
             if trouble is None:

@@ -1,4 +1,5 @@
-"""The outbox: posts decided in a transaction, sent later by the poster (DESIGN §5, §8).
+"""The outbox: posts decided in a transaction, sent later by the poster (docs/agents.md,
+docs/architecture.md).
 
 ``dedupe_key`` is unique, so a decision replayed after a crash enqueues nothing new. A
 row says what it is in typed columns (``purpose``, ``ask_id``, ``turn_id``), never in

@@ -1,4 +1,4 @@
-"""The refusal audit (DESIGN §3.8): how often the gate said no to whom, first/last seen."""
+"""The refusal audit (docs/architecture.md): how often the gate said no to whom, first/last seen."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pruning what the fleet no longer needs (DESIGN §9: the store stays bounded).
+"""Pruning what the fleet no longer needs (docs/architecture.md: the store stays bounded).
 
 Only finished rows older than the retention go, a small batch per transaction so
 the hot path (which shares the one connection and SQLite's write lock) waits at

@@ -1,4 +1,4 @@
-"""How each A2A room works (DESIGN §12): ``a2a_rooms``, one row per room."""
+"""How each A2A room works (docs/team-rooms.md): ``a2a_rooms``, one row per room."""
 
 from __future__ import annotations
 

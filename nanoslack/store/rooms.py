@@ -1,4 +1,4 @@
-"""Halted rooms (DESIGN §5 "Room control").
+"""Halted rooms (docs/operations.md).
 
 A halt and a resume are each a single insert or delete whose row count says who won:
 every instance in the room hears the owner's 🛑, the one whose insert landed announces.

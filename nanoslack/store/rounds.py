@@ -1,4 +1,4 @@
-"""Rounds of ``round`` rooms (DESIGN §12): ``rounds`` and ``round_members``.
+"""Rounds of ``round`` rooms (docs/team-rooms.md): ``rounds`` and ``round_members``.
 
 Each decision several instances (or processes) race to is one guarded statement whose
 row count says who won: the first pipeline to see a question creates its round, the

@@ -1,4 +1,4 @@
-"""The steps of a turn (DESIGN §11): every model call and tool call, as it happened."""
+"""The steps of a turn (docs/agents.md): every model call and tool call, as it happened."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every table nanoslack keeps, in one place (DESIGN §4).
+"""Every table nanoslack keeps, in one place (docs/data.md).
 
 Names that operators use in SQL (``messaging_groups``, ``users``, ``agent_groups``,
 ``agent_group_members``, ``pending_sender_approvals`` and their documented columns)
@@ -18,7 +18,7 @@ class SchemaMeta(SQLModel, table=True):
 
 
 class InboxEntry(SQLModel, table=True):
-    """Durable inbox (§3.4): one row per (instance, channel, ts), written before the ack."""
+    """Durable inbox (docs/architecture.md): one row per (instance, channel, ts), written before the ack."""
 
     __tablename__ = "inbox"
     __table_args__ = (Index("inbox_unfinished", "instance", sqlite_where=text("status = 'received'")),)
@@ -36,7 +36,7 @@ class InboxEntry(SQLModel, table=True):
 
 
 class A2AHop(SQLModel, table=True):
-    """One admitted bot message (a hop) held by one instance in one room (§3.6).
+    """One admitted bot message (a hop) held by one instance in one room (docs/architecture.md).
 
     A row per (room, instance, ts) makes a reservation idempotent across a crash
     and lets ``room`` scope count distinct messages across the fleet.
@@ -93,7 +93,7 @@ class AgentGroupMember(SQLModel, table=True):
 
 
 class EngagedThread(SQLModel, table=True):
-    """Where an instance is engaged (mention-sticky, §3.7): one row per thread."""
+    """Where an instance is engaged (mention-sticky, docs/architecture.md): one row per thread."""
 
     __tablename__ = "engaged_threads"
     messaging_group_id: int = Field(primary_key=True, foreign_key="messaging_groups.id")
@@ -150,7 +150,7 @@ class PendingSenderApproval(SQLModel, table=True):
 
 
 class SenderRefusal(SQLModel, table=True):
-    """Audit of gate refusals (§3.8): counted, with first and last sighting."""
+    """Audit of gate refusals (docs/architecture.md): counted, with first and last sighting."""
 
     __tablename__ = "sender_refusals"
     messaging_group_id: int = Field(primary_key=True, foreign_key="messaging_groups.id")
@@ -211,7 +211,7 @@ class OutboxPost(SQLModel, table=True):
 
 
 class TurnRecord(SQLModel, table=True):
-    """One run of an instance's agent on the messages that woke it (DESIGN §5).
+    """One run of an instance's agent on the messages that woke it (docs/agents.md).
 
     ``status``: ``running`` (the agent is working; a restart finds it ``abandoned``
     and runs the turn again, its messages still pending), ``done`` (the agent's
@@ -256,7 +256,7 @@ class AgentUsage(SQLModel, table=True):
 
 class CacheVersion(SQLModel, table=True):
     """One row whose ``version`` moves whenever state the router and the gate cache
-    changes, whoever changed it (DESIGN §4, §10).
+    changes, whoever changed it (docs/data.md, docs/operations.md).
 
     On PostgreSQL, triggers on the cached tables bump it, so an operator's ``psql``
     UPDATE applies to the next message in every process. SQLite has
@@ -269,7 +269,7 @@ class CacheVersion(SQLModel, table=True):
 
 
 class InstanceLease(SQLModel, table=True):
-    """Which process runs an instance (DESIGN §10): one row per instance, renewed by a
+    """Which process runs an instance (docs/operations.md): one row per instance, renewed by a
     heartbeat; a lapsed lease may be taken by a standby."""
 
     __tablename__ = "instance_leases"
@@ -283,7 +283,7 @@ class InstanceLease(SQLModel, table=True):
 
 
 class RoomHalt(SQLModel, table=True):
-    """A room an owner halted (DESIGN §5 "Room control"): no bot message, no turn, until resumed.
+    """A room an owner halted (docs/operations.md): no bot message, no turn, until resumed.
 
     The row's insert decides who announces the halt: every instance in the room
     hears the 🛑, the one whose insert landed posts the notice and the DMs.
@@ -297,7 +297,7 @@ class RoomHalt(SQLModel, table=True):
 
 
 class BudgetGrant(SQLModel, table=True):
-    """An owner's answer when a daily token budget ran out (DESIGN §5 "Room control").
+    """An owner's answer when a daily token budget ran out (docs/operations.md).
 
     ``scope`` is ``room`` (``NANOSLACK_ROOM_TOKENS``, subject = conversation id) or
     ``instance`` (``NANOSLACK_DAILY_TOKENS``, subject = instance name). Allow sets
@@ -354,7 +354,7 @@ class OwnerAsk(SQLModel, table=True):
 
 
 class TurnStep(SQLModel, table=True):
-    """One model call or tool call of a turn (DESIGN §11 "Operators see every step"):
+    """One model call or tool call of a turn (docs/agents.md):
     ``nanoslack turns --steps TURN_ID``. Written as it happens, so a turn that never
     finished still shows how far it got; pruned with its turn. Arguments are cut to 500
     characters and never hold a secret (tokens are masked before they are stored)."""
@@ -377,7 +377,7 @@ class TurnStep(SQLModel, table=True):
 
 
 class Handoff(SQLModel, table=True):
-    """Work one instance handed to another with ``send_to_agent`` (DESIGN §11), committed
+    """Work one instance handed to another with ``send_to_agent`` (docs/agents.md), committed
     with the sender's turn. The recipient's turn is woken by a ``messages`` row (status
     ``pending``) written in the same transaction, in the conversation and thread the
     handoff came from; ``depth`` is how many handoffs led here (a relay goes two deep)."""
@@ -396,7 +396,7 @@ class Handoff(SQLModel, table=True):
 
 
 class A2ARoom(SQLModel, table=True):
-    """How an A2A room works (DESIGN §12): its kind, lead and mission, set by
+    """How an A2A room works (docs/team-rooms.md): its kind, lead and mission, set by
     ``open-room --kind … --lead … --mission …`` or an operator's SQL. A room without a row
     is a ``mention`` room."""
 
@@ -413,7 +413,7 @@ class A2ARoom(SQLModel, table=True):
 
 
 class Round(SQLModel, table=True):
-    """One question to a ``round`` room (DESIGN §12): every bot of the room (or the ones
+    """One question to a ``round`` room (docs/team-rooms.md): every bot of the room (or the ones
     named) answers at once, then the chief closes with a dispatch. A room runs one round
     at a time: a question asked meanwhile waits (``waiting``) until the open one closes.
 
@@ -456,7 +456,7 @@ class RoundMember(SQLModel, table=True):
 
 
 class TeamTask(SQLModel, table=True):
-    """A task on a room's board (DESIGN §12 "Reports and the board"): opened by a ``working``
+    """A task on a room's board (docs/team-rooms.md): opened by a ``working``
     report answering a request (``request_ts``, the asking message), updated by later
     reports on it, closed by ``completed``/``failed``/``canceled``. One row per (room,
     request, owner). ``pinged_at``: the one ping of the current silence; ``stale_at``: quiet
@@ -500,7 +500,7 @@ class TeamBoard(SQLModel, table=True):
 
 
 class TeamVote(SQLModel, table=True):
-    """A question put to a room (DESIGN §12 "Votes"). ``humans`` and ``bots`` (JSON lists:
+    """A question put to a room (docs/team-rooms.md). ``humans`` and ``bots`` (JSON lists:
     Slack user ids, instance names) are who it waits for, fixed when it opens; ``ts`` is the
     vote message's (what ``ballot(vote_ts, …)`` names), ``posted_at`` when it went out (the
     reminder's clock starts then), ``result`` the closing line as posted."""

@@ -1,4 +1,4 @@
-"""A room's tasks and its board (DESIGN §12 "Reports and the board"): ``tasks``, ``boards``.
+"""A room's tasks and its board (docs/team-rooms.md): ``tasks``, ``boards``.
 
 A task is (room, request, owner): the ``working`` report that answers a request opens it,
 later reports on the same request update it, a closing one closes it. The board is one

@@ -1,4 +1,4 @@
-"""Turns (DESIGN §5) and the token usage they cost, kept in the store.
+"""Turns (docs/agents.md) and the token usage they cost, kept in the store.
 
 A turn row is written when the agent starts and finished in the same transaction
 that records its output (the outbox rows of its posts, its messages marked done),

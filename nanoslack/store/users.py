@@ -1,4 +1,4 @@
-"""Users (DESIGN §4): one row per sender id, ``slack:U…`` or ``slack:bot:B…``."""
+"""Users (docs/data.md): one row per sender id, ``slack:U…`` or ``slack:bot:B…``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Questions put to a room and their answers (DESIGN §12 "Votes"): ``votes``, ``ballots``.
+"""Questions put to a room and their answers (docs/team-rooms.md): ``votes``, ``ballots``.
 
 Every step of a vote's life is a guarded update, so each happens once however many
 processes look: the question is adopted once it is out (``posted``), reminded once

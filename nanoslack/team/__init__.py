@@ -1,4 +1,4 @@
-"""Rooms that work as teams (DESIGN §12): reports and the board, votes, directives.
+"""Rooms that work as teams (docs/team-rooms.md): reports and the board, votes, directives.
 
 ``Team`` is one instance's part, and meets the rest of the instance at four points
 (``nanoslack.core`` wires them):

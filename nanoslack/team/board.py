@@ -1,4 +1,4 @@
-"""The room's task board (DESIGN §12): what a report does to it, and what it says.
+"""The room's task board (docs/team-rooms.md): what a report does to it, and what it says.
 
 The board is one message per room. The first open task creates it: the reporting
 instance's app posts it (outbox key ``board:<room>``, the one claim there can be), and

@@ -1,6 +1,6 @@
 """What every turn in a team room is told about the room (a ``TurnNotes`` provider).
 
-After the transcript, one line per open vote the bot has not answered (DESIGN §12):
+After the transcript, one line per open vote the bot has not answered (docs/team-rooms.md):
 ``vote <vote_ts>: <question> (options: a, b)``, and one per task on the room's board,
 so two agents do not take one job twice:
 ``task <request_ts>: eli — write the parser (1/3 · sketching the API, 5 min)``.

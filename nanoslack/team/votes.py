@@ -1,4 +1,4 @@
-"""Votes (DESIGN §12): a question put to the room, answered by its people with buttons and
+"""Votes (docs/team-rooms.md): a question put to the room, answered by its people with buttons and
 by its bots with ``ballot``, reminded once, closed once with the result.
 
 Who a vote waits for is fixed when it opens: the room's people as the edge sees them then

@@ -1,4 +1,4 @@
-"""Agents with tools (DESIGN §11): what a turn's agent may call, and what it spends.
+"""Agents with tools (docs/agents.md): what a turn's agent may call, and what it spends.
 
 ``host`` holds the fleet's own tools (``send_message``, ``read_skill``,
 ``send_to_agent``, ``message_owner``), whose effects are committed with the turn;

@@ -1,4 +1,4 @@
-"""An owner's Allow/Deny on one tool call (DESIGN §11), through the one owner-ask mechanism.
+"""An owner's Allow/Deny on one tool call (docs/agents.md), through the one owner-ask mechanism.
 
 A tool marked ``"approval": "owner"`` (``nanoslack.tools.mcp``) does not run until an
 owner allows it: ``approve`` opens an ask of kind ``tool`` (one DM per owner, with

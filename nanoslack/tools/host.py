@@ -1,4 +1,4 @@
-"""The host tools (DESIGN §11): what the fleet itself offers every agent.
+"""The host tools (docs/agents.md): what the fleet itself offers every agent.
 
 - ``send_message(text)``: a post to the conversation (at most ``MAX_POSTS`` a turn);
 - ``read_skill(name)``: ``teammates/_skills/<name>.md``, read fresh;

@@ -1,4 +1,4 @@
-"""A teammate's MCP servers (DESIGN §11): read from its config, kept connected, called.
+"""A teammate's MCP servers (docs/agents.md): read from its config, kept connected, called.
 
 Configuration: ``teammates/_mcp.json`` (every instance) and ``teammates/<name>/mcp.json``
 (that instance; a server of the same name there replaces the shared one whole)::
@@ -539,9 +539,6 @@ class TeammateMcp:
     def connected(self, server: str) -> bool:
         found = self._servers.get(server)
         return found is not None and found.connected.is_set()
-
-    async def wait_connected(self, server: str) -> None:
-        await self._servers[server].connected.wait()
 
     async def start(self) -> None:
         """Log what the configuration kept out; start every server, waiting a bounded

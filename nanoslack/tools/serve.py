@@ -1,4 +1,4 @@
-"""The host tools over MCP, for the ``command`` back end's process (DESIGN §11).
+"""The host tools over MCP, for the ``command`` back end's process (docs/agents.md).
 
 One streamable-HTTP MCP endpoint for the whole fleet, on 127.0.0.1 and a free port,
 served by the ``mcp`` package's low-level server and its session manager (an ASGI app)

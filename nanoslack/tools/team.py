@@ -1,4 +1,4 @@
-"""The team tools (DESIGN §12): ``report``, ``vote`` and ``ballot`` in every group room,
+"""The team tools (docs/team-rooms.md): ``report``, ``vote`` and ``ballot`` in every group room,
 ``directive`` in ``chain`` rooms.
 
 - ``report(status, text, reply_to, progress_done, progress_total, step)``: a ``working``

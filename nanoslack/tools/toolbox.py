@@ -27,7 +27,7 @@ from nanoslack.tools.host import HOST_TOOL_NAMES, SPECS, HostContext, HostTools,
 
 log = get_logger(__name__)
 
-# A tool result longer than this reaches the model cut, with a note (DESIGN §11).
+# A tool result longer than this reaches the model cut, with a note (docs/agents.md).
 MAX_RESULT_CHARS = 20_000
 
 

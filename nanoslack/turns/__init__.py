@@ -1,4 +1,4 @@
-"""The turn stage (DESIGN §5, step 9 of §3): wake the instance's agent and record its reply.
+"""The turn stage (docs/agents.md): wake the instance's agent and record its reply.
 
 Three jobs, one module each, in the order a turn meets them: ``scheduler`` (when a
 turn runs: one per thread, under a fleet-wide cap, never in a halted or spent room),

@@ -1,4 +1,4 @@
-"""How a turn ends, in the store (DESIGN §5, §8, §11): one transaction per outcome.
+"""How a turn ends, in the store (docs/agents.md, docs/architecture.md): one transaction per outcome.
 
 A reply: the turn row, its messages marked ``done``, one outbox row per post
 (``purpose = 'reply'``: what the agent sent with ``send_message``, then what a command

@@ -1,4 +1,4 @@
-"""When turns run (DESIGN §5 "One turn at a time", step 9 of §3).
+"""When turns run (docs/agents.md).
 
 The pipeline leaves allowed messages ``pending`` in the store; the scheduler, one per
 instance, turns them into turns:
@@ -44,7 +44,7 @@ log = get_logger(__name__)
 
 CRASH_BACKOFF_S = 5.0
 # More turns than this under way or waiting in an instance: its turns yield between
-# stages (issue 19: ack p99 while 5,000 queued turns drain).
+# stages (ack p99 while 5,000 queued turns drain).
 SLICE_WHEN_BUSY = 8
 
 
@@ -101,7 +101,7 @@ class TurnScheduler:
         self._wake_instance = wake_instance
         self._limiter = limiter
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
-        # in go first (``nanoslack.core.Intake``-side work, bounded; issue 19).
+        # in go first (the pipelines' backlog, ``nanoslack.core.FleetBacklog``; bounded).
         self._yield_to = yield_to
         self._halts = halts
         self._room_budget = room_budget
@@ -197,12 +197,12 @@ class TurnScheduler:
             # room with a round under way), so read the messages themselves.
             return list(_threads(self._answerable(self._store.messages.pending(self.instance))))
         # One row per thread: with thousands of turns queued, reading every pending
-        # message on each wake made draining them quadratic (issue 19).
+        # message on each wake made draining them quadratic (the bench).
         return [ThreadKey(c, t) for c, t in self._store.messages.pending_threads(self.instance)]
 
     def _answerable(self, rows: Sequence[MessageRow]) -> list[MessageRow]:
         """What a turn may answer now: not a question whose round waits for the room's
-        round under way (DESIGN §12: one round at a time)."""
+        round under way (docs/team-rooms.md: one round at a time)."""
         waiting = self._rounds.waiting() if self._rounds is not None else frozenset()
         return [row for row in rows if (row.channel, row.ts) not in waiting] if waiting else list(rows)
 

@@ -1,4 +1,4 @@
-"""What one turn shows the agent (DESIGN §5 "Room turn"): the ``Turn`` it runs on.
+"""What one turn shows the agent (docs/agents.md): the ``Turn`` it runs on.
 
 What it already saw and did in the thread comes first (``turns.history``: its earlier
 turns, replayed; its notes). Then the new part: the thread since this instance's last
@@ -99,7 +99,7 @@ class Transcripts:
             self.instance, key.channel, key.thread_key, since, until=through, limit=MAX_MESSAGES
         )
         # Counted only when the read hit its limit: a thread that fits has nothing more
-        # to count, and the count was a third of a short turn's reads (issue 19's bench).
+        # to count, and the count was a third of a short turn's reads (the bench's figure).
         older = (
             self._store.messages.thread_count(
                 self.instance, key.channel, key.thread_key, since, until=through

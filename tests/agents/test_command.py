@@ -1,4 +1,4 @@
-"""The ``command`` back end with real subprocesses: DESIGN §5's stdin/env/stdout contract."""
+"""The ``command`` back end with real subprocesses: the stdin/env/stdout contract of docs/agents.md."""
 
 from __future__ import annotations
 

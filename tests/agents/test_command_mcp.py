@@ -1,4 +1,4 @@
-"""The ``command`` back end's process gets the turn's host tools over MCP (DESIGN §11).
+"""The ``command`` back end's process gets the turn's host tools over MCP (docs/agents.md).
 
 Real subprocesses run by the real ``CommandAgent``, a real ``HostToolServer`` (uvicorn on
 127.0.0.1), the real ``mcp`` client library on the agent's side, and the fleet's own

@@ -1,5 +1,5 @@
 """An LLM back end's API key never reaches a failed turn's error or a log line, whatever
-shape the key has (DESIGN §5 "Back ends").
+shape the key has (docs/agents.md).
 
 The log's pattern masks keys shaped like OpenAI's and Anthropic's (``sk-…``); a local
 server or a proxy takes any string, so the back end itself must scrub the key it was

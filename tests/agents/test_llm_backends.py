@@ -1,6 +1,6 @@
 """The two LLM back ends against a model server on 127.0.0.1 (``tests.llm_server``): the
 exact request, tool calls as posts, retries, failures, usage and the daily budget
-(DESIGN §5 "Back ends"). The SDKs speak httpx2, which respx cannot intercept."""
+(docs/agents.md). The SDKs speak httpx2, which respx cannot intercept."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The turn prompt every back end is shown (DESIGN §5 "Room turn")."""
+"""The turn prompt every back end is shown (docs/agents.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Teammates: SOUL.md + AGENTS.md + shared skills → the system prompt (DESIGN §5)."""
+"""Teammates: SOUL.md + AGENTS.md + shared skills → the system prompt (docs/agents.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tool loop of the LLM back ends (DESIGN §11), each back end run on its own
+"""The tool loop of the LLM back ends (docs/agents.md), each back end run on its own
 (``LocalTools``) against the model server: tool results go back to the model, the step
 limit ends a turn that never stops, budgets are checked before every call, every step is
 reported, and a tool's schema reaches the provider as it was written."""
@@ -112,6 +112,7 @@ async def test_a_refused_tool_call_comes_back_as_a_failed_result_the_model_reads
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.timeout(60)  # without the step limit the loop never ends: fail, don't hang
 async def test_a_model_that_never_stops_ends_after_max_steps_with_what_it_posted(
     http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, teammates: Path, kind: str
 ) -> None:

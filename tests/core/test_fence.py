@@ -1,4 +1,4 @@
-"""The lease fence (DESIGN §10): a pipeline whose process lost the instance's lease
+"""The lease fence (docs/operations.md): a pipeline whose process lost the instance's lease
 records and processes nothing, so the new holder finds every entry as it was left.
 
 The fence is the real one, the store's lease row asked inside the transaction; the

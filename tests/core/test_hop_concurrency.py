@@ -1,4 +1,4 @@
-"""Hop reservations racing on one database file never over-admit (DESIGN §3.6).
+"""Hop reservations racing on one database file never over-admit (docs/architecture.md).
 
 Each contender is a separate connection (its own ``Store.open``), as two fleets
 or two processes sharing ``nanoslack.db`` would be. If the count and the insert

@@ -1,4 +1,4 @@
-"""The store survives its database (DESIGN §13), at the level of one instance's core:
+"""The store survives its database (docs/operations.md), at the level of one instance's core:
 a deadlock between two processes' batches is retried, a session cut off at its commit
 does not wedge the connection, and the errors that mean "not now" are told from bugs.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 import structlog
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from nanoslack.config import load_settings
 from nanoslack.core import FleetCore, InstanceCore, Observers
@@ -169,6 +169,30 @@ def test_a_postgresql_session_cut_off_at_its_commit_leaves_the_next_transaction_
         msg = _bot_message(R1)
         assert store.inbox.record(msg) is True
         assert store.inbox.status(msg.key) == "received"
+
+
+def test_a_rollback_that_fails_leaves_the_next_transaction_working(store: Store) -> None:
+    """A rollback can fail in ways SQLAlchemy does not take for a lost connection (here
+    an error raised as it rolls back, as from a network fault): the connection is then
+    thrown away, or every later transaction fails ("cannot start a transaction within
+    a transaction") and the process never recovers by itself."""
+    failing = [True]
+
+    def rollback_fails(_conn: object) -> None:
+        if failing[0]:
+            raise OSError("the rollback was lost")
+
+    event.listen(store.db.engine, "rollback", rollback_fails)
+    try:
+        with pytest.raises(ValueError), store.transaction() as conn:
+            conn.execute(text("SELECT 1"))
+            raise ValueError("the transaction's body failed")
+        failing[0] = False
+        msg = _bot_message(R1)
+        assert store.inbox.record(msg) is True
+        assert store.inbox.status(msg.key) == "received"
+    finally:
+        event.remove(store.db.engine, "rollback", rollback_fails)
 
 
 def test_errors_that_mean_not_now_are_told_from_errors_that_mean_wrong(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""What several fleet processes sharing one store rely on (DESIGN §10), on SQLite and
+"""What several fleet processes sharing one store rely on (docs/operations.md), on SQLite and
 on a real PostgreSQL server: each ``Store`` below is one process's connection."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Team rooms in the store (DESIGN §12), on SQLite and PostgreSQL: the team tools' checks,
+"""Team rooms in the store (docs/team-rooms.md), on SQLite and PostgreSQL: the team tools' checks,
 what a turn's reports and ballots leave behind, and the clock's claims: processes that
 look at once (each its own connection, as two fleets sharing a database) still post each
 ping, reminder and result once, and a board edited by two at once ends up listing both.
@@ -294,6 +294,26 @@ def test_clocks_looking_at_once_ping_a_quiet_task_once_and_drop_it_once(
     edits = [r.text for r in store.outbox.queued("eli") if r.dedupe_key.startswith("board:C0TEAM:")]
     assert edits.count(EMPTY) == 1 and edits[-1] == EMPTY  # the task left the board once
     assert store.tasks.open_in(ROOM) == [] and store.tasks.get(ROOM, ASK, "eli").status == "working"  # type: ignore[union-attr]
+
+
+def test_a_quiet_task_is_pinged_once_however_often_the_clocks_look_before_it_goes_stale(
+    store: Store, contenders: list[Store]
+) -> None:
+    """Every second and from clocks that disagree, between the ping (30 min) and the
+    drop (2 h): one ping, not one per look."""
+    store.tasks.report(
+        room=ROOM, thread_ts=THREAD, request_ts=ASK, instance="eli", status="working", text="x", now=T0
+    )
+    with store.transaction():
+        team(store).board.refresh(ROOM, T0, may_create=True)
+    store.boards.posted(ROOM, "1700000000.000900")
+    clock = team(store).clock
+    for second in range(5):
+        clock.tick(T0 + 30 * 60 + second)
+    race(contenders, lambda s: team(s).clock.tick(T0 + 31 * 60 + contenders.index(s)))
+    for minute in (45, 60, 90, 119):
+        clock.tick(T0 + minute * 60)
+    assert len(keys_like(store, "task-ping:")) == 1
 
 
 def test_clocks_looking_at_once_remind_and_close_a_vote_once(store: Store, contenders: list[Store]) -> None:

@@ -1,4 +1,4 @@
-"""The turn stage (DESIGN §5) on a real SQLite store with real agents, and the
+"""The turn stage (docs/agents.md) on a real SQLite store with real agents, and the
 ``nanoslack turns`` operator command.
 
 Messages reach the store the way the pipeline puts them there (router, then gate);
@@ -29,7 +29,7 @@ from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
-from nanoslack.turns.transcript import MAX_CHARS
+from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, ThreadKey, Transcripts
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
 
@@ -293,6 +293,68 @@ async def test_a_thread_of_pasted_logs_is_shown_newest_first_within_the_transcri
     assert "… 3 earlier messages not shown" in prompt
     assert "LOG3" in prompt and "LOG2" in prompt and "LOG1" not in prompt
     assert prompt.index("LOG3") < prompt.index("what went wrong?")
+
+
+async def test_a_thread_longer_than_the_transcript_bound_shows_its_newest_messages_and_counts_the_rest(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    parent = deliver(store, router, gate, message(user=OWNER, text="ctx000"))
+    extra = 30  # room context past the bound, short lines: the character bound is far
+    for i in range(1, MAX_MESSAGES + extra):
+        deliver(store, router, gate, thread(parent, user=OWNER, text=f"ctx{i:03d}"))
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="sum it up"))
+    await settle(store, turns, turns_done=1)
+
+    (call,) = program.calls()
+    shown = [line for line in call["stdin"].splitlines() if line.startswith("alice: ")]
+    assert len(shown) == MAX_MESSAGES
+    assert shown[0] == f"alice: ctx{extra + 1:03d}" and shown[-1] == "alice: @dana sum it up"
+    assert f"… {extra + 1} earlier messages not shown" in call["stdin"]
+
+
+async def test_a_turn_abandoned_while_its_agent_ran_records_nothing_and_its_messages_are_answered_once(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    """A restart or a lease takeover marks a running turn ``abandoned`` and runs its
+    messages again: the abandoned turn, when its agent returns, must not record its
+    posts (or its handoffs, or close its messages), or the thread is answered twice."""
+    program.reply("dana", "answer {turn}")
+    program.hold("dana")
+    deliver(store, router, gate, message(user=OWNER, mention=True, text="one question"))
+    deadline = time.monotonic() + 15
+    while not program.calls("dana"):
+        assert time.monotonic() < deadline, "the agent never ran"
+        await asyncio.sleep(0.02)
+    assert store.turns.abandon_running(INSTANCE) == 1  # what the new holder's start does
+    program.release("dana")
+    await settle(store, turns, turns_done=1)
+
+    assert [(t.status, t.posts) for t in reversed(store.turns.recent())] == [("abandoned", 0), ("done", 1)]
+    second = store.turns.recent()[0].id
+    assert turn_posts(store) == [(f"turn:{INSTANCE}:{second}:0", "answer 2")]
+
+
+async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
+    store: Store, router: Router, gate: Gate, tmp_path: Path
+) -> None:
+    """What a turn shows is what it consumes: a message recorded after the turn read
+    the ones it answers is left to the next turn, not shown to this one (it would be
+    answered without being consumed, then answered again)."""
+    first = deliver(store, router, gate, message(user=OWNER, mention=True, text="first ask"))
+    deliver(store, router, gate, thread(first, user=OWNER, mention=True, text="arrived later"))
+    pending = store.messages.pending(INSTANCE)
+    assert len(pending) == 2
+    transcripts = Transcripts(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+    )
+    key = ThreadKey(pending[0].channel, pending[0].thread_key)
+    turn = await transcripts.build(key, pending[:1])
+    assert [line.text for line in turn.transcript] == ["@dana first ask"]
+    assert turn.earlier_not_shown == 0
 
 
 # -- nanoslack turns ---------------------------------------------------------------------------

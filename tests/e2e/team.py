@@ -1,4 +1,4 @@
-"""What the team-room tests share (DESIGN §12): a room of alice, dana, eli and fay opened as
+"""What the team-room tests share (docs/team-rooms.md): a room of alice, dana, eli and fay opened as
 ``open-room --public --kind …`` leaves it in the store, the instances' rules files, and
 reading the room back from the emulator (the board message, a thread, a vote's buttons).
 

@@ -1,10 +1,9 @@
-"""What agents with tools look like from Slack (DESIGN §11): the working reaction, quiet
+"""What agents with tools look like from Slack (docs/agents.md): the working reaction, quiet
 broadcasts, a DM to the owners, a halted room that starts no handoff turn, and every
 step of a turn in ``nanoslack turns --steps``."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from typing import Any
@@ -65,16 +64,30 @@ async def test_the_working_reaction_is_on_the_waking_message_while_the_turn_runs
 async def test_a_turn_quicker_than_a_second_answers_without_touching_reactions(
     room: Room, fleet_factory
 ) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.hold("eli")  # eli's turn is the slow one: its reaction marks the moment
     await fleet_factory(
         ["dana", "eli"],
         SLACK_OWNER=room.human.id,
+        NANOSLACK_AGENT_ELI="command",
+        NANOSLACK_AGENT_COMMAND_ELI=program.command,
+        NANOSLACK_AGENT_TIMEOUT="60",
         **_rules(room, "dana", [{"match": "@{name}", "reply": "quick answer"}]),
     )
     ask = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} quick one")
     await room.emu.wait_for(lambda: _replies(room, ask) == ["quick answer"], timeout=10)
-    await asyncio.sleep(1.5)  # past the moment a slower turn's reaction would have been added
-    assert not [c for c in room.emu.api_calls if c.method.startswith("reactions.")]
+    # A turn started after dana's had ended gets its reaction a second in: had dana's
+    # addition not been called off, it would have been due before this one.
+    slow = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('eli')} slow one")
+    eli = room.apps["eli"].bot_user_id
+    await room.emu.wait_for(
+        lambda: [r for r in _message(room, slow).get("reactions") or [] if eli in r["users"]], timeout=20
+    )
+    touched = {c.params.get("timestamp") for c in room.emu.api_calls if c.method.startswith("reactions.")}
+    assert touched == {slow}
     assert not _message(room, ask).get("reactions")
+    program.release("eli")
+    await room.emu.wait_for(lambda: _settled(room), timeout=20)
 
 
 async def test_broadcast_mentions_reach_slack_as_plain_text(room: Room, fleet_factory) -> None:

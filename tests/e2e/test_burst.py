@@ -1,5 +1,5 @@
 """A burst bigger than what an instance reads at once waits in the socket, not in
-memory, and still arrives whole and in order (DESIGN §8, §9)."""
+memory, and still arrives whole and in order (docs/architecture.md)."""
 
 from __future__ import annotations
 

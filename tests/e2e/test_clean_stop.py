@@ -1,4 +1,4 @@
-"""SIGTERM stops ``nanoslack run`` cleanly (DESIGN §13 "Clean stops"): no new envelope is
+"""SIGTERM stops ``nanoslack run`` cleanly (docs/operations.md): no new envelope is
 read, the turns under way finish within NANOSLACK_SHUTDOWN_GRACE and their posts are
 sent, the rest is left for the next start; a second SIGTERM stops at once."""
 
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 
 # Thinks for a while (``slow`` says how long, in seconds), leaving its pid first.
 SLOW_AGENT = r"""

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess, child_env
 from nanoslack.logs import TOKEN_RE
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess, child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""CLI agents get the host tools too (DESIGN §11), end to end: the real fleet against the
+"""CLI agents get the host tools too (docs/agents.md), end to end: the real fleet against the
 emulator, both instances on the real ``command`` back end running ``mcp_agent`` (the
 ``mcp`` package's client over ``NANOSLACK_MCP_URL`` with the turn's bearer token)."""
 

@@ -1,4 +1,4 @@
-"""kill -9 of the fleet, then a restart: every recorded event is delivered once (§8).
+"""kill -9 of the fleet, then a restart: every recorded event is delivered once (docs/architecture.md).
 
 The first run SIGKILLs itself at a failpoint (``nanoslack.failpoints``): right
 after a batch's transaction committed but before anything was logged, or right
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.helpers import scalar, sql, write_fleet_env
-from tests.fleetproc import FleetProcess
 
 MESSAGES = 600
 

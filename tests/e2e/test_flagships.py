@@ -1,4 +1,4 @@
-"""Flagship claims, each by a test that fails when the claim is broken (issue 15).
+"""Flagship claims, each by a test that fails when the claim is broken.
 
 Each test drives the real fleet against the emulator and looks only at what Slack,
 the database and the log show, so it holds while the internals are rewritten:
@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 from tests.llm_server import Answer, LLMServer, backend_env
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The fleet end to end (issue 3): real bolt apps on the emulator, real store."""
+"""The fleet end to end: real bolt apps on the emulator, real store."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ async def test_restart_with_queued_events_calls_auth_test_once(room: Room, fleet
 
 
 async def test_the_room_intro_is_context_not_a_conversation(room: Room, fleet_factory) -> None:
-    """Following the README: open the room, then run the fleet. The intro mentions every
+    """Following docs/operations.md: open the room, then run the fleet. The intro mentions every
     bot, yet takes no hop, engages nobody, asks the owner nothing and wakes no agent."""
     from nanoslack.ops.open_room import load_env, open_room, parse_request
     from tests.e2e.helpers import write_fleet_env

@@ -1,4 +1,4 @@
-"""Router and sender gate end to end (issue 4): real fleet, emulator, SQLite, q.py."""
+"""Router and sender gate end to end: real fleet, emulator, SQLite, q.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""send_to_agent end to end (DESIGN §11): a handoff wakes the recipient with the [agent]
+"""send_to_agent end to end (docs/agents.md): a handoff wakes the recipient with the [agent]
 cue and its answer lands in the thread the work came from; the allowlist, the chief and
 the two-hop relay limit decide what may be handed on, and a refusal says why."""
 

@@ -1,5 +1,5 @@
-"""The playground's API answers only its own page (DESIGN §13 "Local endpoints refuse
-other sites"): while ``scripts/demo`` runs, any page the user visits could otherwise
+"""The playground's API answers only its own page (docs/operations.md): while
+``scripts/demo`` runs, any page the user visits could otherwise
 post as alice or click Allow (a ``text/plain`` POST needs no CORS preflight), and a
 DNS-rebinding name could read the stream."""
 

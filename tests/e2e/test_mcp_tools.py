@@ -1,4 +1,4 @@
-"""A teammate's MCP servers in a running fleet (DESIGN §11): started with the fleet from
+"""A teammate's MCP servers in a running fleet (docs/agents.md): started with the fleet from
 ``teammates/<name>/mcp.json``, ``${VAR}`` read from the fleet's ``.env``, and a tool
 marked ``"approval": "owner"`` put to every owner as a DM whose Deny click (a real
 block_actions through the emulator and bolt) is the call's result."""

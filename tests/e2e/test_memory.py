@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.test_metrics import scrape, value
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 from tests.llm_server import (
     Answer,
     LLMServer,

@@ -1,4 +1,4 @@
-"""An app created from a manifest without ``metadata.message:read`` (before DESIGN §13):
+"""An app created from a manifest without ``metadata.message:read`` (before docs/operations.md):
 Slack hides message metadata from it, so the marks the fleet reads back are gone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/metrics, /healthz and /readyz on NANOSLACK_METRICS_ADDR (DESIGN §13), served by the
+"""/metrics, /healthz and /readyz on NANOSLACK_METRICS_ADDR (docs/operations.md), served by the
 real fleet against the emulator; scraped over HTTP like Prometheus does."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import Room
-from tests.fleetproc import FleetProcess
 
 METRICS = {"NANOSLACK_METRICS_ADDR": "127.0.0.1:0"}
 

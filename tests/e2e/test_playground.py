@@ -2,7 +2,7 @@
 
 Chromium comes from the system (Debian's ``chromium``; ``.ci/run`` installs it); the
 test never downloads a browser and skips, saying why, only when none can be had.
-``NANOSLACK_SCREENSHOTS=docs`` also saves the README's screenshots there.
+``NANOSLACK_SCREENSHOTS=docs`` also saves the screenshots docs/playground.md shows there.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bad input never stops an instance, and tokens never reach the logs (DESIGN §8)."""
+"""Bad input never stops an instance, and tokens never reach the logs (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Room control end to end (issue 9): acknowledgements, pause notices, halt and resume."""
+"""Room control end to end: acknowledgements, pause notices, halt and resume."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import Recorder, Room
 from tests.e2e.helpers import dm_buttons, message_text, write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, Request, Script, openai_answer, openai_text, send
 
 

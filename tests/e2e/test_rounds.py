@@ -1,4 +1,4 @@
-"""``round`` rooms end to end (DESIGN §12): a question to the room is answered by every bot
+"""``round`` rooms end to end (docs/team-rooms.md): a question to the room is answered by every bot
 at once, then the chief closes with a dispatch; one round at a time; naming bots asks only
 them; an owner's 🛑 ends a round; a SIGKILL does not make a round close twice."""
 
@@ -7,16 +7,18 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
+from nanoslack.rounds import SETTLE_S
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.conftest import Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 
 AGENT = r"""
 import json, os, sys, time
@@ -142,6 +144,51 @@ async def test_a_question_to_a_round_room_is_answered_by_every_bot_at_once_and_t
     for name in CREW:
         assert f"- {name}: {name} takes care of {name}'s part." in brief["stdin"]
     assert [r[1:3] for r in _rounds(room)] == [("closed", "dana")]
+
+
+async def test_a_member_slower_than_the_settle_time_is_waited_for_and_its_answer_is_in_the_brief(
+    room: Room, fleet_factory: Any
+) -> None:
+    channel = _round_room(room)
+    crew = Crew(room.tmp)
+    crew.hold("fay")
+    await _crew_fleet(room, fleet_factory, crew, channel, NANOSLACK_CHIEF="dana")
+    ask = await room.emu.post_as_user(room.human.id, channel, "how do we ship the parser?")
+    await room.emu.wait_for(
+        lambda: sorted(_who(room, p) for p in _thread(room, channel, ask)) == ["dana", "eli"], timeout=30
+    )
+    # Two polls past the settle time with fay still answering: a round closed by the
+    # first members to finish would have briefed the chief by now.
+    [(created,)] = room.sql("SELECT created_at FROM rounds")
+    await room.emu.wait_for(lambda: time.time() > created + SETTLE_S + 2, timeout=10)
+    assert not [c for c in crew.calls("dana") if "[round]" in c["stdin"]]
+    crew.release("fay")
+    await room.emu.wait_for(lambda: _idle(room) and len(_thread(room, channel, ask)) == 4, timeout=30)
+    posts = _thread(room, channel, ask)
+    assert _who(room, posts[-1]) == "dana" and posts[-1]["text"].startswith("✓ Parser")
+    (brief,) = [c for c in crew.calls("dana") if "[round]" in c["stdin"]]
+    for name in CREW:
+        assert f"- {name}: {name} takes care of {name}'s part." in brief["stdin"]
+
+
+async def test_a_members_answer_that_reaches_slack_after_the_settle_time_is_in_the_brief(
+    room: Room, fleet_factory: Any
+) -> None:
+    """fay's turn is over in time but Slack makes its post wait (rate limited): the
+    round closes once the answer is in Slack, so the brief has it."""
+    channel = _round_room(room)
+    crew = Crew(room.tmp)
+    await _crew_fleet(room, fleet_factory, crew, channel, NANOSLACK_CHIEF="dana")
+    room.emu.fail_next(
+        "chat.postMessage", error="ratelimited", retry_after=int(SETTLE_S) + 3, app_id=room.apps["fay"].app_id
+    )
+    ask = await room.emu.post_as_user(room.human.id, channel, "how do we ship the parser?")
+    await room.emu.wait_for(lambda: _idle(room) and len(_thread(room, channel, ask)) == 4, timeout=40)
+    posts = _thread(room, channel, ask)
+    assert sorted(_who(room, p) for p in posts[:3]) == ["dana", "eli", "fay"]
+    assert _who(room, posts[-1]) == "dana" and posts[-1]["text"].startswith("✓ Parser")
+    (brief,) = [c for c in crew.calls("dana") if "[round]" in c["stdin"]]
+    assert "- fay: fay takes care of fay's part." in brief["stdin"]
 
 
 async def test_a_round_past_the_hop_limit_ends_on_the_dispatch_with_no_pause_notice(

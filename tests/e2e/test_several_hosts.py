@@ -1,4 +1,4 @@
-"""Several ``nanoslack run`` processes on one PostgreSQL (DESIGN §10), against the
+"""Several ``nanoslack run`` processes on one PostgreSQL (docs/operations.md), against the
 emulator: real subprocesses, a real server started by the suite (skipped with the
 reason where no PostgreSQL binary exists).
 
@@ -25,8 +25,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess, child_env
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess, child_env
 from tests.pg import PgServer
 
 

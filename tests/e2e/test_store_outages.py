@@ -1,4 +1,4 @@
-"""The fleet survives its database (DESIGN §13): a PostgreSQL restart, an outage of
+"""The fleet survives its database (docs/operations.md): a PostgreSQL restart, an outage of
 several seconds, a killed backend connection while the fleet works, a SQLite file
 that cannot be written. Nothing is lost, nothing is answered twice.
 """
@@ -18,11 +18,11 @@ import pytest
 import structlog
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store
 from nanoslack.store.db import _driver
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.pg import PgServer
 
 MESSAGES = 1000
@@ -128,22 +128,32 @@ async def _all_answered(f: PgFleet, posted: list[str], within: float) -> None:
     await f.emu.wait_for(lambda: len(f.replies()) >= mentions, timeout=within, interval=0.5)
 
 
-def _once_each(f: PgFleet, posted: list[str]) -> None:
-    """Every message went through the pipeline once (its inbox entry done, one row in the
-    room's history), every mention to one turn, every reply was posted once."""
+def _answered_once(f: PgFleet, posted: list[str]) -> None:
+    """What a user sees: every message went through the pipeline once (its inbox entry
+    done, one row in the room's history), every mention has exactly one reply, and a
+    turn that finished it."""
     assert f.rows("SELECT status, count(*) FROM inbox WHERE instance = 'dana' GROUP BY status") == [
         ("done", len(posted))
     ]
     kept = Counter(str(r[0]) for r in f.rows("SELECT ts FROM messages WHERE instance = 'dana'"))
     assert sorted(kept) == sorted(posted) and set(kept.values()) == {1}
     mentions = _mentions(posted)
-    turns = Counter(str(r[0]) for r in f.rows("SELECT thread_key FROM turns WHERE instance = 'dana'"))
-    assert sorted(turns) == sorted(mentions)
-    assert not [t for t, n in turns.items() if n > 1], "a message was answered by two turns"
-    assert f.rows("SELECT DISTINCT status FROM turns") == [("done",)]
+    finished = "SELECT thread_key FROM turns WHERE instance = 'dana' AND status = 'done'"
+    done = {str(r[0]) for r in f.rows(finished)}
+    assert done == set(mentions)
     replies = f.replies()
     assert sorted(replies) == sorted(mentions)
     assert not [ts for ts, n in replies.items() if n > 1], "a reply was posted twice"
+
+
+def _once_each(f: PgFleet, posted: list[str]) -> None:
+    """As ``_answered_once``, and every mention went to exactly one turn: true whenever
+    the instance kept its lease (a lost lease abandons and reruns, two rows for one)."""
+    _answered_once(f, posted)
+    turns = Counter(str(r[0]) for r in f.rows("SELECT thread_key FROM turns WHERE instance = 'dana'"))
+    assert sorted(turns) == sorted(_mentions(posted))
+    assert not [t for t, n in turns.items() if n > 1], "a message was answered by two turns"
+    assert f.rows("SELECT DISTINCT status FROM turns") == [("done",)]
 
 
 async def _connected(f: PgFleet) -> None:
@@ -194,9 +204,10 @@ async def test_an_eight_second_postgresql_outage_mid_stream_loses_nothing_and_an
     assert len(posted) == MESSAGES
     await _all_answered(f, posted, within=90)
     _once_each(f, posted)
+    # Which stages notice depends on what was in flight when the server stopped (a
+    # drained pipeline never does): only that some did, and said why.
     unavailable = fleet.events("store unavailable")
-    assert {e["where"] for e in unavailable} >= {"inbox", "pipeline"}
-    assert all(e["reason"] for e in unavailable)
+    assert unavailable and all(e["reason"] for e in unavailable)
     assert fleet.events("store available again")
     assert not fleet.events("instance lease lost")
 
@@ -209,16 +220,36 @@ async def test_backend_connections_killed_while_the_fleet_works_cost_no_message_
     await _connected(f)
     # Enough work that the kills land mid-transaction: between two transactions a killed
     # connection is replaced unseen (pool_pre_ping), and 300 messages drain in well under
-    # a second since issue 19.
+    # a second.
     posted = await f.post(MESSAGES)
-    killed = 0
-    for n in range(100, 900, 100):
-        await _some_done(f, n)
-        killed += await asyncio.to_thread(f.pg.terminate_backends, f.url)
-    assert killed >= 4  # a kill just after another may find no connection open yet
+    await _some_done(f, 100)
+    killed = await _kill_backends_while_working(f, posted, kills=4)
+    assert killed >= 4
     await _all_answered(f, posted, within=90)
     _once_each(f, posted)
     assert fleet.events("store unavailable")
+
+
+async def _kill_backends_while_working(f: PgFleet, posted: list[str], *, kills: int) -> int:
+    """Kill the fleet's backend connections until ``kills`` sessions died, each kill
+    after the fleet did more work; more messages are posted (appended to ``posted``)
+    whenever it is close to idle. A kill just after another may find no connection open
+    yet: it is retried, not counted."""
+    done = "SELECT count(*) FROM inbox WHERE instance = 'dana' AND status = 'done'"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 90
+    killed = 0
+    while killed < kills:
+        assert loop.time() < deadline, f"only {killed} backend sessions killed in 90 s"
+        if f.count(done) >= len(posted) - 50:
+            posted += await f.post(200, start=len(posted))
+        now = await asyncio.to_thread(f.pg.terminate_backends, f.url)
+        killed += now
+        if now:
+            await _some_done(f, min(f.count(done) + 50, len(posted)))
+        else:
+            await asyncio.sleep(0.05)  # poll interval: no connection open yet
+    return killed
 
 
 async def test_an_outage_longer_than_the_lease_stops_the_instance_which_takes_its_lease_back_after(
@@ -244,7 +275,9 @@ async def test_an_outage_longer_than_the_lease_stops_the_instance_which_takes_it
     await f.emu.wait_for(lambda: len(fleet.events("instance ready")) >= 2, timeout=30, interval=0.1)
     posted = first + second
     await _all_answered(f, posted, within=90)
-    _once_each(f, posted)
+    # Turns the lost lease abandoned are rerun (two rows for one message): what counts
+    # is that each message got exactly one reply.
+    _answered_once(f, posted)
 
 
 # -- SQLite ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A vote survives ``kill -9`` (DESIGN §12, §8): ``nanoslack run`` as a subprocess, SIGKILLed
+"""A vote survives ``kill -9`` (docs/team-rooms.md, docs/architecture.md): ``nanoslack run``
+as a subprocess, SIGKILLed
 while its vote is open and again the moment Slack has taken its reminder, and its result,
 before the store heard back. After each restart the clock finds the vote in the store and
 carries on: the reminder and the result are each posted once.
@@ -13,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e import team
 from tests.e2e.helpers import sql, write_fleet_env
 from tests.e2e.test_team_rooms import DANA_ASKS, ELI_VOTES
-from tests.fleetproc import FleetProcess
 
 
 @dataclass

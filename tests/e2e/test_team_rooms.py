@@ -1,4 +1,4 @@
-"""Team rooms end to end (DESIGN §12): reports put tasks on the room's board and take them
+"""Team rooms end to end (docs/team-rooms.md): reports put tasks on the room's board and take them
 off (one message, edited), a silent task's one ping, ``nanoslack board``, votes answered by
 people's clicks and bots' ballots (reminded, closed naming the abstainers, or at once when
 everyone has answered), and directives in a chain room. The fleet runs script agents

@@ -1,4 +1,4 @@
-"""The LLM back ends' tool loop in the real fleet (DESIGN §11, issue 16): an ``openai``
+"""The LLM back ends' tool loop in the real fleet (docs/agents.md): an ``openai``
 agent against the model server of ``tests.llm_server``, its host tools served by the
 fleet, its posts, steps and budgets as Slack and the database show them."""
 
@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import dm_buttons, write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, openai_answer, openai_text, send
 
 SKILL = "# Review: look for failure paths\nThen say what you found.\n"

@@ -1,4 +1,4 @@
-"""Tools inside real turns (DESIGN §11): an MCP tool's result reaches the model's next request,
+"""Tools inside real turns (docs/agents.md): an MCP tool's result reaches the model's next request,
 a server that cannot start leaves the turn working without it, an owner's Deny is a tool's
 result, and a SIGKILL in the middle of a tool loop leaves its post and its handoff exactly once."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.emulator import Emulator
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.tools.approvals import DENIED
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import sql, write_fleet_env
-from tests.fleetproc import FleetProcess
 from tests.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 

@@ -1,4 +1,4 @@
-"""Agents answer, end to end (issue 8): the real fleet and the real ``command`` back end
+"""Agents answer, end to end: the real fleet and the real ``command`` back end
 against the emulator, with a scripted agent (``turn_agent``) that logs what it was given.
 """
 

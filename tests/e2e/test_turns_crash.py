@@ -1,4 +1,4 @@
-"""Replies exactly once across ``kill -9`` (DESIGN §8, issue 8): ``nanoslack run`` as a
+"""Replies exactly once across ``kill -9`` (docs/architecture.md): ``nanoslack run`` as a
 subprocess with the real ``command`` back end, SIGKILLed mid-turn, then restarted.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator import App, Emulator, User
+from nanoslack.fleetproc import FleetProcess
 from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 
 # More replies than 15 pages of conversations.replies at Slack's 2025 limit for
 # non-Marketplace apps (15 messages a call, one call a minute).

@@ -1,4 +1,4 @@
-"""What an app's scopes and tokens change (DESIGN §13): the ``x-oauth-scopes`` header,
+"""What an app's scopes and tokens change (docs/operations.md): the ``x-oauth-scopes`` header,
 revoked tokens, and metadata withheld from an app without ``metadata.message:read``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``nanoslack doctor`` against the emulator (DESIGN §13): a good workspace passes, and each
+"""``nanoslack doctor`` against the emulator (docs/operations.md): a good workspace passes, and each
 deliberately broken one is found, named and given its fix, without a token printed."""
 
 from __future__ import annotations

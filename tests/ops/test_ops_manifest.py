@@ -1,4 +1,4 @@
-"""The fleet bot's Slack app manifest (DESIGN §6)."""
+"""The fleet bot's Slack app manifest (docs/operations.md)."""
 
 from __future__ import annotations
 

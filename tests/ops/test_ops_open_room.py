@@ -1,4 +1,4 @@
-"""open-a2a-room (DESIGN §6): the script as a real subprocess against the Slack emulator,
+"""open-a2a-room (docs/operations.md): the script as a real subprocess against the Slack emulator,
 plus the pure parts (argument rules, intro text) in process."""
 
 from __future__ import annotations

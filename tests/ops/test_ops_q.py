@@ -1,4 +1,4 @@
-"""scripts/q.py, run as operators run it (DESIGN §4)."""
+"""scripts/q.py, run as operators run it (docs/data.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""open-room --kind/--lead/--mission (DESIGN §12): the room's a2a_rooms row, set and changed
+"""open-room --kind/--lead/--mission (docs/team-rooms.md): the room's a2a_rooms row, set and changed
 by the real script against the emulator, and shown by ``nanoslack rooms``."""
 
 from __future__ import annotations

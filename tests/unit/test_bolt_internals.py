@@ -27,7 +27,7 @@ from nanoslack.emulator import Emulator
 
 
 def _app(emu: Emulator, token: str) -> AsyncApp:
-    # Built as InstanceRuntime builds it.
+    # Built as nanoslack.slack.connection builds it.
     client = AsyncWebClient(token=token, base_url=emu.api_url)
     return AsyncApp(client=client, raise_error_for_unhandled_request=False)
 

@@ -1,4 +1,4 @@
-"""An agent's reply made ready for Slack (``nanoslack.replies``, DESIGN §5)."""
+"""An agent's reply made ready for Slack (``nanoslack.replies``, docs/agents.md)."""
 
 from __future__ import annotations
 

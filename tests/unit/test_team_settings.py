@@ -1,4 +1,5 @@
-"""The keys of team rooms (DESIGN §2, §12): a vote's reminder and close, read once at start."""
+"""The keys of team rooms (docs/configuration.md, docs/team-rooms.md): a vote's reminder and
+close, read once at start."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The keys of agents with tools (DESIGN §2, §11): read once, a bad value named and skipped."""
+"""The keys of agents with tools (docs/configuration.md, docs/agents.md): read once, a bad
+value named and skipped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``nanoslack run`` as a child process, the one way the tests and benches start it.
+"""``nanoslack run`` as a child process, the one way the tests and benches start it
+(here, not under ``tests/``, so the benches need nothing from the test suite).
 
 The child gets a clean environment (none of the caller's Slack, nanoslack, database,
 log or proxy keys: its ``.env`` says everything), runs in the ``.env``'s folder, and
@@ -9,8 +10,8 @@ holding a JSON object (``LOG_FORMAT=json``) are parsed into events.
 
 Waiting never blocks the event loop (the emulator usually runs on it) and never
 outlasts its deadline; a child that exits while a test waits for one of its events
-fails the wait at once, with the end of its output. Standard library only: the
-benches import it too (``bench/_common.py`` puts the repository on ``sys.path``).
+fails the wait at once, with the end of its output. Standard library only; product
+code never imports it.
 """
 
 from __future__ import annotations
