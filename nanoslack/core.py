@@ -53,6 +53,7 @@ from nanoslack.inbound import Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
+from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import Store, store_unavailable
@@ -64,7 +65,8 @@ from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
-from nanoslack.turns.scheduler import Presence, TurnsClosed
+from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.turns.signals import Presence
 
 log = get_logger(__name__)
 
@@ -122,6 +124,9 @@ class CoreConfig:
     wake: Callable[[str], None] = lambda _instance: None
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
     setting: Callable[[str], str | None] = lambda _key: None
+    # How long one DM reply may be before it is split: a streamed one is one message of
+    # up to Slack's stream limit (NANOSLACK_STREAM, docs/agent-surface.md).
+    dm_reply_chars: int = MAX_CHARS
     backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
 
 
@@ -223,6 +228,7 @@ class InstanceCore:
             tally=self.tally,
             team=self.team,
             yield_to=config.backlog.yield_to,
+            dm_reply_chars=config.dm_reply_chars,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -459,6 +465,7 @@ def build_turns(
     tally: Tally | None = None,
     team: Team | None = None,
     yield_to: Callable[[], Awaitable[None]] | None = None,
+    dm_reply_chars: int = MAX_CHARS,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -489,6 +496,7 @@ def build_turns(
             on_recorded=rounds.turn_recorded if rounds else None,
             tally=tally,
             appliers=[team.apply] if team else [],
+            dm_reply_chars=dm_reply_chars,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -549,6 +557,7 @@ class FleetCore:
             daily_tokens=self._daily_tokens,
             wake=self._wake,
             setting=settings.value,
+            dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import InstanceSettings
+from nanoslack.config.surface import SurfaceSettings
 from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
@@ -28,7 +29,10 @@ from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.presence import SlackPresence
 from nanoslack.slack.socket import SocketOptions
-from nanoslack.turns.scheduler import Presence, TurnsClosed
+from nanoslack.slack.streams import ReplyStreams
+from nanoslack.slack.surface import Refusals, SurfacePresence
+from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.turns.signals import Presence
 
 __all__ = ["BuildCore", "EdgeOptions", "SlackInstance", "SocketOptions"]
 
@@ -42,7 +46,13 @@ BuildCore = Callable[[Identity, Directory, Presence | None], InstanceCore]
 
 class SlackInstance:
     def __init__(
-        self, settings: InstanceSettings, options: EdgeOptions, client: AsyncWebClient, core: InstanceCore
+        self,
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        client: AsyncWebClient,
+        core: InstanceCore,
+        *,
+        surface: SurfacePresence | None = None,
     ) -> None:
         self.name = settings.name
         self.core = core
@@ -56,26 +66,58 @@ class SlackInstance:
             settings.bot_token.reveal(), options.api_url, on_error=tally.api_error, session=self._post_session
         )
         pacer = ChannelPacer(rate=options.post_rate)
+        streams = (
+            ReplyStreams(
+                self.name,
+                post_client,
+                options.store,
+                team_id=self.identity.team_id,
+                bot_user_id=self.identity.bot_user_id,
+                refusals=surface.refusals,
+                on_plain_fallback=surface.clear,
+            )
+            if surface is not None and surface.streams
+            else None
+        )
         self._poster = Poster(
-            self.name, post_client, options.store, held_rooms=core.halts.rooms, pacer=pacer, tally=tally
+            self.name,
+            post_client,
+            options.store,
+            held_rooms=core.halts.rooms,
+            pacer=pacer,
+            tally=tally,
+            streams=streams,
         )
         options.store.outbox.subscribe(self.name, self._poster.wake)
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def connect(
-        cls, settings: InstanceSettings, options: EdgeOptions, build_core: BuildCore
+        cls,
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        build_core: BuildCore,
+        surface: SurfaceSettings | None = None,
     ) -> SlackInstance:
         """Ask Slack who this instance is (``auth.test``; raises when it refuses), build
-        its core, then the instance. Connecting the socket is ``start``."""
+        its core, then the instance. Connecting the socket is ``start``. ``surface``:
+        Slack's agent surface in DMs (docs/agent-surface.md), on by default."""
         on_error = options.tally(settings.name).api_error
         client = make_web_client(settings.bot_token.reveal(), options.api_url, on_error=on_error)
         auth_test = await client.auth_test()
         names = SlackNames(client, options.store, options.siblings)
         reaction = options.working_reaction
-        presence = SlackPresence(client, reaction, settings.name) if reaction else None
+        surface = surface or SurfaceSettings()
+        presence = SurfacePresence(
+            client,
+            settings.name,
+            reaction=SlackPresence(client, reaction, settings.name) if reaction else None,
+            refusals=Refusals(settings.name),
+            refresh=surface.status_refresh,
+            streams=surface.stream,
+        )
         core = build_core(_identity(settings.name, auth_test), names, presence)
-        instance = cls(settings, options, client, core)
+        instance = cls(settings, options, client, core, surface=presence)
         try:
             await instance.connection.build(auth_test)
         except BaseException:
