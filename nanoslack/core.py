@@ -67,6 +67,7 @@ from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.turns.signals import Presence
+from nanoslack.turns.viewing import viewing_notes
 
 log = get_logger(__name__)
 
@@ -177,6 +178,7 @@ class InstanceCore:
         self.name = identity.instance
         self.store = store
         self.agent = agent
+        self.teammates_dir = config.teammates_dir
         self.tally = tally or Tally()
         self._observers = config.observers
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
@@ -481,7 +483,11 @@ def build_turns(
             teammate=teammate,
             skills_dir=skills_dir,
             directory=directory,
-            notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
+            notes=[
+                *([rounds.notes] if rounds else []),
+                *([team.notes] if team else []),
+                viewing_notes(store),
+            ],
         ),
         recorder=TurnRecorder(
             instance=instance,

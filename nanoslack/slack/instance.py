@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -22,10 +23,12 @@ from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import Shutdown, cancel
+from nanoslack.slack import pane
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
+from nanoslack.slack.pane import AssistantPane
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.presence import SlackPresence
 from nanoslack.slack.socket import SocketOptions
@@ -89,6 +92,13 @@ class SlackInstance:
             streams=streams,
         )
         options.store.outbox.subscribe(self.name, self._poster.wake)
+        self._pane = AssistantPane(
+            self.name,
+            post_client,
+            options.store,
+            teammates_dir=core.teammates_dir,
+            refusals=surface.refusals if surface is not None else Refusals(self.name),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -132,6 +142,13 @@ class SlackInstance:
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
         await self.core.start()
+        loop = asyncio.get_running_loop()
+        # Pane events come off the socket's loop (maybe another thread): handled on this one.
+
+        def to_pane(event: Mapping[str, Any]) -> None:
+            loop.call_soon_threadsafe(self._pane.take, dict(event))
+
+        pane.listen(self.identity, to_pane)
         self._tasks = [asyncio.create_task(self._poster.run(), name=f"{self.name}-poster")]
         self._poster.wake()
         await self.connection.connect()
@@ -143,6 +160,7 @@ class SlackInstance:
         recorded. A hurried stop sends nothing more: the outbox keeps it for the next start."""
         shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
         await self.connection.close()
+        pane.forget(self.identity)
         closed = await self.core.stop(shutdown)
         with contextlib.suppress(Exception):
             await shutdown.run(self._poster.drain(), shutdown.remaining(at_least=DRAIN_S))

@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(RuntimeError):
@@ -301,12 +301,24 @@ def _v7_team(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
 
 
+def _v8_assistant_threads(conn: Connection) -> None:
+    """Version 8: ``assistant_threads``, the channel a person views with the assistant pane
+    open (``nanoslack.store.assistant``). Plain SQL, the same on SQLite and PostgreSQL."""
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS assistant_threads ("
+        " instance VARCHAR NOT NULL, channel VARCHAR NOT NULL, thread_ts VARCHAR NOT NULL,"
+        " user_id VARCHAR, context_channel VARCHAR, context_name VARCHAR, updated_at FLOAT NOT NULL,"
+        " PRIMARY KEY (instance, channel, thread_ts))"
+    )
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
+# Version 8: ``_v8_assistant_threads``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -315,6 +327,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v5_steps,
     _v6_attempted_at,
     _v7_team,
+    _v8_assistant_threads,
 ]
 
 

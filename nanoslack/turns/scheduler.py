@@ -298,14 +298,16 @@ class TurnScheduler:
         # would cost a second call. Recording twice is harmless (a turn finishes once).
         await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
-
     def _signal(self, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
         """The waking message's signal; none for a handoff (it is not in Slack)."""
         waking = msgs[-1]
         if waking.internal or self._presence is None:
             return None
         dm = not turn.thread_ts
-        thread_ts = waking.ts if dm else turn.thread_ts
+        thread_ts = turn.thread_ts
+        if dm:  # a DM is one conversation; its message may still sit in a thread (the pane's)
+            heard = self._store.inbox.message(waking.key)
+            thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
 
 

@@ -118,7 +118,8 @@ async def test_a_long_tool_call_keeps_the_status_shown_past_slacks_timeout(
 
         await emu.wait_for(tool_done, timeout=15, interval=0.05)
         await emu.wait_for(lambda: _turns(room) == ["silent"], timeout=10)
-    assert set(seen[:-1]) == {using(SLOW_TOOL)}, "the status went missing while the tool ran"
+    assert "" not in seen, "the status went missing while the tool ran"
+    assert seen.count(using(SLOW_TOOL)) > len(seen) // 2
     resent = [s for t, s in emu.statuses_sent(im) if t == ts and s == using(SLOW_TOOL)]
     assert len(resent) >= 4  # 3 s of tool at one send per 0.3 s, with room for a busy machine
 
@@ -127,7 +128,9 @@ async def test_a_dm_reply_is_one_streamed_message_with_the_models_text_and_the_t
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     emu = room.emu
-    answer = "Here is the plan:\n\n" + "\n".join(f"{i}. step {i} of the plan, in detail" for i in range(1, 80))
+    answer = "Here is the plan:\n\n" + "\n".join(
+        f"{i}. step {i} of the plan, in detail" for i in range(1, 80)
+    )
     async with LLMServer() as llm:
         llm.openai.push(openai_answer(send(answer)), openai_text())
         await fleet_factory(["dana"], **_env(room, llm))
@@ -170,7 +173,9 @@ async def test_a_20000_character_answer_is_streamed_as_two_messages_without_loss
     assert emu.stream_calls(im)["chat.startStream"] == 2
 
 
-async def test_a_room_reply_is_posted_whole_with_no_stream_calls(room: Room, fleet_factory: FleetFactory) -> None:
+async def test_a_room_reply_is_posted_whole_with_no_stream_calls(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
     emu = room.emu
     answer = "A whole answer for the room. " * 100
     async with LLMServer() as llm:
@@ -180,7 +185,11 @@ async def test_a_room_reply_is_posted_whole_with_no_stream_calls(room: Room, fle
         await emu.wait_for(lambda: _bot_messages(room, room.channel), timeout=15)
     [reply] = _bot_messages(room, room.channel)
     assert reply["text"] == answer.strip()
-    assert emu.stream_calls(room.channel) == {"chat.startStream": 0, "chat.appendStream": 0, "chat.stopStream": 0}
+    assert emu.stream_calls(room.channel) == {
+        "chat.startStream": 0,
+        "chat.appendStream": 0,
+        "chat.stopStream": 0,
+    }
     assert not [c for c in emu.api_calls if c.method == "assistant.threads.setStatus"]
 
 
@@ -233,3 +242,39 @@ async def test_a_sigkill_mid_stream_and_a_restart_leave_one_message_with_the_who
     assert whole["metadata"]["event_type"] == "nanoslack_turn"
     assert not emu.is_streaming(im, whole["ts"])
     assert emu.stream_calls(im)["chat.startStream"] == 1
+
+
+async def test_the_assistant_panes_title_and_suggested_prompts_are_the_teammates(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu, alice = room.emu, room.human.id
+    general = emu.create_conversation([alice, room.apps["dana"].bot_user_id], kind="channel", name="general")
+    teammates = room.tmp / "teammates"
+    (teammates / "dana").mkdir(parents=True)
+    (teammates / "dana" / "SOUL.md").write_text(
+        '---\nrole: planner\nprompts: ["Plan my day", "What is blocked?"]\n---\nYou are Dana.\n'
+    )
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "Here is your day.")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, NANOSLACK_TEAMMATES=str(teammates), **agent.env())
+    thread_ts = await emu.open_assistant_thread(alice, "dana")
+    im = _im(room)
+    await emu.wait_for(lambda: emu.suggested_prompts(im, thread_ts) is not None, timeout=10)
+    assert emu.suggested_prompts(im, thread_ts) == {
+        "prompts": [
+            {"title": "Plan my day", "message": "Plan my day"},
+            {"title": "What is blocked?", "message": "What is blocked?"},
+        ]
+    }
+    assert emu.thread_title(im, thread_ts) == "dana · planner"
+
+    # Switching channels with the pane open is recorded and shown to the next turn.
+    await emu.change_assistant_context(alice, "dana", im, thread_ts, general.id)
+    await emu.wait_for(lambda: room.sql("SELECT context_name FROM assistant_threads") == [("general",)])
+    await emu.post_as_user(alice, im, "Plan my day", thread_ts=thread_ts)
+    await emu.wait_for(lambda: agent.calls("dana"), timeout=15)
+    assert "[Viewing #general]" in agent.calls("dana")[0]["stdin"]
+    # The answer is streamed into the pane's thread.
+    await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=15)
+    [reply] = [m for m in _bot_messages(room, im) if m.get("subtype") != "assistant_app_thread"]
+    assert reply["thread_ts"] == thread_ts and reply["text"] == "Here is your day."
