@@ -70,8 +70,8 @@ class Engine:
         # Called with (channel, message) after a message is stored, edited or reacted to,
         # so a viewer (the demo playground) can push changes instead of polling.
         self.watchers: list[Callable[[str, JSON], None]] = []
-        # Called with (channel, thread_ts, status) for every status an app sends.
-        self.status_watchers: list[Callable[[str, str, str], None]] = []
+        # Called with (channel, thread_ts, status, app name) for every status an app sends.
+        self.status_watchers: list[Callable[[str, str, str, str], None]] = []
 
     @property
     def api_url(self) -> str:
@@ -287,7 +287,7 @@ class Engine:
             raise EmulatorError("channel_not_found")
         self.surface.set_status(channel, thread_ts, status, loading_messages)
         for watch in self.status_watchers:
-            watch(channel, thread_ts, status)
+            watch(channel, thread_ts, status, app.name)
 
     async def start_stream(
         self,
