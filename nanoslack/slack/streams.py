@@ -1,6 +1,7 @@
 """A turn's reply in a DM, streamed (docs/agent-surface.md): ``chat.startStream`` in the
 waking message's thread with the recipient's ids, ``chat.appendStream`` for the rest,
-``chat.stopStream`` with the reply's metadata.
+``chat.stopStream`` with the reply's metadata. The turn's tool calls open its first
+reply as ``task_update`` cards (timeline mode).
 
 Exactly once, as for a plain post (``poster``): the outbox row is marked ``sending``
 before Slack is called, and the stream's ts is written to it (``posted_ts``) as soon as
@@ -28,6 +29,7 @@ from nanoslack.inbound import InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.slack.surface import Refusals, slack_error
 from nanoslack.store import OutboxRow, Store
+from nanoslack.turns.signals import UNSHOWN_TOOLS
 
 log = get_logger(__name__)
 
@@ -98,6 +100,7 @@ class ReplyStreams:
         """Stream the row's text; its ts, or None when Slack refused streams (then the
         row is still ``sending`` with no ts: the caller posts it plainly)."""
         pieces = _pieces(row.text)
+        tasks = self._tool_steps(row)
         try:
             resp = await self._client.chat_startStream(
                 channel=target.channel,
@@ -105,6 +108,8 @@ class ReplyStreams:
                 markdown_text=pieces[0],
                 recipient_user_id=target.recipient_user_id,
                 recipient_team_id=target.recipient_team_id,
+                chunks=tasks or None,
+                task_display_mode="timeline" if tasks else None,
             )
         except Exception as exc:
             if self.refusals.refused("stream", exc):
@@ -119,6 +124,21 @@ class ReplyStreams:
             failpoints.hit("stream.appended")
         await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
         return ts
+
+    def _tool_steps(self, row: OutboxRow) -> list[dict[str, Any]]:
+        """The turn's tool calls as Slack's ``task_update`` cards, on its first reply only."""
+        if row.turn_id is None or not row.dedupe_key.endswith(":0"):
+            return []
+        return [
+            {
+                "type": "task_update",
+                "id": f"step-{step.step}",
+                "title": step.name,
+                "status": "error" if step.error else "complete",
+            }
+            for step in self._store.steps.of(row.turn_id)
+            if step.kind == "tool" and step.name not in UNSHOWN_TOOLS
+        ]
 
     async def finish(self, row: OutboxRow, ts: str, metadata: dict[str, Any]) -> None:
         """A stream a previous run left: stop it if it still streams, then make its text
