@@ -4,9 +4,9 @@ visible characters of the answer, beside the time to the whole answer, streamed
 
 One in-process emulator and fleet, one instance (``dana``, ``script`` back end answering every
 DM with ``--chars`` characters), ``--people`` people who each DM it ``--rounds`` times, one DM
-every ``--gap`` seconds, a round's answers in before the next round. The emulator's watchers see each change of dana's messages: the first
-one with text is "first visible", the one that has the whole answer and no longer streams is
-"whole".
+every ``--gap`` seconds, a round's answers in before the next round. The emulator's watchers
+see each change of dana's messages: the first one with text is "first visible", the one that
+has the whole answer and no longer streams is "whole".
 
     .venv/bin/python bench/stream_bench.py --people 20 --rounds 5
 """
@@ -103,8 +103,10 @@ async def run(streamed: bool, people: int, rounds: int, chars: int, gap: float) 
 async def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--people", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--chars", type=int, default=3800, help="at most 3,900: a whole post is then one message too")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--chars", type=int, default=3800, help="at most 3,900: a whole post is then one message too"
+    )
     p.add_argument("--gap", type=float, default=0.05, help="seconds between two DMs")
     args = p.parse_args()
     drop_proxies()
