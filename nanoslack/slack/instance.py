@@ -69,6 +69,7 @@ class SlackInstance:
             settings.bot_token.reveal(), options.api_url, on_error=tally.api_error, session=self._post_session
         )
         pacer = ChannelPacer(rate=options.post_rate)
+        # Kept with streaming off too: a stream a crash left open is still finished, not reposted.
         streams = (
             ReplyStreams(
                 self.name,
@@ -77,9 +78,10 @@ class SlackInstance:
                 team_id=self.identity.team_id,
                 bot_user_id=self.identity.bot_user_id,
                 refusals=surface.refusals,
+                enabled=surface.streams,
                 on_plain_fallback=surface.clear,
             )
-            if surface is not None and surface.streams
+            if surface is not None
             else None
         )
         self._poster = Poster(

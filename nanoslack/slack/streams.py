@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack import failpoints
@@ -112,11 +113,11 @@ class ReplyStreams:
                 task_display_mode="timeline" if tasks else None,
             )
         except Exception as exc:
-            if self.refusals.refused("stream", exc):
-                if self._on_plain_fallback is not None:
-                    self._on_plain_fallback(target.channel, target.thread_ts)
-                return None
-            raise
+            if not self._refused(row, exc):
+                raise
+            if self._on_plain_fallback is not None:
+                self._on_plain_fallback(target.channel, target.thread_ts)
+            return None
         ts = str(resp.get("ts"))
         await started(ts)
         for piece in pieces[1:]:
@@ -124,6 +125,20 @@ class ReplyStreams:
             failpoints.hit("stream.appended")
         await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
         return ts
+
+    def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
+        """Slack said no to the stream's start (nothing was posted): the row goes out as a
+        plain post. A refusal of the feature turns streams off for the instance; any other
+        answer (a bad recipient, say) only this row's. A rate limit or a server error is
+        not an answer: the row is tried again later."""
+        if self.refusals.refused("stream", exc):
+            return True
+        error = slack_error(exc)
+        status = exc.response.status_code if isinstance(exc, SlackApiError) else 0
+        if not error or status != 200 or error == "ratelimited":
+            return False
+        log.warning("stream refused: posting whole", instance=self._instance, key=row.dedupe_key, error=error)
+        return True
 
     def _tool_steps(self, row: OutboxRow) -> list[dict[str, Any]]:
         """The turn's tool calls as Slack's ``task_update`` cards, on its first reply only."""

@@ -197,14 +197,15 @@ class _StatusSignal:
         sent: str | None = None
         sent_at = 0.0
         while self._outcome is None:
-            due = sent is None or self._status != sent or time.monotonic() - sent_at >= presence.refresh
-            if due:
-                status = self._status
+            # Cleared before looking: a change made while a send is under way is seen next.
+            self._changed.clear()
+            status = self._status
+            if sent is None or status != sent or time.monotonic() - sent_at >= presence.refresh:
                 if not await presence.set_status(waking.channel, waking.thread_ts, status):
                     await self._fall_back()
                     return
                 sent, sent_at = status, time.monotonic()
-            self._changed.clear()
+                continue
             wait = max(0.0, presence.refresh - (time.monotonic() - sent_at))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)

@@ -306,8 +306,10 @@ class TurnScheduler:
         dm = not turn.thread_ts
         thread_ts = turn.thread_ts
         if dm:  # a DM is one conversation; its message may still sit in a thread (the pane's)
-            heard = self._store.inbox.message(waking.key)
-            thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
+            thread_ts = waking.ts
+            with contextlib.suppress(Exception):  # a store outage: the message's own thread
+                heard = self._store.inbox.message(waking.key)
+                thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
 
 

@@ -278,3 +278,21 @@ async def test_the_assistant_panes_title_and_suggested_prompts_are_the_teammates
     await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=15)
     [reply] = [m for m in _bot_messages(room, im) if m.get("subtype") != "assistant_app_thread"]
     assert reply["thread_ts"] == thread_ts and reply["text"] == "Here is your day."
+
+
+async def test_a_stream_slack_refuses_once_goes_out_as_a_plain_post_and_the_next_reply_streams(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu, alice = room.emu, room.human.id
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "answer {turn}")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    im = _im(room)
+    emu.fail_next("chat.startStream", error="invalid_recipient")
+    await emu.post_as_user(alice, im, "first")
+    await emu.wait_for(lambda: len(_bot_messages(room, im)) == 1, timeout=15)
+    second = await emu.post_as_user(alice, im, "second")
+    await emu.wait_for(lambda: len(_bot_messages(room, im)) == 2, timeout=15)
+    plain, streamed = sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))
+    assert (plain["text"], plain.get("thread_ts")) == ("answer 1", None)
+    assert (streamed["text"], streamed["thread_ts"]) == ("answer 2", second)
