@@ -118,7 +118,8 @@ async def test_a_long_tool_call_keeps_the_status_shown_past_slacks_timeout(
 
         await emu.wait_for(tool_done, timeout=15, interval=0.05)
         await emu.wait_for(lambda: _turns(room) == ["silent"], timeout=10)
-    assert "" not in seen, "the status went missing while the tool ran"
+    # The last look may come after the turn ended (the model's second answer is instant).
+    assert "" not in seen[:-1], "the status went missing while the tool ran"
     assert seen.count(using(SLOW_TOOL)) > len(seen) // 2
     resent = [s for t, s in emu.statuses_sent(im) if t == ts and s == using(SLOW_TOOL)]
     assert len(resent) >= 4  # 3 s of tool at one send per 0.3 s, with room for a busy machine
