@@ -53,6 +53,7 @@ from nanoslack.inbound import Identity, Inbound, InboxKey, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
+from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import Store, store_unavailable
@@ -65,7 +66,9 @@ from nanoslack.tools.memory import Notes
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
-from nanoslack.turns.scheduler import Presence, TurnsClosed
+from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.turns.signals import Presence
+from nanoslack.turns.viewing import viewing_notes
 
 log = get_logger(__name__)
 
@@ -123,6 +126,9 @@ class CoreConfig:
     wake: Callable[[str], None] = lambda _instance: None
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
     setting: Callable[[str], str | None] = lambda _key: None
+    # How long one DM reply may be before it is split: a streamed one is one message of
+    # up to Slack's stream limit (NANOSLACK_STREAM, docs/agent-surface.md).
+    dm_reply_chars: int = MAX_CHARS
     backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
     # The users.id of a chain room's lead (None elsewhere): who may ask for lasting notes.
     lead_of: Callable[[str], str | None] = lambda _channel: None
@@ -175,6 +181,7 @@ class InstanceCore:
         self.name = identity.instance
         self.store = store
         self.agent = agent
+        self.teammates_dir = config.teammates_dir
         self.tally = tally or Tally()
         self._observers = config.observers
         self.asks = OwnerAsks(store, instance=self.name, owners=config.owners)
@@ -227,6 +234,7 @@ class InstanceCore:
             team=self.team,
             yield_to=config.backlog.yield_to,
             lead_of=config.lead_of,
+            dm_reply_chars=config.dm_reply_chars,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -464,6 +472,7 @@ def build_turns(
     team: Team | None = None,
     yield_to: Callable[[], Awaitable[None]] | None = None,
     lead_of: Callable[[str], str | None] = lambda _channel: None,
+    dm_reply_chars: int = MAX_CHARS,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -476,7 +485,7 @@ def build_turns(
         teammate=teammate,
         skills_dir=skills_dir,
         directory=directory,
-        notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else [])],
+        notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else []), viewing_notes(store)],
         history_chars=tools.memory.history_chars,
         owners=owners,
         remembers=getattr(agent, "remembers", True),
@@ -500,6 +509,7 @@ def build_turns(
             tally=tally,
             appliers=[notes.apply, *([team.apply] if team else [])],
             memory=transcripts.memory,
+            dm_reply_chars=dm_reply_chars,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -561,6 +571,7 @@ class FleetCore:
             wake=self._wake,
             setting=settings.value,
             lead_of=self._lead_of,
+            dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()

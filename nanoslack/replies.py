@@ -19,6 +19,9 @@ from collections.abc import Mapping, Sequence
 MAX_POSTS = 3
 # Slack recommends text of at most 4,000 characters; leave room for a reopened fence.
 MAX_CHARS = 3_900
+# A reply streamed into a DM (docs/agent-surface.md) is one message of at most what Slack
+# takes in one stream call.
+STREAM_MAX_CHARS = 12_000
 FENCE = "```"
 
 # A Slack token (``<@U…>``, ``<https://…|label>``) is matched whole and kept as is, so

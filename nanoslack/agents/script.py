@@ -30,6 +30,8 @@ The rules file is JSON::
   "Everyone in this room answers this question at once"): a rule for round rooms only.
 - ``when_wrapping_up`` (optional): the reply used instead when the turn carries the
   wrapping-up cue (``null``/``[]`` = stay silent). Without it the rule answers as usual.
+- ``think`` (optional): seconds the rule takes before its calls and reply, as a slow
+  model would (the demo shows the status line meanwhile); default 0.
 - ``default``: the reply when no rule matches (``null`` = silence, the default).
 - Placeholders in ``reply``/``when_wrapping_up``/``default``: ``{sender}`` (the last
   line's sender name), ``{name}`` (my display name), ``{next}`` (the teammate after
@@ -44,6 +46,7 @@ The file is re-read when it changes, so a demo can be edited while the fleet run
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from dataclasses import dataclass
@@ -80,6 +83,7 @@ class Rule:
     wrapping_up: Posts | None  # None: no special wrap-up answer
     calls: tuple[Call, ...] = ()
     note: str | None = None
+    think: float = 0.0
 
     def fits(self, line: Line, name: str, notes: tuple[str, ...] = ()) -> bool:
         kind = "agent" if line.handoff else "bot" if line.from_bot else "human"
@@ -133,7 +137,11 @@ def _rule(raw: Any, where: str) -> Rule:
             re.compile(note)
         except re.error as exc:
             raise RulesError(f"{where}.note: not a valid regular expression ({exc})") from exc
-    return Rule(match, sender, _posts(raw.get("reply"), f"{where}.reply"), wrapping, calls, note)
+    think = raw.get("think", 0)
+    if not isinstance(think, int | float) or isinstance(think, bool) or not 0 <= think <= 60:
+        raise RulesError(f"{where}.think: expected seconds between 0 and 60")
+    reply = _posts(raw.get("reply"), f"{where}.reply")
+    return Rule(match, sender, reply, wrapping, calls, note, float(think))
 
 
 def _calls(value: Any, where: str) -> tuple[Call, ...]:
@@ -189,15 +197,20 @@ def next_teammate(turn: Turn, crew: tuple[str, ...]) -> str:
 
 def choose(rules: Rules, turn: Turn) -> tuple[Posts, tuple[Call, ...]]:
     """The raw (unfilled) posts and tool calls the rules give for this turn."""
-    if not turn.transcript:
+    rule = chosen(rules, turn)
+    if rule is None:
         return rules.default, ()
+    if turn.wrapping_up and rule.wrapping_up is not None:
+        return rule.wrapping_up, ()
+    return rule.reply, rule.calls
+
+
+def chosen(rules: Rules, turn: Turn) -> Rule | None:
+    """The rule that answers this turn (None: the default)."""
+    if not turn.transcript:
+        return None
     last = turn.transcript[-1]
-    for rule in rules.rules:
-        if rule.fits(last, turn.name, turn.notes):
-            if turn.wrapping_up and rule.wrapping_up is not None:
-                return rule.wrapping_up, ()
-            return rule.reply, rule.calls
-    return rules.default, ()
+    return next((rule for rule in rules.rules if rule.fits(last, turn.name, turn.notes)), None)
 
 
 def fill(template: str, turn: Turn, crew: tuple[str, ...]) -> str:
@@ -248,6 +261,9 @@ class ScriptAgent:
     async def run(self, turn: Turn, tools: Tools) -> Reply:
         rules = self._current()
         templates, calls = choose(rules, turn)
+        rule = chosen(rules, turn)
+        if rule is not None and rule.think:
+            await asyncio.sleep(rule.think)
         for call in calls:
             arguments = {
                 k: fill(v, turn, rules.crew) if isinstance(v, str) else v for k, v in call.arguments.items()

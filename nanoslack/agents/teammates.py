@@ -1,7 +1,9 @@
 """Teammates (docs/agents.md): who an instance's agent is, from ``teammates/<instance>/``.
 
 - ``SOUL.md``: who it is. Optional front matter between two ``---`` lines at the
-  top, simple ``key: value`` lines (``role``, ``emoji``; other keys are ignored).
+  top, simple ``key: value`` lines (``role``, ``emoji``, ``prompts``: the assistant
+  pane's suggested prompts, a one-line list such as ``["Plan my day", "What is blocked?"]``,
+  at most 4 used; other keys are ignored).
 - ``AGENTS.md`` (optional): how it works.
 - ``teammates/_skills/*.md``: shared skills, listed by name (the file stem) and
   first non-empty line (a leading Markdown ``#`` removed) in every system prompt,
@@ -15,6 +17,7 @@ is the back end's business: the LLM back ends append their ``send_message`` rule
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,8 @@ SOUL_FILE = "SOUL.md"
 AGENTS_FILE = "AGENTS.md"
 SKILLS_HEADING = "Skills you can use:"
 SKILLS_HOW = "Read a skill's full text with the read_skill tool before you use it."
+# Slack's assistant pane shows at most this many suggested prompts.
+MAX_PROMPTS = 4
 _FRONT_MATTER_KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 
@@ -43,6 +48,7 @@ class Teammate:
     agents_md: str
     folder: Path | None
     is_default: bool = False  # no SOUL.md: the plain default persona is used
+    prompts: tuple[str, ...] = ()  # the assistant pane's suggested prompts (front matter)
 
     def system_prompt(self, skills_dir: Path) -> str:
         parts = [self.soul.strip(), self.agents_md.strip(), skills_section(skills_dir)]
@@ -92,7 +98,31 @@ def load_teammate(teammates_dir: Path, instance: str) -> Teammate:
         return Teammate(instance, "", "", default_soul(instance), agents_md, present, is_default=True)
     meta, body = split_front_matter(soul_text)
     soul = body or default_soul(instance)
-    return Teammate(instance, meta.get("role", ""), meta.get("emoji", ""), soul, agents_md, present)
+    return Teammate(
+        instance,
+        meta.get("role", ""),
+        meta.get("emoji", ""),
+        soul,
+        agents_md,
+        present,
+        prompts=parse_prompts(meta.get("prompts", "")),
+    )
+
+
+def parse_prompts(value: str) -> tuple[str, ...]:
+    """``["Plan my day", "What is blocked?"]`` (JSON) or ``[Plan my day, What is blocked?]``
+    → the prompts, at most ``MAX_PROMPTS``, empty ones dropped."""
+    value = value.strip()
+    if not value:
+        return ()
+    items: list[object]
+    try:
+        parsed = json.loads(value)
+        items = list(parsed) if isinstance(parsed, list) else [parsed]
+    except ValueError:
+        items = [part for part in value.strip("[]").split(",")]
+    prompts = [_unquote(str(item).strip()).strip() for item in items]
+    return tuple(p for p in prompts if p)[:MAX_PROMPTS]
 
 
 def skill_summary(path: Path) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
+from nanoslack.config.surface import SurfaceSettings, parse_surface_settings
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
 from nanoslack.config.values import ConfigError, positive_int, read_env_file, split_list, warn_malformed
 from nanoslack.logs import get_logger
@@ -91,6 +92,8 @@ class Settings:
     post_rate: float = DEFAULT_POST_RATE
     # Agents with tools (docs/agents.md): steps, handoffs, timeouts, broadcast, the reaction.
     tools: ToolSettings = field(default_factory=ToolSettings)
+    # Slack's agent surface: streamed replies, the status line (NANOSLACK_STREAM, …).
+    surface: SurfaceSettings = field(default_factory=SurfaceSettings)
     # Seconds running turns may finish after SIGTERM (NANOSLACK_SHUTDOWN_GRACE).
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     # Merged view (.env under the environment). repr=False: it holds API keys.
@@ -337,6 +340,7 @@ def load_settings(
         tools=parse_tool_settings(
             env, (*(i.name for i in instances), *(n for n, _ in skipped)), env_suffix, log
         ),
+        surface=parse_surface_settings(env, log),
         shutdown_grace=_grace(env, log),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),

@@ -1,7 +1,7 @@
 """nanoslack.emulator: a stateful, wire-compatible Slack workspace on 127.0.0.1 for tests and demos.
 
 The product never imports this package. Modules import in one direction:
-state → workspace → events → socket → engine → webapi → server → driver → cli (workspace,
+state → surface → workspace → events → socket → engine → webapi → server → driver → cli (workspace,
 the JSON files, and client, the HTTP driver's client, need nothing of the package).
 """
 

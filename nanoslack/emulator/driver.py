@@ -182,6 +182,17 @@ class Driver(ABC):
     connections = _Plain(Engine.connections, _of_engine)
     ack_latencies = _Plain(Engine.ack_latencies, _of_engine)
 
+    # ---- the agent surface -------------------------------------------------------------
+    open_assistant_thread = _Awaited(Engine.open_assistant_thread)
+    change_assistant_context = _Awaited(Engine.change_assistant_context)
+    status_of = _Plain(Engine.status_of, _of_engine)
+    statuses_sent = _Plain(Engine.statuses_sent, _of_engine)
+    stream_calls = _Plain(Engine.stream_calls, _of_engine)
+    is_streaming = _Plain(Engine.is_streaming, _of_engine)
+    stream_tasks = _Plain(Engine.stream_tasks, _of_engine)
+    suggested_prompts = _Plain(Engine.suggested_prompts, _of_engine)
+    thread_title = _Plain(Engine.thread_title, _of_engine)
+
     # ---- faults ----------------------------------------------------------------------------
     fail_next = _Plain(Engine.fail_next, _of_engine)
     set_non_marketplace = _Plain(Engine.set_non_marketplace, _of_engine)

@@ -18,6 +18,7 @@ from typing import Any, TypedDict, Unpack
 from . import events as ev_mod
 from .socket import Delivery, SocketHub
 from .state import METADATA_SCOPE, ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
+from .surface import STATUS_TIMEOUT_S, STREAM_METHODS, Stream, SurfaceState
 
 JSON = dict[str, Any]
 
@@ -40,6 +41,8 @@ class Options(TypedDict, total=False):
     # Slack's 2025 limits for a commercially distributed non-Marketplace app:
     # conversations.history/replies answer at most 15 messages, once a minute per app.
     non_marketplace: bool
+    # Seconds a status line shows without being sent again (Slack: 2 minutes).
+    status_timeout: float
 
 
 class Engine:
@@ -54,6 +57,7 @@ class Engine:
         self.deliver_own_posts = o.get("deliver_own_posts", True)
         self.log_api_calls = o.get("log_api_calls", True)
         self.non_marketplace = o.get("non_marketplace", False)
+        self.surface = SurfaceState(status_timeout=o.get("status_timeout", STATUS_TIMEOUT_S))
         # (app_id, method) -> when its last rate-limited read was answered (monotonic)
         self._last_read: dict[tuple[str, str], float] = {}
         self.api_calls: list[ApiCall] = []
@@ -66,6 +70,8 @@ class Engine:
         # Called with (channel, message) after a message is stored, edited or reacted to,
         # so a viewer (the demo playground) can push changes instead of polling.
         self.watchers: list[Callable[[str, JSON], None]] = []
+        # Called with (channel, thread_ts, status, app name) for every status an app sends.
+        self.status_watchers: list[Callable[[str, str, str, str], None]] = []
 
     @property
     def api_url(self) -> str:
@@ -154,6 +160,8 @@ class Engine:
             ch.top.append(msg)
         else:
             _add_reply(ch, parent, msg)
+        if app is not None:
+            self.surface.posted(channel, parent["ts"] if parent else None, msg["ts"])
         self._changed(channel, msg)
         await self.emit(ch, ev_mod.message_event(self.ws, ch, msg), app)
         return msg
@@ -227,6 +235,7 @@ class Engine:
         if metadata:
             msg["metadata"] = metadata
         msg["edited"] = {"user": app.bot_user_id, "ts": self.ws.next_ts()}
+        self.surface.streams.pop((channel, ts), None)  # an edit ends a stream: the text is final
         self._changed(channel, msg)
         event = ev_mod.message_changed_event(ch, msg, previous, self.ws.next_ts())
         await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
@@ -268,6 +277,166 @@ class Engine:
     async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
         """A user (by id or name) reacts to a message; ``reaction`` with or without colons."""
         await self.add_reaction(self.ws.resolve_user(user_id), channel, ts, reaction.strip(":"))
+
+    # ---- the agent surface (``surface.py``) -------------------------------------------
+    def set_status(
+        self, app: App, channel: str, thread_ts: str, status: str, loading_messages: list[str] | None = None
+    ) -> None:
+        ch = self.channel(channel)
+        if app.bot_user_id not in ch.member_set:
+            raise EmulatorError("channel_not_found")
+        self.surface.set_status(channel, thread_ts, status, loading_messages)
+        for watch in self.status_watchers:
+            watch(channel, thread_ts, status, app.name)
+
+    async def start_stream(
+        self,
+        app: App,
+        channel: str,
+        thread_ts: str,
+        text: str,
+        chunks: list[JSON],
+        *,
+        recipient_user_id: str,
+        recipient_team_id: str,
+        task_display_mode: str = "timeline",
+    ) -> JSON:
+        """A streamed reply: posted (and fanned out) at once, growing until it stops."""
+        author = self.ws.users[app.bot_user_id]
+        msg = await self.post_message(author, channel, text, thread_ts=thread_ts)
+        key = (channel, str(msg["ts"]))
+        self.surface.streams[key] = Stream(
+            app.app_id, recipient_user_id, recipient_team_id, task_display_mode
+        )
+        self.surface.add_tasks(channel, key[1], chunks)
+        return msg
+
+    def append_stream(self, app: App, channel: str, ts: str, text: str, chunks: list[JSON]) -> JSON:
+        _ch, msg = self._member_message(app.bot_user_id, channel, ts)
+        self.surface.check_streaming(channel, ts, app.app_id)
+        msg["text"] = str(msg.get("text") or "") + text
+        self.surface.add_tasks(channel, ts, chunks)
+        self._changed(channel, msg)
+        return msg
+
+    def stop_stream(
+        self,
+        app: App,
+        channel: str,
+        ts: str,
+        text: str,
+        chunks: list[JSON],
+        *,
+        blocks: list[JSON] | None = None,
+        metadata: JSON | None = None,
+    ) -> JSON:
+        _ch, msg = self._member_message(app.bot_user_id, channel, ts)
+        self.surface.check_streaming(channel, ts, app.app_id)
+        msg["text"] = str(msg.get("text") or "") + text
+        self.surface.add_tasks(channel, ts, chunks)
+        if blocks:
+            msg["blocks"] = blocks
+        if metadata:
+            msg["metadata"] = metadata
+        del self.surface.streams[(channel, ts)]
+        self._changed(channel, msg)
+        return msg
+
+    async def open_assistant_thread(
+        self, user_id: str, app_ref: str, context_channel: str | None = None
+    ) -> str:
+        """A user opens the app's assistant pane: a new thread in their IM with the app
+        (its root is the app's, as in Slack) and ``assistant_thread_started`` to the app.
+        The thread's ts."""
+        user, app = self.ws.resolve_user(user_id), self.app(app_ref)
+        conv = self.ws.create_conversation([app.bot_user_id, user.id], kind="im")
+        ch = self.channel(conv.id)
+        ts = self.ws.next_ts()
+        root: JSON = {
+            "user": app.bot_user_id,
+            "type": "message",
+            "subtype": "assistant_app_thread",
+            "ts": ts,
+            "bot_id": app.bot_id,
+            "text": "",
+            "team": self.ws.team_id,
+        }
+        ch.by_ts[ts] = root
+        ch.top.append(root)
+        context = self._assistant_context(context_channel)
+        self.surface.threads[(conv.id, ts)] = context
+        await self._assistant_event(app, "assistant_thread_started", user.id, conv.id, ts, context)
+        return ts
+
+    async def change_assistant_context(
+        self, user_id: str, app_ref: str, channel: str, thread_ts: str, context_channel: str
+    ) -> None:
+        """The user, pane open, switched to ``context_channel``: ``assistant_thread_context_changed``."""
+        user, app = self.ws.resolve_user(user_id), self.app(app_ref)
+        if (channel, thread_ts) not in self.surface.threads:
+            raise EmulatorError("thread_not_found")
+        context = self._assistant_context(context_channel)
+        self.surface.threads[(channel, thread_ts)] = context
+        await self._assistant_event(
+            app, "assistant_thread_context_changed", user.id, channel, thread_ts, context
+        )
+
+    def _assistant_context(self, context_channel: str | None) -> JSON:
+        context: JSON = {"team_id": self.ws.team_id, "enterprise_id": None}
+        if context_channel:
+            context["channel_id"] = self.channel(context_channel).conv.id
+        return context
+
+    async def _assistant_event(
+        self, app: App, kind: str, user_id: str, channel: str, thread_ts: str, context: JSON
+    ) -> None:
+        if kind not in app.events:
+            return
+        event = {
+            "type": kind,
+            "assistant_thread": {
+                "user_id": user_id,
+                "context": context,
+                "channel_id": channel,
+                "thread_ts": thread_ts,
+            },
+            "event_ts": self.ws.next_ts(),
+        }
+        payload = ev_mod.callback_json(
+            self.ws, app, json.dumps(event), self.ws.next_event_id(), int(time.time())
+        )
+        await self.hub.deliver(Delivery(app_id=app.app_id, kind="events_api", payload_json=payload))
+
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        """The status line Slack shows under the thread now ("" for none)."""
+        return self.surface.status(channel, thread_ts)
+
+    def statuses_sent(self, channel: str) -> list[tuple[str, str]]:
+        """Every status sent in the conversation, oldest first: (thread_ts, status)."""
+        return [(t, s) for c, t, s in self.surface.status_log if c == channel]
+
+    def stream_calls(self, channel: str) -> dict[str, int]:
+        """How many calls of each stream method were made for the conversation."""
+        counts = dict.fromkeys(STREAM_METHODS, 0)
+        for call in self.api_calls:
+            if call.method in counts and call.params.get("channel") == channel:
+                counts[call.method] += 1
+        return counts
+
+    def is_streaming(self, channel: str, ts: str) -> bool:
+        return (channel, ts) in self.surface.streams
+
+    def stream_tasks(self, channel: str, ts: str) -> list[JSON]:
+        """The ``task_update`` cards of a streamed message, by task, in the order they came."""
+        return [dict(t) for t in self.surface.tasks.get((channel, ts), {}).values()]
+
+    def suggested_prompts(self, channel: str, thread_ts: str) -> JSON | None:
+        """What the app suggested in the thread: {"title", "prompts": [{title, message}]}."""
+        found = self.surface.prompts.get((channel, thread_ts))
+        return dict(found) if found is not None else None
+
+    def thread_title(self, channel: str, thread_ts: str) -> str | None:
+        return self.surface.titles.get((channel, thread_ts))
 
     # ---- reading ---------------------------------------------------------------------------
     def conversation_messages(self, channel: str) -> list[JSON]:

@@ -12,7 +12,16 @@ from typing import Any
 JSON = dict[str, Any]
 
 DEFAULT_EVENTS: frozenset[str] = frozenset(
-    {"message.im", "message.mpim", "message.channels", "message.groups", "app_mention", "reaction_added"}
+    {
+        "message.im",
+        "message.mpim",
+        "message.channels",
+        "message.groups",
+        "app_mention",
+        "reaction_added",
+        "assistant_thread_started",
+        "assistant_thread_context_changed",
+    }
 )
 # The bot scopes an app has unless it is made with others: every scope the fleet's
 # manifest asks for (manifests/fleet-bot.json; a test keeps the two in step).
@@ -32,6 +41,7 @@ DEFAULT_SCOPES: frozenset[str] = frozenset(
         "reactions:read",
         "reactions:write",
         "metadata.message:read",
+        "assistant:write",
     }
 )
 # Without it Slack leaves message metadata out of events and of history/replies.

@@ -12,6 +12,7 @@ from aiohttp import web
 from .engine import NON_MARKETPLACE_LIMIT, Engine
 from .events import CHANNEL_TYPE, bot_profile
 from .state import APP_TOKEN_SCOPES, METADATA_SCOPE, ApiCall, App, Channel, EmulatorError, User, parse_bool
+from .surface import ASSISTANT_SCOPE, checked_chunks, checked_prompts, checked_text, chunk_text
 
 log = logging.getLogger("nanoslack.emulator.webapi")
 JSON = dict[str, Any]
@@ -533,6 +534,127 @@ async def reactions_remove(c: Ctx) -> JSON:
         raise EmulatorError("invalid_name")
     c.engine.remove_reaction(c.bot_user, ch.conv.id, ts, name.strip(":"))
     return {}
+
+
+# ---- the agent surface (surface.py) ------------------------------------------------------
+
+
+def _needs(c: Ctx, *any_of: str) -> None:
+    """Slack's ``missing_scope``: the token has none of the scopes the method accepts."""
+    if not any(scope in c.bot.scopes for scope in any_of):
+        raise EmulatorError("missing_scope", needed=",".join(any_of), provided=",".join(sorted(c.bot.scopes)))
+
+
+def _metadata(c: Ctx) -> JSON | None:
+    metadata = c.jsonish("metadata")
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
+        raise EmulatorError("invalid_metadata_format")
+    return {"event_type": metadata["event_type"], "event_payload": metadata.get("event_payload") or {}}
+
+
+@api("assistant.threads.setStatus")
+async def assistant_threads_set_status(c: Ctx) -> JSON:
+    # Slack takes chat:write (recommended) or assistant:write for the status line.
+    _needs(c, "chat:write", ASSISTANT_SCOPE)
+    ch = c.member_channel("channel_id")
+    thread_ts = c.req("thread_ts")
+    status = c.params.get("status")
+    if status is None:
+        raise EmulatorError("invalid_arguments")
+    loading = c.jsonish("loading_messages")
+    if loading is not None and (not isinstance(loading, list) or len(loading) > 10):
+        raise EmulatorError("invalid_arguments")
+    c.engine.set_status(c.bot, ch.conv.id, thread_ts, str(status), loading)
+    return {}
+
+
+@api("assistant.threads.setSuggestedPrompts")
+async def assistant_threads_set_suggested_prompts(c: Ctx) -> JSON:
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel("channel_id")
+    thread_ts = c.req("thread_ts")
+    prompts = checked_prompts(c.jsonish("prompts"))
+    found: JSON = {"prompts": prompts}
+    if c.opt("title"):
+        found["title"] = c.opt("title")
+    c.engine.surface.prompts[(ch.conv.id, thread_ts)] = found
+    return {}
+
+
+@api("assistant.threads.setTitle")
+async def assistant_threads_set_title(c: Ctx) -> JSON:
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel("channel_id")
+    c.engine.surface.titles[(ch.conv.id, c.req("thread_ts"))] = c.req("title")
+    return {}
+
+
+@api("chat.startStream")
+async def chat_start_stream(c: Ctx) -> JSON:
+    # Slack lists chat:write; the emulator keeps streams for apps with the Agents & AI
+    # Apps feature (its assistant:write), so the fallback to a plain post is testable.
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel()
+    thread_ts = c.opt("thread_ts")
+    if not thread_ts:
+        raise EmulatorError("invalid_arguments")  # "streamed messages should always be replies"
+    # Required when streaming to channels, and peers see DMs refuse them too: required here.
+    user, team = c.opt("recipient_user_id"), c.opt("recipient_team_id")
+    if not user:
+        raise EmulatorError("missing_recipient_user_id")
+    if not team:
+        raise EmulatorError("missing_recipient_team_id")
+    if user not in ch.member_set or team != c.engine.ws.team_id:
+        raise EmulatorError("invalid_recipient")
+    chunks = checked_chunks(c.jsonish("chunks"))
+    text = chunk_text(checked_text(c.opt("markdown_text")), chunks)
+    mode = c.opt("task_display_mode") or "timeline"
+    if mode not in ("timeline", "plan"):
+        raise EmulatorError("invalid_arguments")
+    msg = await c.engine.start_stream(
+        c.bot,
+        ch.conv.id,
+        thread_ts,
+        text,
+        chunks,
+        recipient_user_id=user,
+        recipient_team_id=team,
+        task_display_mode=mode,
+    )
+    return {"channel": ch.conv.id, "ts": msg["ts"]}
+
+
+@api("chat.appendStream")
+async def chat_append_stream(c: Ctx) -> JSON:
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise EmulatorError("message_not_found")
+    chunks = checked_chunks(c.jsonish("chunks"))
+    text = chunk_text(checked_text(c.opt("markdown_text")), chunks)
+    if not text and not chunks:
+        raise EmulatorError("no_text")
+    c.engine.append_stream(c.bot, ch.conv.id, ts, text, chunks)
+    return {"channel": ch.conv.id, "ts": ts}
+
+
+@api("chat.stopStream")
+async def chat_stop_stream(c: Ctx) -> JSON:
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise EmulatorError("message_not_found")
+    chunks = checked_chunks(c.jsonish("chunks"))
+    text = chunk_text(checked_text(c.opt("markdown_text")), chunks)
+    blocks = c.jsonish("blocks")
+    if blocks is not None and not isinstance(blocks, list):
+        raise EmulatorError("invalid_blocks")
+    msg = c.engine.stop_stream(c.bot, ch.conv.id, ts, text, chunks, blocks=blocks, metadata=_metadata(c))
+    return {"channel": ch.conv.id, "ts": ts, "message": strip_meta(msg, True)}
 
 
 __all__ = ["HANDLERS", "handle", "CHANNEL_TYPE"]

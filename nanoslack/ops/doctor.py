@@ -69,6 +69,12 @@ SCOPE_EFFECTS = {
     "reactions:read": "without it an owner's 🛑 reaction does not halt a room",
     "reactions:write": "without it the working reaction (NANOSLACK_WORKING_REACTION) is not shown",
     "users:read": "without it senders' names and the owners' check fail",
+    "assistant:write": (
+        "without it Slack's agent surface is off: no assistant pane, and DMs get the working reaction"
+        " and whole replies instead of a status line and streamed ones (turn on Agents & AI Apps in"
+        " the app's settings and subscribe to assistant_thread_started and"
+        " assistant_thread_context_changed)"
+    ),
 }
 TOKEN_REVOKED = frozenset({"token_revoked", "account_inactive", "token_expired", "app_uninstalled"})
 

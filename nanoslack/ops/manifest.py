@@ -36,6 +36,10 @@ BOT_SCOPES: tuple[str, ...] = (
     # The fleet reads back the metadata it writes (docs/operations.md): the post lookup after a
     # crash, the room intro's and the notices' markers. Without it Slack leaves it out.
     "metadata.message:read",
+    # Slack's agent surface (docs/agent-surface.md): the assistant pane's title and
+    # suggested prompts, and the status line and streamed replies in DMs. Turning on
+    # the Agents & AI Apps feature (``assistant_view``) adds it.
+    "assistant:write",
 )
 BOT_EVENTS: tuple[str, ...] = (
     "message.mpim",
@@ -43,6 +47,9 @@ BOT_EVENTS: tuple[str, ...] = (
     "message.channels",
     "app_mention",
     "reaction_added",
+    # A person opens the instance's assistant pane / switches channels with it open.
+    "assistant_thread_started",
+    "assistant_thread_context_changed",
 )
 
 # Slack caps an app's display name at 35 characters.
@@ -73,6 +80,9 @@ def render_manifest(instance_name: str) -> dict[str, Any]:
                 "messages_tab_read_only_enabled": False,
             },
             "bot_user": {"display_name": instance_name, "always_online": True},
+            # The Agents & AI Apps feature: the assistant pane (its suggested prompts are
+            # set per thread from the teammate's SOUL.md, docs/agent-surface.md).
+            "assistant_view": {"assistant_description": f"nanoslack teammate '{instance_name}'"},
         },
         "oauth_config": {"scopes": {"bot": list(BOT_SCOPES)}},
         "settings": {

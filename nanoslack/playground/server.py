@@ -61,6 +61,7 @@ class PlaygroundServer:
         guard.bind(int(bound))
         self.url = f"http://{HOST}:{bound}/"
         self.stage.emu.engine.watchers.append(self._on_message)
+        self.stage.emu.engine.status_watchers.append(self._on_status)
         self.notes.listeners.append(self._on_note)
         self._watcher = asyncio.create_task(self._watch())
         return self.url
@@ -84,7 +85,23 @@ class PlaygroundServer:
     def _on_message(self, channel: str, msg: JSON) -> None:
         conv = self._conversation(channel)
         if conv is not None:
-            self._send({"type": "message", "conversation": conv, "message": msg})
+            # A streamed reply grows in place until it stops: the page marks it meanwhile.
+            streaming = self.stage.emu.engine.is_streaming(channel, str(msg.get("ts")))
+            self._send({"type": "message", "conversation": conv, "message": {**msg, "streaming": streaming}})
+
+    def _on_status(self, channel: str, thread_ts: str, status: str, app: str) -> None:
+        """An app's status line under a thread ("" clears it; Slack also clears it when
+        the app posts there, which the page sees as the app's message)."""
+        if self._conversation(channel) is not None:
+            self._send(
+                {
+                    "type": "status_line",
+                    "channel": channel,
+                    "thread_ts": thread_ts,
+                    "status": status,
+                    "app": app,
+                }
+            )
 
     def _on_note(self, note: Note) -> None:
         self._send({"type": "note", "note": note.to_json()})

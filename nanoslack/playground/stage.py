@@ -166,6 +166,8 @@ async def open_stage(
     write_env(env_file, _env_values(emu, human, apps, max_hops, llm or {}), replace=True)
     room = await _open_room(emu, env_file, human, public, data_dir)
     round_room = _open_round_room(emu, env_file, human, apps, data_dir)
+    # alice's DM with dana, in the sidebar from the start: the status line and a streamed reply.
+    emu.create_conversation([human.id, apps["dana"].bot_user_id], kind="im")
     fleet = Fleet(load_settings(env_file, environ={}), on_outcome=on_outcome)
     await fleet.start()
     return Stage(emu, fleet, room, human, apps, data_dir, max_hops, tuple(public), round_room)

@@ -36,7 +36,8 @@ from nanoslack.slack.socket import SocketOptions, SocketThread
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
-from nanoslack.turns.scheduler import Presence, TurnsClosed
+from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.turns.signals import Presence
 
 log = get_logger(__name__)
 
@@ -152,7 +153,7 @@ class Fleet:
             return self.core.instance(identity, agent, directory=directory, presence=presence, fence=fence)
 
         try:
-            rt = await SlackInstance.connect(settings, self._edge, build_core)
+            rt = await SlackInstance.connect(settings, self._edge, build_core, self.settings.surface)
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
             return False

@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import InstanceSettings
+from nanoslack.config.surface import SurfaceSettings
 from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import Shutdown, cancel
+from nanoslack.slack import pane
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
+from nanoslack.slack.pane import AssistantPane
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.presence import SlackPresence
 from nanoslack.slack.socket import SocketOptions
-from nanoslack.turns.scheduler import Presence, TurnsClosed
+from nanoslack.slack.streams import ReplyStreams
+from nanoslack.slack.surface import Refusals, SurfacePresence
+from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.turns.signals import Presence
 
 __all__ = ["BuildCore", "EdgeOptions", "SlackInstance", "SocketOptions"]
 
@@ -42,7 +49,13 @@ BuildCore = Callable[[Identity, Directory, Presence | None], InstanceCore]
 
 class SlackInstance:
     def __init__(
-        self, settings: InstanceSettings, options: EdgeOptions, client: AsyncWebClient, core: InstanceCore
+        self,
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        client: AsyncWebClient,
+        core: InstanceCore,
+        *,
+        surface: SurfacePresence | None = None,
     ) -> None:
         self.name = settings.name
         self.core = core
@@ -56,26 +69,67 @@ class SlackInstance:
             settings.bot_token.reveal(), options.api_url, on_error=tally.api_error, session=self._post_session
         )
         pacer = ChannelPacer(rate=options.post_rate)
+        # Kept with streaming off too: a stream a crash left open is still finished, not reposted.
+        streams = (
+            ReplyStreams(
+                self.name,
+                post_client,
+                options.store,
+                team_id=self.identity.team_id,
+                bot_user_id=self.identity.bot_user_id,
+                refusals=surface.refusals,
+                enabled=surface.streams,
+                on_plain_fallback=surface.clear,
+            )
+            if surface is not None
+            else None
+        )
         self._poster = Poster(
-            self.name, post_client, options.store, held_rooms=core.halts.rooms, pacer=pacer, tally=tally
+            self.name,
+            post_client,
+            options.store,
+            held_rooms=core.halts.rooms,
+            pacer=pacer,
+            tally=tally,
+            streams=streams,
         )
         options.store.outbox.subscribe(self.name, self._poster.wake)
+        self._pane = AssistantPane(
+            self.name,
+            post_client,
+            options.store,
+            teammates_dir=core.teammates_dir,
+            refusals=surface.refusals if surface is not None else Refusals(self.name),
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def connect(
-        cls, settings: InstanceSettings, options: EdgeOptions, build_core: BuildCore
+        cls,
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        build_core: BuildCore,
+        surface: SurfaceSettings | None = None,
     ) -> SlackInstance:
         """Ask Slack who this instance is (``auth.test``; raises when it refuses), build
-        its core, then the instance. Connecting the socket is ``start``."""
+        its core, then the instance. Connecting the socket is ``start``. ``surface``:
+        Slack's agent surface in DMs (docs/agent-surface.md), on by default."""
         on_error = options.tally(settings.name).api_error
         client = make_web_client(settings.bot_token.reveal(), options.api_url, on_error=on_error)
         auth_test = await client.auth_test()
         names = SlackNames(client, options.store, options.siblings)
         reaction = options.working_reaction
-        presence = SlackPresence(client, reaction, settings.name) if reaction else None
+        surface = surface or SurfaceSettings()
+        presence = SurfacePresence(
+            client,
+            settings.name,
+            reaction=SlackPresence(client, reaction, settings.name) if reaction else None,
+            refusals=Refusals(settings.name),
+            refresh=surface.status_refresh,
+            streams=surface.stream,
+        )
         core = build_core(_identity(settings.name, auth_test), names, presence)
-        instance = cls(settings, options, client, core)
+        instance = cls(settings, options, client, core, surface=presence)
         try:
             await instance.connection.build(auth_test)
         except BaseException:
@@ -90,6 +144,13 @@ class SlackInstance:
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
         await self.core.start()
+        loop = asyncio.get_running_loop()
+        # Pane events come off the socket's loop (maybe another thread): handled on this one.
+
+        def to_pane(event: Mapping[str, Any]) -> None:
+            loop.call_soon_threadsafe(self._pane.take, dict(event))
+
+        pane.listen(self.identity, to_pane)
         self._tasks = [asyncio.create_task(self._poster.run(), name=f"{self.name}-poster")]
         self._poster.wake()
         await self.connection.connect()
@@ -101,6 +162,7 @@ class SlackInstance:
         recorded. A hurried stop sends nothing more: the outbox keeps it for the next start."""
         shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
         await self.connection.close()
+        pane.forget(self.identity)
         closed = await self.core.stop(shutdown)
         with contextlib.suppress(Exception):
             await shutdown.run(self._poster.drain(), shutdown.remaining(at_least=DRAIN_S))

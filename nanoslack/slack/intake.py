@@ -22,6 +22,7 @@ from slack_bolt.response import BoltResponse
 from nanoslack.asks import Answer
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.logs import get_logger
+from nanoslack.slack import pane
 from nanoslack.slack.blocks import answers_of, vote_clicks_of
 from nanoslack.slack.parse import is_self, parse_event
 from nanoslack.team import VoteClick
@@ -86,6 +87,10 @@ class Intake(AsyncMiddleware):
         """Parse and self filter an ``event_callback``: the message to record, or None
         when the envelope is to be acked without one (logged with its reason)."""
         ident = self.identity
+        event = body.get("event")
+        if isinstance(event, Mapping) and event.get("type") in pane.EVENTS:
+            self._to_pane(event)
+            return None
         parsed = parse_event(body, instance=ident.instance, team_id=ident.team_id)
         if isinstance(parsed, Drop):
             log.info(
@@ -96,6 +101,14 @@ class Intake(AsyncMiddleware):
             log.debug("event dropped", instance=ident.instance, reason="own message", ts=parsed.ts)
             return None
         return parsed
+
+    def _to_pane(self, event: Mapping[str, Any]) -> None:
+        """The assistant pane's events go to the instance's pane (acked: nothing to record)."""
+        hook = pane.hook_for(self.identity)
+        if hook is None:
+            log.info("event dropped", instance=self.identity.instance, reason="assistant pane not served")
+            return
+        hook(event)
 
     def accepted(
         self, msgs: Sequence[Inbound], fresh: Sequence[bool], *, retried: bool = False

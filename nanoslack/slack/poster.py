@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -27,6 +27,7 @@ from nanoslack.metrics import Tally
 from nanoslack.slack.blocks import ask_blocks, vote_blocks
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
+from nanoslack.slack.streams import ReplyStreams, StreamTarget
 from nanoslack.store import OutboxRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
 
@@ -87,8 +88,11 @@ class Poster:
         poll_interval: float = 2.0,
         pacer: ChannelPacer | None = None,
         tally: Tally | None = None,
+        streams: ReplyStreams | None = None,
     ) -> None:
         self.instance = instance
+        # Replies in DMs go out as streams (docs/agent-surface.md); None: every post is plain.
+        self._streams = streams
         self._tally = tally or Tally()
         # Rooms whose replies wait (halted: room control's own notices still go out).
         self._held_rooms = held_rooms
@@ -163,7 +167,11 @@ class Poster:
                 await asyncio.sleep(self._pacer.reserve(channel))
             if not self._store.outbox.mark_sending(row.id, channel):
                 return False  # cancelled or taken meanwhile
-            posted_channel, ts = await self._post(row, channel)
+            target = self._streams.target(row) if self._streams is not None else None
+            streamed = await self._stream(row, target) if target is not None else None
+            if streamed is False:
+                return False  # the stream started and broke off: in doubt, the next drain finishes it
+            posted_channel, ts = (channel, streamed) if streamed else await self._post(row, channel)
         except SlackApiError as exc:
             if exc.response.status_code >= 500:
                 # A server error is no proof that nothing was posted: in doubt, like
@@ -196,6 +204,29 @@ class Poster:
         )
         return True
 
+    async def _stream(self, row: OutboxRow, target: StreamTarget) -> str | Literal[False] | None:
+        """The streamed message's ts; None when Slack refused the stream before it began
+        (the row is posted plainly); False when it broke off once started."""
+        assert self._streams is not None
+        started: list[str] = []
+
+        async def record(ts: str) -> None:
+            started.append(ts)
+            await until_stored(lambda: self._store.outbox.mark_streaming(row.id, ts), self._outage)
+
+        try:
+            return await self._streams.send(row, target, _metadata(row), record)
+        except Exception as exc:
+            if not started:
+                raise  # nothing in Slack yet: as a failed plain post
+            if store_unavailable(exc) is not None:
+                raise
+            log.warning(
+                "stream in doubt", instance=self.instance, key=row.dedupe_key, error=type(exc).__name__
+            )
+            self._tally.post("in_doubt")
+            return False
+
     def _updated_ts(self, row: OutboxRow) -> str | None:
         """The ts of the post an update was written for before Slack had answered it
         (an owner clicked while their DM was still being posted)."""
@@ -213,6 +244,8 @@ class Poster:
             self._store.outbox.requeue(row.id)  # chat.update is idempotent: just redo it
             return
         try:
+            if await self._finish_stream(row):
+                return
             found = await self._find_posted(row, row.posted_channel)
         except Exception as exc:
             if store_unavailable(exc) is not None:
@@ -229,6 +262,21 @@ class Poster:
             self._store.outbox.mark_sent(row.id, row.posted_channel, found)
             self._tally.post("recovered")
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
+
+    async def _finish_stream(self, row: OutboxRow) -> bool:
+        """A stream a previous run started for the row: finished (True), not a new post."""
+        if self._streams is None or row.purpose != "reply":
+            return False
+        ts = row.posted_ts or await self._streams.find_started(
+            row, self._oldest(row, str(row.posted_channel))
+        )
+        if not ts:
+            return False
+        await self._streams.finish(row, ts, _metadata(row))
+        self._store.outbox.mark_sent(row.id, str(row.posted_channel), ts)
+        self._tally.post("recovered")
+        log.info("post recovered: stream finished", instance=self.instance, key=row.dedupe_key, ts=ts)
+        return True
 
     async def _find_posted(self, row: OutboxRow, channel: str) -> str | None:
         """The ts of the message carrying this row's key, if the post reached Slack.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
+from nanoslack.store.assistant import AssistantThreads
 from nanoslack.store.budgets import Grant, Grants
 from nanoslack.store.db import (
     SCHEMA_VERSION,
@@ -95,6 +96,7 @@ class Store:
         self.steps = Steps(db)
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
+        self.assistant_threads = AssistantThreads(db)
         self.rounds = Rounds(db)
         # Team rooms (docs/team-rooms.md): the board's tasks, and votes.
         self.tasks = Tasks(db)

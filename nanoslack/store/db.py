@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class StoreError(RuntimeError):
@@ -309,6 +309,15 @@ def _v8_memory(conn: Connection) -> None:
     have = {c["name"] for c in inspect(conn).get_columns("turn_steps")}
     if "cached_tokens" not in have:
         conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0")
+def _v9_assistant_threads(conn: Connection) -> None:
+    """Version 9: ``assistant_threads``, the channel a person views with the assistant pane
+    open (``nanoslack.store.assistant``). Plain SQL, the same on SQLite and PostgreSQL."""
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS assistant_threads ("
+        " instance VARCHAR NOT NULL, channel VARCHAR NOT NULL, thread_ts VARCHAR NOT NULL,"
+        " user_id VARCHAR, context_channel VARCHAR, context_name VARCHAR, updated_at FLOAT NOT NULL,"
+        " PRIMARY KEY (instance, channel, thread_ts))"
+    )
 
 
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
@@ -317,7 +326,7 @@ def _v8_memory(conn: Connection) -> None:
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
-# Version 8: ``_v8_memory``.
+# Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -327,6 +336,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v6_attempted_at,
     _v7_team,
     _v8_memory,
+    _v9_assistant_threads,
 ]
 
 

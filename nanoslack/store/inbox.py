@@ -34,6 +34,7 @@ _ATTEMPT = text(
 _UNFINISHED = text(
     "SELECT payload FROM inbox WHERE instance = :instance AND status = 'received' ORDER BY received_at, ts"
 )
+_PAYLOAD = text("SELECT payload FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
 _STATUS = text("SELECT status FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
 _NEWEST = text(
     "SELECT max(ts) FROM inbox WHERE instance = :instance AND channel = :channel AND received_at <= :by"
@@ -125,6 +126,12 @@ class Inbox:
         with self._db.transaction() as conn:
             row = hot_first(conn, _STATUS, key._asdict())
             return str(row[0]) if row else None
+
+    def message(self, key: InboxKey) -> Inbound | None:
+        """The message as it was recorded (its thread, its author), if it was."""
+        with self._db.transaction() as conn:
+            row = hot_first(conn, _PAYLOAD, key._asdict())
+        return Inbound.from_payload(row[0]) if row else None
 
     def newest_ts(self, instance: str, channel: str, *, received_by: float) -> str | None:
         """The newest Slack ts the instance had recorded in ``channel`` by ``received_by``

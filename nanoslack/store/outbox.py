@@ -41,6 +41,8 @@ _SENDING = text(
 _IN_DOUBT = text(
     f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
 )
+# A stream's ts, written as soon as Slack started it (the row stays in doubt until sent).
+_STREAMING = text("UPDATE outbox SET posted_ts = :ts WHERE id = :id AND status = 'sending'")
 _REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
 # What an instance already said in a thread: its next turn's transcript shows it.
 _SENT_POSTS = text(
@@ -219,6 +221,12 @@ class Outbox:
         params = {"id": outbox_id, "channel": channel, "now": time.time()}
         with self._db.transaction() as conn:
             return hot_execute(conn, _SENDING, params) == 1
+
+    def mark_streaming(self, outbox_id: int, ts: str) -> None:
+        """Slack started streaming this row as message ``ts``: a run that dies before
+        ``mark_sent`` finishes that message instead of posting another."""
+        with self._db.transaction() as conn:
+            hot_execute(conn, _STREAMING, {"id": outbox_id, "ts": ts})
 
     def in_doubt(self, instance: str) -> list[OutboxRow]:
         """Rows a previous run was sending when it stopped."""

@@ -22,7 +22,7 @@ from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
 from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.replies import MAX_POSTS, prepare_posts, quiet_broadcasts
+from nanoslack.replies import MAX_CHARS, MAX_POSTS, prepare_posts, quiet_broadcasts
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
@@ -59,6 +59,7 @@ class TurnRecorder:
         tally: Tally | None = None,
         appliers: Sequence[EffectApplier] = (),
         memory: ThreadMemory | None = None,
+        dm_reply_chars: int = MAX_CHARS,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -75,6 +76,8 @@ class TurnRecorder:
         self._on_recorded = on_recorded
         self._appliers = tuple(appliers)
         self._memory = memory
+        # How long one DM reply may be before it is split (longer when DM replies stream).
+        self._dm_reply_chars = dm_reply_chars
 
     def reply(
         self,
@@ -88,7 +91,10 @@ class TurnRecorder:
         posts = self._without_acknowledgements(turn_id, [*effects.posts, *reply.posts])
         if len(posts) > MAX_POSTS:
             log.info("turn posts capped", instance=self.instance, turn=turn_id, asked=len(posts))
-        texts = prepare_posts(posts, self._siblings(), allow_broadcast=self._allow_broadcast)
+        max_chars = MAX_CHARS if turn.thread_ts else self._dm_reply_chars
+        texts = prepare_posts(
+            posts, self._siblings(), max_chars=max_chars, allow_broadcast=self._allow_broadcast
+        )
         with self._store.transaction():
             if self._halts.is_halted(turn.channel):
                 # Halted while the agent was answering: nothing is posted, the
@@ -216,7 +222,10 @@ class TurnRecorder:
         """Stopped before a model call by a spent budget: what the turn did until then
         stands (its posts, its handoffs); the thread is told once a day."""
         posts = self._without_acknowledgements(turn_id, effects.posts)
-        texts = prepare_posts(posts, self._siblings(), allow_broadcast=self._allow_broadcast)
+        max_chars = MAX_CHARS if turn.thread_ts else self._dm_reply_chars
+        texts = prepare_posts(
+            posts, self._siblings(), max_chars=max_chars, allow_broadcast=self._allow_broadcast
+        )
         thread = turn.thread_ts or turn.channel
         with self._store.transaction():
             if not self._store.turns.finish(turn_id, "budget", posts=len(texts), error=error):

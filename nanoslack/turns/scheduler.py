@@ -25,9 +25,8 @@ import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from nanoslack.agents import Agent, BudgetExhausted, TurnFailed
+from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
 from nanoslack.logs import get_logger
@@ -38,6 +37,7 @@ from nanoslack.store import MessageRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
+from nanoslack.turns.signals import Outcome, Presence, SignalledTools, TurnSignal, Waking
 from nanoslack.turns.transcript import ThreadKey, Transcripts
 
 log = get_logger(__name__)
@@ -51,14 +51,6 @@ SLICE_WHEN_BUSY = 8
 @dataclass(frozen=True)
 class TurnOptions:
     poll_interval: float = 1.0
-
-
-class Presence(Protocol):
-    """Shows in Slack that a turn is working on a message (the edge: a reaction)."""
-
-    def working(self, channel: str, ts: str) -> None: ...
-
-    def done(self, channel: str, ts: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -280,11 +272,10 @@ class TurnScheduler:
         )
         recorder = self._recorder
         tools = self._toolboxes.for_turn(turn_id, turn, msgs)
-        waking = msgs[-1] if not msgs[-1].internal else None  # a handoff is not in Slack
-        if waking is not None and self._presence is not None:
-            self._presence.working(waking.channel, waking.ts)
+        signal = self._signal(turn, msgs)
+        shown: Outcome = "failed"
         try:
-            reply = await self._agent.run(turn, tools)
+            reply = await self._agent.run(turn, tools if signal is None else SignalledTools(tools, signal))
         except asyncio.CancelledError:
             if key in self._halting:
                 recorder.halted(turn_id)
@@ -300,12 +291,27 @@ class TurnScheduler:
             outcome = functools.partial(recorder.failure, turn_id, turn, msgs, error, recall)
         else:
             outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply, tools.effects, recall)
+            shown = "posted" if any(p.strip() for p in (*reply.posts, *tools.effects.posts)) else "silent"
         finally:
-            if waking is not None and self._presence is not None:
-                self._presence.done(waking.channel, waking.ts)
+            if signal is not None:
+                signal.end(shown)
         # What the agent said is kept until the store takes it: running the agent again
         # would cost a second call. Recording twice is harmless (a turn finishes once).
         await until_stored(outcome, StoreOutage("turns", instance=self.instance))
+
+    def _signal(self, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
+        """The waking message's signal; none for a handoff (it is not in Slack)."""
+        waking = msgs[-1]
+        if waking.internal or self._presence is None:
+            return None
+        dm = not turn.thread_ts
+        thread_ts = turn.thread_ts
+        if dm:  # a DM is one conversation; its message may still sit in a thread (the pane's)
+            thread_ts = waking.ts
+            with contextlib.suppress(Exception):  # a store outage: the message's own thread
+                heard = self._store.inbox.message(waking.key)
+                thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
+        return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:

@@ -112,3 +112,22 @@ def test_sample_crew_has_distinct_roles_and_shared_skills(instance: str, role: s
     assert mate.agents_md
     assert "- handoff: Handoff:" in prompt
     assert "- review-checklist: Review checklist:" in prompt
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('prompts: ["Plan my day", "What is blocked?"]', ("Plan my day", "What is blocked?")),
+        ("prompts: [Plan my day, What is blocked?]", ("Plan my day", "What is blocked?")),
+        ('prompts: ["a", "b", "c", "d", "e"]', ("a", "b", "c", "d")),
+        ("prompts: []", ()),
+    ],
+)
+def test_front_matter_prompts_are_the_panes_suggested_prompts_at_most_four(
+    tmp_path: Path, line: str, expected: tuple[str, ...]
+) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text(f"---\nrole: planner\n{line}\n---\nYou are Dana.\n")
+    mate = load_teammate(tmp_path, "dana")
+    assert mate.prompts == expected
+    assert "prompts" not in mate.soul

@@ -231,3 +231,35 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
 
     assert demo.interrupt() == 0
     demo.wait_line(re.compile(r"nanoslack demo: stopped"), timeout=5)
+
+
+def test_the_playground_dm_shows_danas_status_line_then_her_streamed_answer(
+    demo: Demo, browser_page: Any
+) -> None:
+    """alice's DM with dana: the thread shows "dana is thinking…" while dana's turn runs
+    (her rule thinks 2.5 s, as a slow model), then her answer, streamed in place, and the
+    status line is gone."""
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    page.goto(url)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    page.locator("#show-notes").uncheck()
+    page.locator('#dms .conv[data-kind="im"]', has_text="dana").click()
+    expect(page.locator("#conv-title")).to_have_text("dana")
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("Plan my day")
+    composer.press("Enter")
+    thread = page.locator("#thread-timeline")
+    status = thread.locator(".status-line")
+    expect(status).to_contain_text("dana is thinking…", timeout=STEP_MS)
+    _shot(page, "playground-dm-status.png")
+    answer = thread.locator('.msg[data-author="dana"]')
+    expect(answer).to_contain_text("Here is your day, alice", timeout=STEP_MS)
+    expect(answer).to_contain_text("ping you only when something needs you", timeout=STEP_MS)
+    expect(status).to_have_count(0)
+    expect(thread.locator(".msg.streaming")).to_have_count(0, timeout=STEP_MS)
+    _shot(page, "playground-dm-stream.png")
+    assert demo.interrupt() == 0

@@ -298,12 +298,14 @@ async def test_a_failing_or_hung_agent_posts_nothing_and_the_fleet_keeps_answeri
     assert [p["text"] for p in thread_posts(emu, room.channel, fine, dana.bot_id)] == ["answer 3"]
 
 
-async def test_a_dm_is_answered_at_top_level(
+async def test_a_dm_is_answered_at_top_level_when_streaming_is_off(
     room: Room, fleet_factory: FleetFactory, agent: TurnAgent
 ) -> None:
+    """With NANOSLACK_STREAM=1 (the default) the reply is streamed, and Slack streams only
+    replies in a thread: tests/e2e/test_agent_surface.py."""
     emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
     agent.reply("dana", "hi alice")
-    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    await fleet_factory(["dana"], SLACK_OWNER=alice, NANOSLACK_STREAM="0", **agent.env())
     im = emu.create_conversation([alice, dana.bot_user_id], kind="im")
     await emu.post_as_user(alice, im.id, "are you there?")
     await emu.wait_for(lambda: bot_replies(emu, im.id, dana.bot_id), timeout=10)

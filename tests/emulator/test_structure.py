@@ -17,7 +17,18 @@ from nanoslack.emulator.state import Workspace
 LIFECYCLE = {"start", "stop", "in_thread"}
 
 # Lowest first: a module may import only modules before it.
-IMPORT_ORDER = ["state", "workspace", "events", "socket", "engine", "webapi", "server", "driver", "cli"]
+IMPORT_ORDER = [
+    "state",
+    "surface",
+    "workspace",
+    "events",
+    "socket",
+    "engine",
+    "webapi",
+    "server",
+    "driver",
+    "cli",
+]
 
 
 def _surface(cls: type) -> dict[str, Any]:

@@ -101,7 +101,7 @@ def test_a_good_workspace_passes_every_check(temu: ThreadedEmulator, tmp_path: P
     for expected in (
         "dana: bot token works",
         "eli: app-level token opens Socket Mode",
-        "bot scopes: all 14",
+        "bot scopes: all 15",
         "is a member: dana, eli",
         "Alice is a user",
         "back end script answered",
@@ -126,6 +126,21 @@ def test_a_missing_scope_is_named_with_the_manifest_to_fix_it(temu: ThreadedEmul
         in failure
     )
     _no_token_printed(doctor, temu)
+
+
+def test_an_app_without_the_agent_surface_is_told_how_to_turn_it_on(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    old = sorted(DEFAULT_SCOPES - {"assistant:write"})
+    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=old)
+    apps, alice = ws["apps"], ws["alice"]
+    room = temu.create_conversation([alice.id, *(a.bot_user_id for a in apps.values())])  # type: ignore[attr-defined, union-attr]
+    doctor = _doctor(_env(temu, tmp_path, apps, room.id, alice.id))  # type: ignore[arg-type, attr-defined]
+    assert doctor.code == 1
+    [failure] = doctor.failures
+    assert failure.startswith("✗ eli: bot scopes: missing `assistant:write`")
+    assert "turn on Agents & AI Apps in the app's settings" in failure
+    assert "assistant_thread_started" in failure
 
 
 def test_a_bot_missing_from_a_room_is_named_with_the_room(temu: ThreadedEmulator, tmp_path: Path) -> None:

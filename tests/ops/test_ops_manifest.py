@@ -16,9 +16,12 @@ REPO = Path(__file__).resolve().parents[2]
 SCOPES = (
     "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
     "channels:history groups:history app_mentions:read users:read reactions:read reactions:write"
-    " metadata.message:read"
+    " metadata.message:read assistant:write"
 ).split()
-EVENTS = "message.mpim message.im message.channels app_mention reaction_added".split()
+EVENTS = (
+    "message.mpim message.im message.channels app_mention reaction_added"
+    " assistant_thread_started assistant_thread_context_changed"
+).split()
 
 
 def test_socket_mode_and_interactivity_are_on_with_no_request_urls() -> None:
@@ -34,6 +37,12 @@ def test_has_exactly_the_scopes_and_bot_events_of_the_design() -> None:
     assert len(m["oauth_config"]["scopes"]["bot"]) == len(SCOPES)
     assert sorted(m["settings"]["event_subscriptions"]["bot_events"]) == sorted(EVENTS)
     assert len(m["settings"]["event_subscriptions"]["bot_events"]) == len(EVENTS)
+
+
+def test_the_agents_and_ai_apps_feature_is_on() -> None:
+    m = render_manifest("dana")
+    assert "assistant_view" in m["features"]
+    assert "assistant:write" in m["oauth_config"]["scopes"]["bot"]
 
 
 def test_instance_name_names_the_app_and_its_bot_user() -> None:

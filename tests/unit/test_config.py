@@ -350,6 +350,8 @@ DESIGN_KEYS = [
     "NANOSLACK_TOOL_APPROVAL_TIMEOUT",
     "NANOSLACK_ALLOW_BROADCAST",
     "NANOSLACK_WORKING_REACTION",
+    "NANOSLACK_STREAM",
+    "NANOSLACK_STATUS_REFRESH",
     "NANOSLACK_METRICS_ADDR",
     "NANOSLACK_SHUTDOWN_GRACE",
     "NANOSLACK_VOTE_REMIND",
@@ -365,6 +367,16 @@ def test_env_example_documents_every_design_key_with_a_comment_and_no_values() -
         (index,) = [i for i, line in enumerate(lines) if line.lstrip("# ").startswith(f"{key}=")]
         assert lines[index - 1].startswith("# "), key
         assert lines[index].split("=", 1)[1] == "", key
+
+
+def test_dm_replies_stream_by_default_and_stream_0_turns_it_off(tmp_path: Path) -> None:
+    surface = load_settings(tmp_path / ".env", {}).surface
+    assert surface.stream is True and surface.status_refresh == 90.0
+    off = load_settings(tmp_path / ".env", {"NANOSLACK_STREAM": "0", "NANOSLACK_STATUS_REFRESH": "0.5"})
+    assert off.surface.stream is False and off.surface.status_refresh == 0.5
+    with capture_logs() as logs:
+        assert load_settings(tmp_path / ".env", {"NANOSLACK_STREAM": "maybe"}).surface.stream is True
+    assert any(e.get("key") == "NANOSLACK_STREAM" for e in logs)
 
 
 def test_post_rate_takes_a_non_negative_number_and_warns_on_anything_else(tmp_path: Path) -> None:

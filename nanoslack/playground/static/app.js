@@ -5,6 +5,8 @@
 const S = {
   me: null, room: null, users: new Map(), convs: new Map(), msgs: new Map(),
   notes: [], status: null, current: null, thread: null, unread: new Map(),
+  // An app's status line under a thread ("dana is thinking…"), by channel and thread ts.
+  lines: new Map(),
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -34,6 +36,19 @@ function handle(ev) {
   if (ev.type === "message") return onMessage(ev.conversation, ev.message);
   if (ev.type === "note") { S.notes.push(ev.note); return renderPanes(ev.note.channel); }
   if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
+  if (ev.type === "status_line") return onStatusLine(ev);
+}
+
+function lineKey(channel, ts) { return channel + " " + ts; }
+
+// A DM's status line opens its thread, where Slack shows it and the streamed answer grows.
+function onStatusLine(ev) {
+  const key = lineKey(ev.channel, ev.thread_ts);
+  if (ev.status) S.lines.set(key, { app: ev.app, status: ev.status }); else S.lines.delete(key);
+  const conv = S.convs.get(ev.channel);
+  if (ev.status && conv && conv.kind === "im" && ev.channel === S.current
+      && !(S.thread && S.thread.ts === ev.thread_ts)) openThread(ev.channel, ev.thread_ts);
+  renderPanes(ev.channel);
 }
 
 function loadSnapshot(ev) {
@@ -53,6 +68,7 @@ function onMessage(conv, msg) {
   if (!S.msgs.has(conv.id)) S.msgs.set(conv.id, new Map());
   const isNew = !S.msgs.get(conv.id).has(msg.ts);
   S.msgs.get(conv.id).set(msg.ts, msg);
+  if (msg.bot_id) S.lines.delete(lineKey(conv.id, msg.thread_ts || msg.ts));  // an app's post clears it
   if (isNew && conv.id !== S.current && msg.user !== S.me.id) {
     S.unread.set(conv.id, (S.unread.get(conv.id) || 0) + 1);
   }
@@ -150,6 +166,7 @@ function renderMain() {
     placeLoose(box, loose, parseFloat(m.ts));
     box.append(messageEl(conv.id, m, true));
     box.append(...notesEl(conv.id, m.ts));
+    box.append(...statusLineEl(conv.id, m.ts));
   }
   placeLoose(box, loose, Infinity);
   if (stick) box.scrollTop = box.scrollHeight;
@@ -171,7 +188,16 @@ function renderThread() {
   const replies = sorted(all.filter((m) => m.thread_ts === ts && m.ts !== ts));
   box.append(el("div", "thread-sep", replies.length ? `${replies.length} ${replies.length === 1 ? "reply" : "replies"}` : "No replies yet"));
   for (const m of replies) { box.append(messageEl(channel, m, false)); box.append(...notesEl(channel, m.ts)); }
+  box.append(...statusLineEl(channel, ts));
   if (stick) box.scrollTop = box.scrollHeight;
+}
+
+function statusLineEl(channel, ts) {
+  const line = S.lines.get(lineKey(channel, ts));
+  if (!line) return [];
+  const d = el("div", "status-line");
+  d.append(el("span", "who", line.app), el("span", "text", " " + line.status));
+  return [d];
 }
 
 function placeLoose(box, loose, before) {
@@ -218,6 +244,7 @@ function messageEl(channel, m, inMain) {
   body.append(meta);
   if (m.blocks && m.blocks.length) body.append(...blocksEl(channel, m));
   else body.append(textEl(m.text || ""));
+  if (m.streaming) row.classList.add("streaming");
   if (inMain) {
     const tr = el("div", "thread-row");
     const n = replyCount(channel, m.ts);

@@ -1,0 +1,79 @@
+"""What a turn shows in Slack while it runs (the edge decides how: ``nanoslack.slack.surface``).
+
+The scheduler opens a ``TurnSignal`` for the message that woke a turn (``Presence.begin``),
+tells it when a tool starts and ends (``SignalledTools`` wraps the turn's tools, so every
+back end's calls are seen, MCP and host tools alike), and ends it with the turn's outcome.
+In a room that is the working reaction; in a DM the status line (docs/agent-surface.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from nanoslack.agents import Tools
+from nanoslack.agents.types import ToolResult, ToolSpec
+
+Outcome = Literal["posted", "silent", "failed"]
+# Host tools that only collect what the turn will post: nothing to show while they "run".
+UNSHOWN_TOOLS = frozenset({"send_message"})
+
+
+@dataclass(frozen=True, slots=True)
+class Waking:
+    """The message a turn answers, as Slack knows it."""
+
+    channel: str
+    ts: str
+    # The thread the message is in: its parent's ts, or its own when it is top level.
+    thread_ts: str
+    dm: bool  # an IM (the status line), else a room (the working reaction)
+
+
+class TurnSignal(Protocol):
+    def using(self, tool: str) -> None: ...
+
+    def thinking(self) -> None: ...
+
+    def end(self, outcome: Outcome) -> None: ...
+
+
+class Presence(Protocol):
+    """Shows in Slack that a turn is working on a message."""
+
+    def begin(self, waking: Waking) -> TurnSignal: ...
+
+
+class SignalledTools:
+    """A turn's tools, telling the turn's signal which tool runs."""
+
+    def __init__(self, tools: Tools, signal: TurnSignal) -> None:
+        self._tools = tools
+        self._signal = signal
+
+    @property
+    def max_steps(self) -> int:
+        return self._tools.max_steps
+
+    def specs(self) -> Sequence[ToolSpec]:
+        return self._tools.specs()
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        if name in UNSHOWN_TOOLS:
+            return await self._tools.call(name, arguments)
+        self._signal.using(name)
+        try:
+            return await self._tools.call(name, arguments)
+        finally:
+            self._signal.thinking()
+
+    def before_model_call(self) -> None:
+        self._tools.before_model_call()
+
+    def after_model_call(
+        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+    ) -> None:
+        self._tools.after_model_call(
+            model=model, tokens=tokens, ms=ms, error=error, cached_tokens=cached_tokens
+        )

@@ -1,0 +1,299 @@
+"""Slack's agent surface in the real fleet (docs/agent-surface.md): the status line of a
+DM turn, streamed DM replies (exactly once, across a SIGKILL too, split at Slack's
+stream limit), rooms posted whole, the fallback of an app without ``assistant:write``,
+and the assistant pane's prompts.
+
+Real bolt and slack-sdk clients against the emulator; the model is ``tests.llm_server``
+and a slow tool is the echo MCP server's ``slow``."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanoslack.emulator.state import DEFAULT_SCOPES
+from nanoslack.logs import configure_logging
+from nanoslack.slack.surface import THINKING, using
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import write_fleet_env
+from tests.e2e.turn_agent import TurnAgent
+from tests.fleetproc import FleetProcess
+from tests.llm_server import LLMServer, openai_answer, openai_text, send
+from tests.tools.mcp_helpers import echo_server, write_config
+
+SLOW_TOOL = "echo_slow"
+
+
+def _teammates(room: Room) -> Path:
+    root = room.tmp / "teammates"
+    (root / "dana").mkdir(parents=True, exist_ok=True)
+    (root / "dana" / "SOUL.md").write_text("You are Dana, the planner.\n")
+    write_config(root / "dana" / "mcp.json", {"echo": echo_server()})
+    return root
+
+
+def _env(room: Room, llm: LLMServer, **extra: str) -> dict[str, str]:
+    return {
+        "SLACK_OWNER": room.human.id,
+        "NANOSLACK_AGENT": "openai",
+        "NANOSLACK_MODEL": "gpt-test",
+        "OPENAI_BASE_URL": llm.openai_url,
+        "OPENAI_API_KEY": "sk-test-0123456789",
+        "NANOSLACK_TEAMMATES": str(_teammates(room)),
+        **extra,
+    }
+
+
+def _im(room: Room, name: str = "dana") -> str:
+    return room.emu.create_conversation([room.human.id, room.apps[name].bot_user_id], kind="im").id
+
+
+def _bot_messages(room: Room, channel: str, name: str = "dana") -> list[dict[str, Any]]:
+    bot_id = room.apps[name].bot_id
+    return [m for m in room.emu.all_messages(channel) if m.get("bot_id") == bot_id]
+
+
+def _turns(room: Room) -> list[str]:
+    return [str(s) for (s,) in room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")]
+
+
+def _events(out: io.StringIO, event: str) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("event") == event]
+
+
+def _slow(answer: Any, seconds: float) -> Any:
+    return dataclasses.replace(answer, delay=seconds)
+
+
+async def test_a_dm_turn_shows_thinking_then_the_tool_and_the_status_is_cleared_after_a_silent_turn(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    async with LLMServer() as llm:
+        llm.openai.push(
+            _slow(openai_answer((SLOW_TOOL, {"seconds": 1.0})), 0.5),
+            _slow(openai_text("nothing to say"), 0.5),
+        )
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        ts = await emu.post_as_user(room.human.id, im, "anything new?")
+        await emu.wait_for(lambda: emu.status_of(im, ts) == THINKING, timeout=10)
+        await emu.wait_for(lambda: emu.status_of(im, ts) == using(SLOW_TOOL), timeout=10)
+        await emu.wait_for(lambda: _turns(room) == ["silent"], timeout=15)
+        await emu.wait_for(lambda: emu.statuses_sent(im)[-1:] == [(ts, "")], timeout=5)
+    sent = [s for t, s in emu.statuses_sent(im) if t == ts]
+    assert sent == [THINKING, using(SLOW_TOOL), THINKING, ""]
+    assert emu.status_of(im, ts) == ""
+    assert _bot_messages(room, im) == []
+    # A DM shows the status line, not the working reaction.
+    assert not [c for c in emu.api_calls if c.method == "reactions.add"]
+
+
+@pytest.mark.emulator(status_timeout=1.0)
+async def test_a_long_tool_call_keeps_the_status_shown_past_slacks_timeout(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The emulator clears a status after 1 s (Slack: 2 min); the fleet re-sends it every
+    0.3 s (NANOSLACK_STATUS_REFRESH; 90 s by default), so a 3 s tool (Slack: 3 min) never
+    loses it."""
+    emu = room.emu
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer((SLOW_TOOL, {"seconds": 3.0})), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm, NANOSLACK_STATUS_REFRESH="0.3"))
+        im = _im(room)
+        ts = await emu.post_as_user(room.human.id, im, "run the long job")
+        await emu.wait_for(lambda: emu.status_of(im, ts) == using(SLOW_TOOL), timeout=10)
+        seen: list[str] = []
+
+        def tool_done() -> bool:
+            seen.append(emu.status_of(im, ts))
+            return len(llm.openai.requests) >= 2
+
+        await emu.wait_for(tool_done, timeout=15, interval=0.05)
+        await emu.wait_for(lambda: _turns(room) == ["silent"], timeout=10)
+    # The last look may come after the turn ended (the model's second answer is instant).
+    assert "" not in seen[:-1], "the status went missing while the tool ran"
+    assert seen.count(using(SLOW_TOOL)) > len(seen) // 2
+    resent = [s for t, s in emu.statuses_sent(im) if t == ts and s == using(SLOW_TOOL)]
+    assert len(resent) >= 4  # 3 s of tool at one send per 0.3 s, with room for a busy machine
+
+
+async def test_a_dm_reply_is_one_streamed_message_with_the_models_text_and_the_turns_metadata(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    answer = "Here is the plan:\n\n" + "\n".join(
+        f"{i}. step {i} of the plan, in detail" for i in range(1, 80)
+    )
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(send(answer)), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        ts = await emu.post_as_user(room.human.id, im, "plan my week")
+        await emu.wait_for(lambda: _turns(room) == ["done"], timeout=15)
+        await emu.wait_for(lambda: not any(emu.is_streaming(im, m["ts"]) for m in _bot_messages(room, im)))
+        await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=10)
+    [reply] = _bot_messages(room, im)
+    assert reply["text"] == answer
+    assert reply["thread_ts"] == ts  # Slack streams only replies: the waking message's thread
+    ((turn_id,),) = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
+    assert reply["metadata"]["event_type"] == "nanoslack_turn"
+    assert reply["metadata"]["event_payload"]["turn"] == turn_id
+    calls = emu.stream_calls(im)
+    assert calls["chat.startStream"] == 1 and calls["chat.appendStream"] >= 1
+    assert not [c for c in emu.api_calls if c.method == "chat.postMessage" and c.params.get("channel") == im]
+    (start,) = [c for c in emu.api_calls if c.method == "chat.startStream"]
+    assert start.params["recipient_user_id"] == room.human.id
+    assert start.params["recipient_team_id"] == "T0EMULATOR"
+
+
+async def test_a_20000_character_answer_is_streamed_as_two_messages_without_loss(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    paragraphs = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 3 for i in range(230)]
+    answer = "\n\n".join(p.strip() for p in paragraphs)
+    assert len(answer) >= 20_000
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(send(answer)), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        await emu.post_as_user(room.human.id, im, "tell me everything")
+        await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 2, timeout=20)
+    texts = [m["text"] for m in sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))]
+    assert len(texts) == 2
+    assert all(len(t) <= 12_000 for t in texts)
+    assert "\n\n".join(texts) == answer
+    assert emu.stream_calls(im)["chat.startStream"] == 2
+
+
+async def test_a_room_reply_is_posted_whole_with_no_stream_calls(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    answer = "A whole answer for the room. " * 100
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(send(answer)), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm))
+        await emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} status?")
+        await emu.wait_for(lambda: _bot_messages(room, room.channel), timeout=15)
+    [reply] = _bot_messages(room, room.channel)
+    assert reply["text"] == answer.strip()
+    assert emu.stream_calls(room.channel) == {
+        "chat.startStream": 0,
+        "chat.appendStream": 0,
+        "chat.stopStream": 0,
+    }
+    assert not [c for c in emu.api_calls if c.method == "assistant.threads.setStatus"]
+
+
+async def test_an_app_without_assistant_write_gets_plain_posts_and_one_log_line(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    room.apps["gus"] = emu.add_app("gus", scopes=sorted(DEFAULT_SCOPES - {"assistant:write"}))
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("gus", "answer {turn}")
+    await fleet_factory(["gus"], SLACK_OWNER=room.human.id, **agent.env())
+    im = _im(room, "gus")
+    for n in (1, 2):
+        await emu.post_as_user(room.human.id, im, f"question {n}")
+        await emu.wait_for(lambda n=n: len(_bot_messages(room, im, "gus")) == n, timeout=15)
+    texts = [(m["text"], m.get("thread_ts")) for m in _bot_messages(room, im, "gus")]
+    assert texts == [("answer 1", None), ("answer 2", None)]  # today's plain, top-level posts
+    refused = _events(out, "agent surface refused")
+    assert [(e["instance"], e["part"], e["reason"]) for e in refused] == [("gus", "stream", "missing_scope")]
+    assert emu.stream_calls(im)["chat.startStream"] == 1  # tried once, then never again
+
+
+async def test_a_sigkill_mid_stream_and_a_restart_leave_one_message_with_the_whole_answer(
+    room: Room,
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    agent = TurnAgent.install(room.tmp)
+    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(150))
+    agent.reply("dana", answer)
+    env_file = write_fleet_env(
+        room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **agent.env()
+    )
+    im = _im(room)
+    first = FleetProcess.start(env_file, failpoints="stream.appended=kill@1")
+    await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
+    await emu.post_as_user(alice, im, "the long answer, please")
+    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+    [partial] = _bot_messages(room, im)
+    assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
+
+    second = FleetProcess.start(env_file)
+    try:
+        await second.wait_for_event("post recovered: stream finished", within=30)
+    finally:
+        assert await second.stop() == 0
+    [whole] = _bot_messages(room, im)
+    assert whole["ts"] == partial["ts"] and whole["text"] == answer
+    assert whole["metadata"]["event_type"] == "nanoslack_turn"
+    assert not emu.is_streaming(im, whole["ts"])
+    assert emu.stream_calls(im)["chat.startStream"] == 1
+
+
+async def test_the_assistant_panes_title_and_suggested_prompts_are_the_teammates(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu, alice = room.emu, room.human.id
+    general = emu.create_conversation([alice, room.apps["dana"].bot_user_id], kind="channel", name="general")
+    teammates = room.tmp / "teammates"
+    (teammates / "dana").mkdir(parents=True)
+    (teammates / "dana" / "SOUL.md").write_text(
+        '---\nrole: planner\nprompts: ["Plan my day", "What is blocked?"]\n---\nYou are Dana.\n'
+    )
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "Here is your day.")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, NANOSLACK_TEAMMATES=str(teammates), **agent.env())
+    thread_ts = await emu.open_assistant_thread(alice, "dana")
+    im = _im(room)
+    await emu.wait_for(lambda: emu.suggested_prompts(im, thread_ts) is not None, timeout=10)
+    assert emu.suggested_prompts(im, thread_ts) == {
+        "prompts": [
+            {"title": "Plan my day", "message": "Plan my day"},
+            {"title": "What is blocked?", "message": "What is blocked?"},
+        ]
+    }
+    assert emu.thread_title(im, thread_ts) == "dana · planner"
+
+    # Switching channels with the pane open is recorded and shown to the next turn.
+    await emu.change_assistant_context(alice, "dana", im, thread_ts, general.id)
+    await emu.wait_for(lambda: room.sql("SELECT context_name FROM assistant_threads") == [("general",)])
+    await emu.post_as_user(alice, im, "Plan my day", thread_ts=thread_ts)
+    await emu.wait_for(lambda: agent.calls("dana"), timeout=15)
+    assert "[Viewing #general]" in agent.calls("dana")[0]["stdin"]
+    # The answer is streamed into the pane's thread.
+    await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=15)
+    [reply] = [m for m in _bot_messages(room, im) if m.get("subtype") != "assistant_app_thread"]
+    assert reply["thread_ts"] == thread_ts and reply["text"] == "Here is your day."
+
+
+async def test_a_stream_slack_refuses_once_goes_out_as_a_plain_post_and_the_next_reply_streams(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu, alice = room.emu, room.human.id
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "answer {turn}")
+    await fleet_factory(["dana"], SLACK_OWNER=alice, **agent.env())
+    im = _im(room)
+    emu.fail_next("chat.startStream", error="invalid_recipient")
+    await emu.post_as_user(alice, im, "first")
+    await emu.wait_for(lambda: len(_bot_messages(room, im)) == 1, timeout=15)
+    second = await emu.post_as_user(alice, im, "second")
+    await emu.wait_for(lambda: len(_bot_messages(room, im)) == 2, timeout=15)
+    plain, streamed = sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))
+    assert (plain["text"], plain.get("thread_ts")) == ("answer 1", None)
+    assert (streamed["text"], streamed["thread_ts"]) == ("answer 2", second)
