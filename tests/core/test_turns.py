@@ -352,7 +352,7 @@ async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
         directory=Directory(),
     )
     key = ThreadKey(pending[0].channel, pending[0].thread_key)
-    turn = await transcripts.build(key, pending[:1])
+    turn, _recall = await transcripts.build(key, pending[:1])
     assert [line.text for line in turn.transcript] == ["@dana first ask"]
     assert turn.earlier_not_shown == 0
 

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from nanoslack.emulator.state import DEFAULT_SCOPES
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from nanoslack.slack.surface import THINKING, using
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 
