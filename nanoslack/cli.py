@@ -23,6 +23,7 @@ commands:
   halt        halt an A2A room (no bot message, no turn) until resumed
   resume      resume a halted room
   board       print a team room's task board
+  routines    list routines; history, run, pause or resume one
   manifest    print the Slack app manifest for an instance
   doctor      check a configuration (tokens, scopes, rooms, owners, agents, store) before a run
 """
@@ -86,6 +87,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "halt": _lazy("nanoslack.ops.admin", "halt_main"),
     "resume": _lazy("nanoslack.ops.admin", "resume_main"),
     "board": _lazy("nanoslack.ops.admin", "board_main"),
+    "routines": _lazy("nanoslack.ops.routines"),
     "manifest": _lazy("nanoslack.ops.manifest"),
     "doctor": _lazy("nanoslack.ops.doctor"),
 }

@@ -68,7 +68,17 @@ class Histogram:
 class Tally:
     """One instance's counts. Attributes are bumped directly on the hot path."""
 
-    __slots__ = ("received", "acked", "ack_latency", "turns", "tokens", "hop_drops", "posts", "api_errors")
+    __slots__ = (
+        "received",
+        "acked",
+        "ack_latency",
+        "turns",
+        "tokens",
+        "hop_drops",
+        "posts",
+        "api_errors",
+        "routine_runs",
+    )
 
     def __init__(self) -> None:
         self.received = 0
@@ -79,6 +89,8 @@ class Tally:
         self.hop_drops: Counter[str] = Counter()
         self.posts: Counter[str] = Counter()
         self.api_errors: Counter[tuple[str, str]] = Counter()
+        # (routine, status) → due times that ended so (docs/routines.md).
+        self.routine_runs: Counter[tuple[str, str]] = Counter()
 
     # -- the edge ---------------------------------------------------------------------------
 
@@ -109,6 +121,9 @@ class Tally:
     def turn(self, status: str, tokens: int = 0) -> None:
         self.turns[status] += 1
         self.tokens += tokens
+
+    def routine_run(self, routine: str, status: str) -> None:
+        self.routine_runs[(routine, status)] += 1
 
     def hop_drop(self, reason: str) -> None:
         self.hop_drops[reason] += 1
@@ -253,4 +268,10 @@ def _counts(tallies: list[tuple[str, Tally]]) -> Iterator[CounterMetricFamily]:
         "Slack Web API calls answered with an error (429s included, each try).",
         ["instance", "method", "error"],
         (([n, m, e], v) for n, t in tallies for (m, e), v in sorted(t.api_errors.items())),
+    )
+    yield _counter(
+        "nanoslack_routine_runs",
+        "Routine due times, by how they ended (done, silent, failed, skipped, missed).",
+        ["instance", "routine", "status"],
+        (([n, r, s], v) for n, t in tallies for (r, s), v in sorted(t.routine_runs.items())),
     )

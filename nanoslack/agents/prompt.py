@@ -14,7 +14,8 @@ The header lists the *other* members (the agent is told its own name on the last
 line); a DM reads ``[Direct message with alice]``. The mission line appears in a room
 that has one (``open-room --mission``); ``… N earlier messages not shown`` when the
 transcript was cut to its bound; the room's notes (a round's cue, open votes) after the
-transcript; the last line only when ``turn.wrapping_up``.
+transcript; the last line only when ``turn.wrapping_up``. A routine's run opens with
+``[Routine "<name>"]`` and shows its prompt (and its gate's output) as the transcript.
 """
 
 from __future__ import annotations
@@ -66,14 +67,27 @@ def render_line(line: Line) -> str:
     return "\n".join([f"{line.sender_name}: {first}", *(CONTINUATION_INDENT + r for r in rest)])
 
 
+ROUTINE_TAG = '[Routine "{name}"]'
+ROUTINE_GUIDE = (
+    "This is a scheduled run of your routine, not a message from someone: do what it asks. "
+    "What you post with send_message starts a new thread; staying silent is fine when there is "
+    "nothing to report."
+)
+
+
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
+    if turn.routine:
+        # A routine's turn says so first: nobody spoke, the schedule woke it.
+        lines.insert(0, ROUTINE_TAG.format(name=turn.routine))
     if turn.mission:
         lines.append(f"Mission: {turn.mission}")
     if turn.earlier_not_shown:
         lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
-    if any(line.handoff for line in turn.transcript):
+    if turn.routine:
+        lines.append(ROUTINE_GUIDE)
+    elif any(line.handoff for line in turn.transcript):
         lines.append(HANDOFF_GUIDE)
     lines.extend(turn.notes)
     lines.append(f"It's your turn, {turn.name}.")

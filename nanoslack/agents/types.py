@@ -48,6 +48,9 @@ class Turn:
     # Lines about the room the agent should know this turn, shown after the transcript:
     # e.g. that everyone is answering at once (a round), the open votes it has not answered.
     notes: tuple[str, ...] = ()
+    # The routine this turn is a run of (docs/routines.md), "" for any other turn: its
+    # prompt is tagged [Routine "<name>"] and its posts start a thread of their own.
+    routine: str = ""
 
 
 @dataclass(frozen=True, slots=True)

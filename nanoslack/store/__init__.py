@@ -31,6 +31,7 @@ from nanoslack.store.refusals import Refusals
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.rounds import MemberRow, RoundRow, Rounds
+from nanoslack.store.routines import ListingRow, Routines, RoutineStateRow, RunRow
 from nanoslack.store.steps import StepRow, Steps
 from nanoslack.store.tasks import BoardRow, Boards, TaskRow, Tasks
 from nanoslack.store.turns import TurnRow, Turns
@@ -54,6 +55,9 @@ __all__ = [
     "MemberRow",
     "RoomRow",
     "RoundRow",
+    "ListingRow",
+    "RoutineStateRow",
+    "RunRow",
     "Purpose",
     "Store",
     "StoreError",
@@ -96,6 +100,8 @@ class Store:
         self.tasks = Tasks(db)
         self.boards = Boards(db)
         self.votes = Votes(db)
+        # Routines (docs/routines.md): their state and one row per due time.
+        self.routines = Routines(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class StoreError(RuntimeError):
@@ -301,12 +301,19 @@ def _v7_team(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
 
 
+def _routines(conn: Connection) -> None:
+    """Routines: ``routines`` (what the fleet read, and operators' pause and run-now) and
+    ``routine_runs`` (one row per due time). Only new tables: a number of its own."""
+    _create_tables(conn)
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
+# Version 8: ``_routines``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -315,6 +322,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v5_steps,
     _v6_attempted_at,
     _v7_team,
+    _routines,
 ]
 
 

@@ -19,6 +19,7 @@ owner asks once their DMs are gone. Rooms' work goes once it is over: closed or 
 rounds (with their members), closed or stale tasks not reported on since, closed votes
 (with their ballots) once no outbox row names them. A round, task or vote still under way
 never goes, nor a board (one message per room, edited for as long as the room lives).
+A routine's runs go by age, except each routine's newest (its clock goes on from it).
 """
 
 from __future__ import annotations
@@ -110,6 +111,13 @@ _BALLOTS = text(
     " WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.id = b.vote_id) LIMIT :batch)"
 )
 
+# A routine's newest row stays: its due time is where the routine's clock goes on from.
+_ROUTINE_RUNS = text(
+    "DELETE FROM routine_runs WHERE id IN (SELECT r.id FROM routine_runs r WHERE r.status <> 'running'"
+    " AND coalesce(r.ended_at, r.due_at) < :cutoff AND EXISTS (SELECT 1 FROM routine_runs n"
+    " WHERE n.instance = r.instance AND n.routine = r.routine AND n.due_at > r.due_at) LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
@@ -123,6 +131,7 @@ TABLES: dict[str, TextClause] = {
     "tasks": _TASKS,
     "votes": _VOTES,
     "ballots": _BALLOTS,
+    "routine_runs": _ROUTINE_RUNS,
 }
 
 
