@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nanoslack.ops import admin
 from nanoslack.ops import routines as routines_cli
-from tests.e2e.conftest import Room
+from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.turn_agent import TurnAgent
+from tests.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 
 
 def write_routines(room: Room, instance: str, body: str) -> Path:
@@ -31,7 +33,8 @@ def gate_script(room: Room, instance: str, name: str, body: str) -> str:
 
 def runs(room: Room, routine: str, instance: str = "dana") -> list[tuple[Any, ...]]:
     return room.sql(
-        "SELECT due_at, status, reason, turn_id FROM routine_runs WHERE instance = ? AND routine = ? ORDER BY due_at",
+        "SELECT due_at, status, reason, turn_id FROM routine_runs WHERE instance = ? AND routine = ?"
+        " ORDER BY due_at",
         instance,
         routine,
     )
@@ -54,7 +57,7 @@ def replies(room: Room, root: str) -> list[dict[str, Any]]:
 
 def cli(*argv: str, db: Path) -> str:
     out = io.StringIO()
-    assert routines_cli.main([*argv, "--db", str(db)], out=out) == 0
+    assert routines_cli.main(["--db", str(db), *argv], out=out) == 0
     return out.getvalue()
 
 
@@ -68,7 +71,7 @@ def fleet_keys(room: Room, program: TurnAgent, **extra: str) -> dict[str, str]:
 
 
 async def test_a_routine_every_2s_posts_top_level_in_its_room_and_routines_shows_its_last_status(
-    room: Room, fleet_factory
+    room: Room, fleet_factory: FleetFactory
 ) -> None:
     program = TurnAgent.install(room.tmp)
     program.reply("dana", "Plan #{turn}: ship it")
@@ -94,3 +97,164 @@ async def test_a_routine_every_2s_posts_top_level_in_its_room_and_routines_shows
     thread_prompts = [c["stdin"] for c in program.calls("dana") if "what about the tests?" in c["stdin"]]
     assert thread_prompts and "Plan #" in thread_prompts[0]  # the thread's turn sees the routine's post
     assert json.dumps(runs(room, "plan"))  # rows are plain values
+
+
+def routine_toml(channel: str, name: str = "plan", every: str = "2s", **fields: str | int) -> str:
+    lines = [
+        "[[routine]]",
+        f'name = "{name}"',
+        f'every = "{every}"',
+        f'channel = "{channel}"',
+        'prompt = "Post the plan."',
+    ]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def llm_keys(room: Room, llm: LLMServer, **extra: str) -> dict[str, str]:
+    return {
+        "SLACK_OWNER": room.human.id,
+        "NANOSLACK_TEAMMATES": str(room.tmp / "teammates"),
+        **backend_env("openai", llm, "sk-test-routines"),
+        **extra,
+    }
+
+
+def statuses(room: Room, routine: str = "plan") -> list[tuple[str, str]]:
+    return [(str(r[1]), str(r[2])) for r in runs(room, routine)]
+
+
+async def test_a_run_slower_than_its_interval_never_overlaps_and_records_skipped_still_running(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.hold("dana")  # the first run takes longer than several intervals
+    write_routines(room, "dana", routine_toml(room.channel, every="1s"))
+    await fleet_factory(["dana"], **fleet_keys(room, program))
+    await room.emu.wait_for(
+        lambda: sum(s == ("skipped", "still running") for s in statuses(room)) >= 2, timeout=20
+    )
+    assert len(program.calls("dana")) == 1
+    program.release("dana")
+    await room.emu.wait_for(lambda: len(program.calls("dana")) >= 2, timeout=20)
+    await room.emu.wait_for(
+        lambda: ("done", "") in statuses(room) or ("silent", "") in statuses(room), timeout=10
+    )
+    spans = room.sql(
+        "SELECT started_at, finished_at FROM turns WHERE thread_key = 'routine:plan' ORDER BY id"
+    )
+    finished = [s for s in spans if s[1] is not None]
+    for (_, end), (start, _) in zip(finished, finished[1:], strict=False):
+        assert start >= end, "two runs of one routine overlapped"
+
+
+async def test_a_gate_exiting_1_makes_no_model_request_and_records_skipped_gate(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    gate = gate_script(room, "dana", "nothing-to-do.sh", "exit 1")
+    write_routines(room, "dana", routine_toml(room.channel, gate=gate))
+    async with LLMServer() as llm:
+        llm.openai.default = openai_text()
+        await fleet_factory(["dana"], **llm_keys(room, llm))
+        await room.emu.wait_for(lambda: statuses(room).count(("skipped", "gate")) >= 2, timeout=20)
+        assert llm.openai.requests == []
+    assert room.sql("SELECT count(*) FROM turns") == [(0,)]
+
+
+async def test_a_gates_stdout_reaches_the_models_prompt(room: Room, fleet_factory: FleetFactory) -> None:
+    gate = gate_script(room, "dana", "inbox.sh", 'echo "3 new tickets: T-17, T-18, T-19"; exit 0')
+    write_routines(room, "dana", routine_toml(room.channel, gate=gate))
+    async with LLMServer() as llm:
+        llm.openai.default = openai_text()
+        await fleet_factory(["dana"], **llm_keys(room, llm))
+        await room.emu.wait_for(lambda: llm.openai.requests, timeout=20)
+        body = json.dumps(llm.openai.requests[0].json)
+    assert "3 new tickets: T-17, T-18, T-19" in body and '[Routine \\"plan\\"]' in body
+
+
+async def test_a_spent_daily_tokens_skips_with_budget_and_sends_one_owner_dm(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    write_routines(room, "dana", routine_toml(room.channel, every="1s", daily_tokens=10))
+    async with LLMServer() as llm:
+        llm.openai.default = openai_answer(send("plan: ship it"), tokens=(40, 2))
+        llm.openai.push(openai_answer(send("plan: ship it"), tokens=(40, 2)), openai_text(tokens=(3, 1)))
+        await fleet_factory(["dana"], **llm_keys(room, llm))
+        await room.emu.wait_for(lambda: statuses(room).count(("skipped", "budget")) >= 3, timeout=30)
+        calls = len(llm.openai.requests)
+    # The first run's first call spent the day's 10 tokens: it stopped there (its post kept),
+    # and every later due time was skipped without a model call.
+    assert calls == 1
+    assert statuses(room)[0] == ("done", "budget")
+    dms = [
+        m
+        for conv in room.emu.conversations()
+        if conv.kind == "im" and room.human.id in conv.members
+        for m in room.emu.conversation_messages(conv.id)
+        if "stopped for today" in str(m.get("text"))
+    ]
+    assert len(dms) == 1, dms
+
+
+async def test_pause_stops_new_runs_and_resume_restarts_them(room: Room, fleet_factory: FleetFactory) -> None:
+    program = TurnAgent.install(room.tmp)
+    write_routines(room, "dana", routine_toml(room.channel, every="1s"))
+    await fleet_factory(["dana"], **fleet_keys(room, program))
+    await room.emu.wait_for(lambda: program.calls("dana"), timeout=20)
+    assert "paused" in cli("pause", "dana", "plan", db=room.db)
+    await room.emu.wait_for(lambda: statuses(room).count(("skipped", "paused")) >= 2, timeout=20)
+    calls = len(program.calls("dana"))
+    await room.emu.wait_for(lambda: statuses(room).count(("skipped", "paused")) >= 3, timeout=20)
+    assert len(program.calls("dana")) == calls
+    assert "yes" in cli(db=room.db)
+    assert "resumed" in cli("resume", "dana", "plan", db=room.db)
+    await room.emu.wait_for(lambda: len(program.calls("dana")) > calls, timeout=20)
+
+
+async def test_routines_run_fires_one_run_now(room: Room, fleet_factory: FleetFactory) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.reply("dana", "on demand")
+    write_routines(room, "dana", routine_toml(room.channel, every="1d"))
+    await fleet_factory(["dana"], **fleet_keys(room, program))
+    await room.emu.wait_for(
+        lambda: room.sql("SELECT count(*) FROM routines WHERE instance = 'dana'") == [(1,)]
+    )
+    assert program.calls("dana") == []
+    assert "asked for now" in cli("run", "dana", "plan", db=room.db)
+    await room.emu.wait_for(lambda: statuses(room) == [("done", "")], timeout=20)
+    assert len(program.calls("dana")) == 1
+    history = cli("history", "dana", "plan", db=room.db)
+    assert "done" in history
+
+
+async def test_a_halted_room_skips_its_routine(room: Room, fleet_factory: FleetFactory) -> None:
+    program = TurnAgent.install(room.tmp)
+    write_routines(room, "dana", routine_toml(room.channel, every="1s"))
+    await fleet_factory(["dana"], **fleet_keys(room, program))
+    out = io.StringIO()
+    assert admin.halt_main([room.channel, "--db", str(room.db)], out=out) == 0
+    await room.emu.wait_for(lambda: statuses(room).count(("skipped", "room halted")) >= 2, timeout=20)
+    calls = len(program.calls("dana"))
+    await room.emu.wait_for(lambda: statuses(room).count(("skipped", "room halted")) >= 3, timeout=20)
+    assert len(program.calls("dana")) == calls
+
+
+async def test_a_malformed_routines_file_leaves_the_fleet_answering_mentions(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.reply("dana", "still here")
+    write_routines(room, "dana", '[[routine]\nname = "plan"\n')
+    write_routines(
+        room, "eli", routine_toml("C0NOSUCHROOM") + routine_toml(room.channel, name="ok", every="0s")
+    )
+    await fleet_factory(["dana", "eli"], **fleet_keys(room, program))
+    await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} are you there?")
+    dana = room.apps["dana"].bot_user_id
+    await room.emu.wait_for(
+        lambda: any(
+            r.get("user") == dana for m in room.emu.conversation_messages(room.channel) for r in m["replies"]
+        ),
+        timeout=20,
+    )
+    assert room.sql("SELECT count(*) FROM routine_runs") == [(0,)]
