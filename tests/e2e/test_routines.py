@@ -3,15 +3,24 @@ gate processes and a real ``command`` agent; each due time is one ``routine_runs
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from nanoslack.emulator import Emulator
 from nanoslack.ops import admin
 from nanoslack.ops import routines as routines_cli
+from nanoslack.store import Store, sqlite_url
 from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
+from tests.fleetproc import FleetProcess
 from tests.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 
 
@@ -258,3 +267,112 @@ async def test_a_malformed_routines_file_leaves_the_fleet_answering_mentions(
         timeout=20,
     )
     assert room.sql("SELECT count(*) FROM routine_runs") == [(0,)]
+
+
+async def test_a_sigkill_and_restart_leave_no_due_time_run_twice_and_the_gap_missed(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    alice = emu.add_user("alice")
+    dana = emu.add_app("dana")
+    conv = emu.create_conversation([alice.id, dana.bot_user_id, emu.add_app("eli").bot_user_id])
+    program = TurnAgent.install(tmp_path)
+    program.reply("dana", "tick {turn}")
+    folder = tmp_path / "teammates" / "dana"
+    folder.mkdir(parents=True)
+    (folder / "routines.toml").write_text(routine_toml(conv.id, every="1s"))
+    db = tmp_path / "data" / "nanoslack.db"
+    env_file = write_fleet_env(
+        tmp_path / ".env",
+        emu,
+        [dana],
+        db,
+        SLACK_A2A_ROOMS=conv.id,
+        SLACK_OWNER=alice.id,
+        LOG_FORMAT="json",
+        NANOSLACK_TEAMMATES=str(tmp_path / "teammates"),
+        **program.env(),
+    )
+    done = "SELECT count(*) FROM routine_runs WHERE status IN ('done', 'silent')"
+    Store.open(sqlite_url(str(db))).close()  # the schema, before the fleet writes it
+    first = FleetProcess.start(env_file)
+    await emu.wait_for(lambda: scalar(db, done) >= 3, timeout=30)
+    assert await first.kill() == -signal.SIGKILL
+    killed_at = time.time()
+    await asyncio.sleep(3.5)  # the gap: due times nobody holds
+    second = FleetProcess.start(env_file)
+    after = "SELECT count(*) FROM routine_runs WHERE status IN ('done', 'silent') AND due_at > ?"
+    await emu.wait_for(lambda: scalar(db, after, killed_at + 3.5) >= 3, timeout=30)
+    await second.stop()
+
+    rows = sql(db, "SELECT due_at, status, reason, turn_id FROM routine_runs ORDER BY due_at")
+    dues = [int(r[0]) for r in rows]
+    assert dues == list(range(dues[0], dues[-1] + 1)), "a due time has no row, or two"
+    gap = [r for r in rows if killed_at + 1 < r[0] < killed_at + 3]
+    assert gap and all(r[1] == "missed" for r in gap), gap
+    turns = [r[3] for r in rows if r[3] is not None]
+    assert len(turns) == len(set(turns))
+    # Every agent call is one run's: no due time reached the agent twice.
+    assert len(program.calls("dana")) == len(turns)
+
+
+async def test_two_processes_on_postgresql_holding_each_others_standby_fire_each_due_time_once(
+    emu: Emulator, tmp_path: Path, pg_url: str
+) -> None:
+    alice = emu.add_user("alice")
+    apps = [emu.add_app("dana"), emu.add_app("eli")]
+    conv = emu.create_conversation([alice.id, *(a.bot_user_id for a in apps)])
+    program = TurnAgent.install(tmp_path)
+    for app in apps:
+        folder = tmp_path / "teammates" / app.name
+        folder.mkdir(parents=True)
+        (folder / "routines.toml").write_text(routine_toml(conv.id, every="1s"))
+    hosts = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        env_file = write_fleet_env(
+            tmp_path / name / ".env",
+            emu,
+            apps,
+            tmp_path / name / "unused.db",
+            DATABASE_URL=pg_url,
+            SLACK_A2A_ROOMS=conv.id,
+            SLACK_OWNER=alice.id,
+            LOG_FORMAT="json",
+            NANOSLACK_LEASE_SECONDS="3",
+            NANOSLACK_LEASE_HEARTBEAT="1",
+            NANOSLACK_TEAMMATES=str(tmp_path / "teammates"),
+            **program.env(),
+        )
+        hosts.append(FleetProcess.start(env_file))
+
+    def rows(query: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as conn:
+            return list(conn.execute(query, params).fetchall())  # type: ignore[arg-type]
+
+    def done(instance: str) -> int:
+        try:
+            found = rows(
+                "SELECT count(*) FROM routine_runs WHERE instance = %s AND status IN ('done', 'silent')",
+                instance,
+            )
+        except psycopg.errors.UndefinedTable:
+            return 0
+        return int(found[0][0])
+
+    await emu.wait_for(lambda: done("dana") >= 3 and done("eli") >= 3, timeout=60)
+    # The process holding dana stops: the other, its standby, takes dana over and goes on.
+    holder = str(rows("SELECT holder FROM instance_leases WHERE instance = 'dana'")[0][0])
+    leaving = next(h for h in hosts if f":{h.pid}:" in holder)
+    assert await leaving.stop() == 0
+    before = done("dana")
+    await emu.wait_for(lambda: done("dana") >= before + 3, timeout=60)
+    for h in hosts:
+        await h.stop()
+
+    for instance in ("dana", "eli"):
+        found = rows("SELECT due_at, turn_id FROM routine_runs WHERE instance = %s ORDER BY due_at", instance)
+        dues = [int(r[0]) for r in found]
+        assert dues == list(range(dues[0], dues[-1] + 1)), f"{instance}: a due time has no row, or two"
+        turns = [r[1] for r in found if r[1] is not None]
+        assert len(turns) == len(set(turns))
+        assert len(program.calls(instance)) == len(turns), f"{instance}: a due time reached the agent twice"
