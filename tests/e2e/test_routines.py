@@ -376,3 +376,28 @@ async def test_two_processes_on_postgresql_holding_each_others_standby_fire_each
         turns = [r[1] for r in found if r[1] is not None]
         assert len(turns) == len(set(turns))
         assert len(program.calls(instance)) == len(turns), f"{instance}: a due time reached the agent twice"
+
+
+def _tool_names(request: Any) -> list[str]:
+    return [t["function"]["name"] for t in (request.json or {}).get("tools", [])]
+
+
+async def test_stop_routine_pauses_it_in_a_turn_its_owner_woke_and_is_not_offered_to_a_routines_own_turn(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    write_routines(room, "dana", routine_toml(room.channel, every="1d"))
+    dm = room.emu.create_conversation([room.human.id, room.apps["dana"].bot_user_id], kind="im").id
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(("stop_routine", {"name": "plan"})), openai_text("stopped"))
+        llm.openai.default = openai_text()
+        await fleet_factory(["dana"], **llm_keys(room, llm))
+        await room.emu.wait_for(lambda: room.sql("SELECT count(*) FROM routines") == [(1,)])
+        await room.emu.post_as_user(room.human.id, dm, "please stop your plan routine")
+        await room.emu.wait_for(lambda: room.sql("SELECT paused FROM routines") == [(1,)], timeout=20)
+        await room.emu.wait_for(lambda: len(llm.openai.requests) >= 2, timeout=20)
+        assert "stop_routine" in _tool_names(llm.openai.requests[0])
+        assert llm.openai.requests[1].tool_results()[0].startswith("routine plan paused")
+        # The routine's own turn (asked for now: a pause does not stop that) is not offered it.
+        cli("run", "dana", "plan", db=room.db)
+        await room.emu.wait_for(lambda: len(llm.openai.requests) >= 3, timeout=20)
+        assert "stop_routine" not in _tool_names(llm.openai.requests[2])
