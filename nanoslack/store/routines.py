@@ -74,6 +74,7 @@ _HISTORY = text(
     f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE instance = :instance AND routine = :routine"
     " ORDER BY due_at DESC, id DESC LIMIT :limit"
 )
+_RECENT = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs ORDER BY id DESC LIMIT :limit")
 _GET_RUN = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE id = :id")
 _LISTING = text(
     "SELECT r.instance, r.name, r.schedule, r.channel, r.next_due, r.paused, r.active,"
@@ -275,6 +276,11 @@ class Routines:
         with self._db.transaction() as conn:
             r = conn.execute(_GET_RUN, {"id": run_id}).first()
         return _run(r) if r else None
+
+    def recent(self, limit: int = 50) -> list[RunRow]:
+        """The newest runs of every routine (the playground's notes)."""
+        with self._db.transaction() as conn:
+            return [_run(r) for r in conn.execute(_RECENT, {"limit": limit}).all()]
 
     def history(self, instance: str, routine: str, limit: int = 50) -> list[RunRow]:
         with self._db.transaction() as conn:
