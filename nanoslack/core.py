@@ -131,8 +131,6 @@ class CoreConfig:
     backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
     # NANOSLACK_TZ: the zone routines' cron schedules are read in (docs/routines.md).
     tz: dt.tzinfo = dt.UTC
-    # How often each instance's routine clock looks at what is due.
-    routine_tick: float = 0.5
 
 
 class FleetBacklog:
@@ -216,7 +214,8 @@ class InstanceCore:
             wake=lambda: self.turns.wake(),
             fence=fence,
             tally=self.tally,
-            tick=config.routine_tick,
+            tick=config.turns.routine_tick,
+            clock=config.turns.routine_time,
         )
         self.pipeline = build_pipeline(
             identity,

@@ -61,6 +61,9 @@ class RunQueue:
     def put(self, run: QueuedRun) -> None:
         self._runs.append(run)
 
+    def put_front(self, run: QueuedRun) -> None:
+        self._runs.appendleft(run)
+
     def take(self) -> QueuedRun | None:
         return self._runs.popleft() if self._runs else None
 
@@ -97,6 +100,7 @@ class RoutineClock:
         fence: Callable[[], bool] | None = None,
         tally: Tally | None = None,
         tick: float = TICK_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self.instance = instance
@@ -111,6 +115,7 @@ class RoutineClock:
         self._fence = fence
         self._tally = tally or Tally()
         self._tick = tick
+        self._clock = clock
         self._stamp: tuple[float, int] | None = None
         self.routines: dict[str, Routine] = {}
         self._next: dict[str, float] = {}
@@ -122,7 +127,7 @@ class RoutineClock:
     async def run(self) -> None:
         while True:
             try:
-                await self.tick(time.time())
+                await self.tick(self._clock())
             except Exception as exc:  # the store hiccuped: the next tick finds the same rows
                 log.warning(
                     "routine clock failed", instance=self.instance, error=f"{type(exc).__name__}: {exc}"

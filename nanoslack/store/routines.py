@@ -60,7 +60,7 @@ _FINISH = text(
     "UPDATE routine_runs SET status = :status, reason = :reason, turn_id = coalesce(:turn_id, turn_id),"
     " tokens = :tokens, ended_at = :now WHERE id = :id AND status = 'running'"
 )
-_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id, started_at = :now WHERE id = :id")
+_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id WHERE id = :id")
 _ABANDON = text(
     "UPDATE routine_runs SET status = 'failed', reason = 'interrupted', ended_at = :now"
     " WHERE instance = :instance AND status = 'running'"
@@ -242,7 +242,7 @@ class Routines:
 
     def set_turn(self, run_id: int, turn_id: int) -> None:
         with self._db.transaction() as conn:
-            conn.execute(_SET_TURN, {"id": run_id, "turn_id": turn_id, "now": time.time()})
+            conn.execute(_SET_TURN, {"id": run_id, "turn_id": turn_id})
 
     def finish(
         self, run_id: int, status: str, *, reason: str = "", turn_id: int | None = None, tokens: int = 0

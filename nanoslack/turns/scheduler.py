@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -54,6 +55,10 @@ SLICE_WHEN_BUSY = 8
 @dataclass(frozen=True)
 class TurnOptions:
     poll_interval: float = 1.0
+    # The routines' clock (docs/routines.md): how often it looks, and the time it reads
+    # (a test's simulated day runs hours in seconds).
+    routine_tick: float = 0.5
+    routine_time: Callable[[], float] = time.time
 
 
 class Presence(Protocol):
@@ -215,8 +220,11 @@ class TurnScheduler:
         if self._routines is not None and self._routine is None:
             # Never ahead of people: a routine turn starts only when every turn of the
             # instance that was woken by a person or a handoff holds its slot.
-            if not people_wait and all(key in self._slotted for key in self._busy):
+            if not people_wait and not self._people_waiting():
                 self._start_routine()
+
+    def _people_waiting(self) -> bool:
+        return any(key not in self._slotted for key in self._busy)
 
     def _start_routine(self) -> None:
         assert self._routines is not None
@@ -360,6 +368,11 @@ class TurnScheduler:
             if self._yield_to is not None:
                 await self._yield_to()
             async with self._limiter:
+                if self._people_waiting():
+                    # A person's turn came in while this waited for the slot: it goes
+                    # first; the run waits at the head of the queue.
+                    self._routines.queue.put_front(run)
+                    return
                 await self._run_routine(run)
         except asyncio.CancelledError:
             if self._routine_halting:
