@@ -561,14 +561,14 @@ async def _load_routines(
         path, identity.instance, tz=config.tz, max_steps=config.tools.max_steps(identity.instance)
     )
     is_member = getattr(directory, "is_member", None)
-    if is_member is None:
-        return loaded
 
     async def member_of(channel: str) -> bool | None:
+        if is_member is None:
+            return None
         answer: bool | None = await is_member(channel, identity.bot_user_id)
         return answer
 
-    return await routine_spec.check_channels(loaded, member_of)
+    return await routine_spec.check_channels(loaded, member_of, owners=config.owners)
 
 
 class FleetCore:

@@ -638,7 +638,7 @@ async def check_routines(
                 members = await _members(bot, channel)
                 return False if members is None else user_id in members
 
-            loaded = await spec.check_channels(loaded, member_of)
+            loaded = await spec.check_channels(loaded, member_of, owners=settings.owners)
         for p in loaded.problems:
             where = f"{p.file}:{p.line}" if p.line else p.file
             subject = f"{name} routine {p.routine}" if p.routine else name

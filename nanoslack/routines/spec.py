@@ -309,13 +309,19 @@ def _error_line(exc: tomllib.TOMLDecodeError) -> int:
 AsyncMemberOf = Callable[[str], Awaitable[bool | None]]
 
 
-async def check_channels(file: RoutineFile, member_of: AsyncMemberOf) -> RoutineFile:
+async def check_channels(
+    file: RoutineFile, member_of: AsyncMemberOf, *, owners: Sequence[str] | None = None
+) -> RoutineFile:
     """The file with each routine whose conversation the bot is not in (or that does not
-    exist) turned into a problem naming it."""
+    exist), or that posts to the owners when there is none, turned into a problem naming it."""
     kept: list[Routine] = []
     problems = list(file.problems)
     for routine in file.routines:
-        if not routine.to_owners and await member_of(routine.channel) is False:
+        if routine.to_owners and owners is not None and not owners:
+            problems.append(
+                Problem(str(file.path), 0, routine.name, 'channel "owner" but SLACK_OWNER is empty')
+            )
+        elif not routine.to_owners and await member_of(routine.channel) is False:
             problems.append(
                 Problem(
                     str(file.path),

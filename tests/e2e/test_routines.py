@@ -401,3 +401,19 @@ async def test_stop_routine_pauses_it_in_a_turn_its_owner_woke_and_is_not_offere
         cli("run", "dana", "plan", db=room.db)
         await room.emu.wait_for(lambda: len(llm.openai.requests) >= 3, timeout=20)
         assert "stop_routine" not in _tool_names(llm.openai.requests[2])
+
+
+async def test_a_routines_file_written_while_the_fleet_runs_is_read_and_runs(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    (room.tmp / "teammates" / "dana").mkdir(parents=True)
+    await fleet_factory(["dana"], **fleet_keys(room, program))
+    assert room.sql("SELECT count(*) FROM routines") == [(0,)]
+    write_routines(room, "dana", routine_toml(room.channel, every="1s"))
+    await room.emu.wait_for(lambda: program.calls("dana"), timeout=20)
+    assert "every 1s" in cli(db=room.db)
+    write_routines(room, "dana", routine_toml(room.channel, name="other", every="1h"))
+    await room.emu.wait_for(
+        lambda: "other" in cli(db=room.db) and "every 1s" not in cli(db=room.db), timeout=20
+    )
