@@ -49,7 +49,7 @@ from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
-from nanoslack.config.values import warn_malformed
+from nanoslack.config.values import time_zone, warn_malformed
 from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
@@ -687,7 +687,7 @@ class FleetCore:
 
 def routine_tz(settings: Settings) -> dt.tzinfo:
     """NANOSLACK_TZ (default UTC); an unknown zone is UTC, with a warning naming the key."""
-    tz, problem = routine_spec.time_zone(settings.value("NANOSLACK_TZ"))
+    tz, problem = time_zone(settings.value("NANOSLACK_TZ"))
     if problem:
         log.warning("malformed setting", key="NANOSLACK_TZ", problem=problem)
     return tz

@@ -619,9 +619,10 @@ async def check_routines(
 ) -> None:
     """Every ``teammates/<name>/routines.toml`` (docs/routines.md): each problem a ✗ naming the
     routine, and each routine's conversation one its bot is in (when Slack answered)."""
+    from nanoslack.config.values import time_zone
     from nanoslack.routines import spec
 
-    tz, tz_problem = spec.time_zone(settings.value("NANOSLACK_TZ"))
+    tz, tz_problem = time_zone(settings.value("NANOSLACK_TZ"))
     if tz_problem:
         report.add(False, "config", tz_problem, "set NANOSLACK_TZ to an IANA zone such as Europe/Paris")
     by_name = {bot.name: bot for bot in bots}

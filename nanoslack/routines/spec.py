@@ -28,7 +28,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
@@ -125,15 +124,6 @@ MemberOf = Callable[[str], bool | None]
 
 def routines_path(teammates_dir: Path, instance: str) -> Path:
     return teammates_dir / instance / FILENAME
-
-
-def time_zone(value: str | None) -> tuple[dt.tzinfo, str | None]:
-    """``NANOSLACK_TZ`` (default UTC); an unknown zone is UTC with the reason."""
-    name = (value or "").strip() or "UTC"
-    try:
-        return ZoneInfo(name), None
-    except (ZoneInfoNotFoundError, ValueError):
-        return dt.UTC, f"NANOSLACK_TZ={name!r} is not a known time zone; using UTC"
 
 
 def load(

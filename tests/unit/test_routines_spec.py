@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanoslack.routines.spec import Cron, Every, parse, time_zone
+from nanoslack.config.values import time_zone
+from nanoslack.routines.spec import Cron, Every, parse
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, 30, tzinfo=dt.UTC).timestamp()
 
