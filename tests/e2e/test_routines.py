@@ -311,8 +311,9 @@ async def test_a_sigkill_and_restart_leave_no_due_time_run_twice_and_the_gap_mis
     assert gap and all(r[1] == "missed" for r in gap), gap
     turns = [r[3] for r in rows if r[3] is not None]
     assert len(turns) == len(set(turns))
-    # Every agent call is one run's: no due time reached the agent twice.
-    assert len(program.calls("dana")) == len(turns)
+    # Every agent call is one run's turn: no due time reached the agent twice (a turn the
+    # SIGKILL cut before its agent started has no call).
+    assert len(turns) - 1 <= len(program.calls("dana")) <= len(turns)
 
 
 async def test_two_processes_on_postgresql_holding_each_others_standby_fire_each_due_time_once(
