@@ -24,6 +24,7 @@ commands:
   resume      resume a halted room
   board       print a team room's task board
   memory      list the notes agents keep; memory add, memory forget
+  routines    list routines; history, run, pause or resume one
   manifest    print the Slack app manifest for an instance
   doctor      check a configuration (tokens, scopes, rooms, owners, agents, store) before a run
 """
@@ -88,6 +89,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "resume": _lazy("nanoslack.ops.admin", "resume_main"),
     "board": _lazy("nanoslack.ops.admin", "board_main"),
     "memory": _lazy("nanoslack.ops.memory"),
+    "routines": _lazy("nanoslack.ops.routines"),
     "manifest": _lazy("nanoslack.ops.manifest"),
     "doctor": _lazy("nanoslack.ops.doctor"),
 }

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +49,7 @@ from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
-from nanoslack.config.values import warn_malformed
+from nanoslack.config.values import time_zone, warn_malformed
 from nanoslack.control import Halts
 from nanoslack.inbound import Identity, Inbound, InboxKey, bot_sender_id
 from nanoslack.logs import get_logger
@@ -55,6 +57,10 @@ from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundKeeper, warn_chiefless
+from nanoslack.routines import spec as routine_spec
+from nanoslack.routines.clock import RoutineClock, RunQueue
+from nanoslack.routines.runner import RoutineTurns
+from nanoslack.routines.tools import RoutineToolset
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import Store, store_unavailable
 from nanoslack.store.outage import StoreOutage
@@ -132,6 +138,8 @@ class CoreConfig:
     backlog: FleetBacklog = field(default_factory=lambda: FleetBacklog())
     # The users.id of a chain room's lead (None elsewhere): who may ask for lasting notes.
     lead_of: Callable[[str], str | None] = lambda _channel: None
+    # NANOSLACK_TZ: the zone routines' cron schedules are read in (docs/routines.md).
+    tz: dt.tzinfo = dt.UTC
 
 
 class FleetBacklog:
@@ -198,6 +206,27 @@ class InstanceCore:
             voters=directory if isinstance(directory, Voters) else None,
             wake=config.wake,
         )
+        # Routines (docs/routines.md): the clock claims due times, the turns run them.
+        routine_queue = RunQueue()
+        self.routine_turns = RoutineTurns(
+            store, self.name, routine_queue, owners=config.owners, tally=self.tally
+        )
+        self.routine_clock = RoutineClock(
+            store,
+            self.name,
+            path=routine_spec.routines_path(config.teammates_dir, self.name),
+            load=functools.partial(_load_routines, config, identity, directory),
+            queue=routine_queue,
+            halts=self.halts,
+            owners=config.owners,
+            used_today=functools.partial(config.ledger.used_today, self.name) if config.ledger else None,
+            daily_cap=config.daily_tokens(self.name),
+            wake=lambda: self.turns.wake(),
+            fence=fence,
+            tally=self.tally,
+            tick=config.turns.routine_tick,
+            clock=config.turns.routine_time,
+        )
         self.pipeline = build_pipeline(
             identity,
             store,
@@ -235,6 +264,7 @@ class InstanceCore:
             yield_to=config.backlog.yield_to,
             lead_of=config.lead_of,
             dm_reply_chars=config.dm_reply_chars,
+            routines=self.routine_turns,
         )
         # Each message with whether it is to be checked before it is processed: still
         # open in the inbox, and not already in its batch (see ``_to_process``).
@@ -319,6 +349,7 @@ class InstanceCore:
             asyncio.create_task(self._work(), name=f"{self.name}-worker"),
             asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
             asyncio.create_task(self.team.clock.run(), name=f"{self.name}-team-clock"),
+            asyncio.create_task(self.routine_clock.run(), name=f"{self.name}-routine-clock"),
         ]
 
     async def stop(self, shutdown: Shutdown | None = None) -> TurnsClosed:
@@ -473,6 +504,7 @@ def build_turns(
     yield_to: Callable[[], Awaitable[None]] | None = None,
     lead_of: Callable[[str], str | None] = lambda _channel: None,
     dm_reply_chars: int = MAX_CHARS,
+    routines: RoutineTurns | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     halts = halts or Halts(store)
@@ -522,7 +554,11 @@ def build_turns(
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,
-            toolsets=[notes.tools, *([team.tools] if team else [])],
+            toolsets=[
+                notes.tools,
+                *([team.tools] if team else []),
+                RoutineToolset.factory(store, instance, tuple(owners)),
+            ],
         ),
         limiter=limiter,
         halts=halts,
@@ -533,7 +569,28 @@ def build_turns(
         options=options,
         tally=tally,
         yield_to=yield_to,
+        routines=routines,
     )
+
+
+async def _load_routines(
+    config: CoreConfig, identity: Identity, directory: Directory
+) -> routine_spec.RoutineFile:
+    """The instance's routines file, with the routines whose conversation the bot is not in
+    turned into problems (asking Slack, when the directory can)."""
+    path = routine_spec.routines_path(config.teammates_dir, identity.instance)
+    loaded = routine_spec.load(
+        path, identity.instance, tz=config.tz, max_steps=config.tools.max_steps(identity.instance)
+    )
+    is_member = getattr(directory, "is_member", None)
+
+    async def member_of(channel: str) -> bool | None:
+        if is_member is None:
+            return None
+        answer: bool | None = await is_member(channel, identity.bot_user_id)
+        return answer
+
+    return await routine_spec.check_channels(loaded, member_of, owners=config.owners)
 
 
 class FleetCore:
@@ -572,6 +629,7 @@ class FleetCore:
             setting=settings.value,
             lead_of=self._lead_of,
             dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
+            tz=routine_tz(settings),
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).
         self._http = make_http_client()
@@ -658,6 +716,14 @@ class FleetCore:
             await self._host_tool_server_start  # warm() never raises
         await self.host_tool_server.stop()
         await self._http.aclose()
+
+
+def routine_tz(settings: Settings) -> dt.tzinfo:
+    """NANOSLACK_TZ (default UTC); an unknown zone is UTC, with a warning naming the key."""
+    tz, problem = time_zone(settings.value("NANOSLACK_TZ"))
+    if problem:
+        log.warning("malformed setting", key="NANOSLACK_TZ", problem=problem)
+    return tz
 
 
 def room_tokens(settings: Settings) -> int | None:

@@ -78,6 +78,7 @@ class Tally:
         "hop_drops",
         "posts",
         "api_errors",
+        "routine_runs",
     )
 
     def __init__(self) -> None:
@@ -90,6 +91,8 @@ class Tally:
         self.hop_drops: Counter[str] = Counter()
         self.posts: Counter[str] = Counter()
         self.api_errors: Counter[tuple[str, str]] = Counter()
+        # (routine, status) → due times that ended so (docs/routines.md).
+        self.routine_runs: Counter[tuple[str, str]] = Counter()
 
     # -- the edge ---------------------------------------------------------------------------
 
@@ -121,6 +124,9 @@ class Tally:
         self.turns[status] += 1
         self.tokens += tokens
         self.cached_tokens += cached_tokens
+
+    def routine_run(self, routine: str, status: str) -> None:
+        self.routine_runs[(routine, status)] += 1
 
     def hop_drop(self, reason: str) -> None:
         self.hop_drops[reason] += 1
@@ -271,4 +277,10 @@ def _counts(tallies: list[tuple[str, Tally]]) -> Iterator[CounterMetricFamily]:
         "Slack Web API calls answered with an error (429s included, each try).",
         ["instance", "method", "error"],
         (([n, m, e], v) for n, t in tallies for (m, e), v in sorted(t.api_errors.items())),
+    )
+    yield _counter(
+        "nanoslack_routine_runs",
+        "Routine due times, by how they ended (done, silent, failed, skipped, missed).",
+        ["instance", "routine", "status"],
+        (([n, r, s], v) for n, t in tallies for (r, s), v in sorted(t.routine_runs.items())),
     )

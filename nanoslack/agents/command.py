@@ -101,6 +101,8 @@ def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | Non
         NANOSLACK_SESSION=turn.session,
         NANOSLACK_NAME=turn.name,
         NANOSLACK_SYSTEM_PROMPT_FILE=str(system_prompt_file),
+        # The routine this turn is a run of (docs/routines.md); empty otherwise.
+        NANOSLACK_ROUTINE=turn.routine,
     )
     return env
 
@@ -176,11 +178,11 @@ class CommandAgent:
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin.encode("utf-8")), self.timeout)
         except TimeoutError:
-            await _kill_group(proc)
+            await kill_group(proc)
             log.warning("agent command timed out", instance=self.instance, timeout_s=self.timeout)
             raise TurnFailed(f"agent command timed out after {self.timeout:g} s") from None
         except BaseException:
-            await _kill_group(proc)  # cancelled turn (halt, shutdown): leave nothing behind
+            await kill_group(proc)  # cancelled turn (halt, shutdown): leave nothing behind
             raise
         code = proc.returncode if proc.returncode is not None else -1
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code
@@ -197,7 +199,7 @@ def _no_proxy_for_loopback() -> dict[str, str]:
     return env
 
 
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with suppress(ProcessLookupError):

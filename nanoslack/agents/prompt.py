@@ -21,6 +21,9 @@ The agent's earlier turns in the thread come before this prompt: the LLM back en
 replay them as model messages (``agents.llm``), the ``command`` back end reads them as
 text (``render_thread``). The opening (``opening``) is the system prompt with the
 notes block; it stays the same inside a thread, so providers' prompt caches hit.
+
+A routine's run opens with ``[Routine "<name>"]`` and shows its prompt (and its gate's
+output) as the transcript.
 """
 
 from __future__ import annotations
@@ -74,17 +77,28 @@ def render_line(line: Line) -> str:
 
 EARLIER_TURNS_NOT_SHOWN = "… {n} earlier turns not shown"
 NEW_SINCE = "--- new since your last turn ---"
+ROUTINE_TAG = '[Routine "{name}"]'
+ROUTINE_GUIDE = (
+    "This is a scheduled run of your routine, not a message from someone: do what it asks. "
+    "What you post with send_message starts a new thread; staying silent is fine when there is "
+    "nothing to report."
+)
 
 
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
+    if turn.routine:
+        # A routine's turn says so first: nobody spoke, the schedule woke it.
+        lines.insert(0, ROUTINE_TAG.format(name=turn.routine))
     if turn.mission:
         lines.append(f"Mission: {turn.mission}")
     lines.extend(turn.notes_changed)
     if turn.earlier_not_shown:
         lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
-    if any(line.handoff for line in turn.transcript):
+    if turn.routine:
+        lines.append(ROUTINE_GUIDE)
+    elif any(line.handoff for line in turn.transcript):
         lines.append(HANDOFF_GUIDE)
     lines.extend(turn.notes)
     lines.append(f"It's your turn, {turn.name}.")

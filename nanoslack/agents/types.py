@@ -70,6 +70,9 @@ class Turn:
     history_not_shown: int = 0
     notes_changed: tuple[str, ...] = ()
     session: str = ""
+    # The routine this turn is a run of (docs/routines.md), "" for any other turn: its
+    # prompt is tagged [Routine "<name>"] and its posts start a thread of their own.
+    routine: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dotenv import dotenv_values
 
@@ -68,3 +70,16 @@ def positive_seconds(env: Mapping[str, str], key: str, default: float, log: Any)
         return value
     warn_malformed(log, key, raw, "a number of seconds > 0", default)
     return default
+
+
+TZ_KEY = "NANOSLACK_TZ"
+
+
+def time_zone(value: str | None) -> tuple[dt.tzinfo, str | None]:
+    """``NANOSLACK_TZ``, the zone routines' ``cron`` schedules are read in (docs/routines.md):
+    an IANA name, default UTC; an unknown zone is UTC, with the reason to warn about."""
+    name = (value or "").strip() or "UTC"
+    try:
+        return ZoneInfo(name), None
+    except (ZoneInfoNotFoundError, ValueError):
+        return dt.UTC, f"{TZ_KEY}={name!r} is not a known time zone; using UTC"

@@ -26,7 +26,8 @@ What is checked, in order:
   older one at start); never written to;
 - teammate folders (``SOUL.md`` readable) and the ``mcp.json`` files (docs/agents.md): JSON
   with an ``mcpServers`` object, each server a ``command`` or a ``url``, and every
-  ``${VAR}`` it names set.
+  ``${VAR}`` it names set;
+- every ``routines.toml`` (docs/routines.md): each malformed routine a ✗ naming it.
 """
 
 from __future__ import annotations
@@ -640,6 +641,43 @@ def _check_mcp(path: Path, env: Mapping[str, str], report: Report) -> None:
         report.add(False, str(path), problem, "see teammates/README.md for the mcp.json form")
 
 
+# -- routines ---------------------------------------------------------------------------------------
+
+
+async def check_routines(
+    settings: Settings, names: Sequence[str], bots: Sequence[Bot], report: Report
+) -> None:
+    """Every ``teammates/<name>/routines.toml`` (docs/routines.md): each problem a ✗ naming the
+    routine, and each routine's conversation one its bot is in (when Slack answered)."""
+    from nanoslack.config.values import time_zone
+    from nanoslack.routines import spec
+
+    tz, tz_problem = time_zone(settings.value("NANOSLACK_TZ"))
+    if tz_problem:
+        report.add(False, "config", tz_problem, "set NANOSLACK_TZ to an IANA zone such as Europe/Paris")
+    by_name = {bot.name: bot for bot in bots}
+    for name in names:
+        path = spec.routines_path(settings.teammates_dir, name)
+        if not path.exists():
+            continue
+        loaded = spec.load(path, name, tz=tz, max_steps=settings.tools.max_steps(name))
+        bot = by_name.get(name)
+        if bot is not None:
+            user_id = bot.user_id
+
+            async def member_of(channel: str, bot: Bot = bot, user_id: str = user_id) -> bool | None:
+                members = await _members(bot, channel)
+                return False if members is None else user_id in members
+
+            loaded = await spec.check_channels(loaded, member_of, owners=settings.owners)
+        for p in loaded.problems:
+            where = f"{p.file}:{p.line}" if p.line else p.file
+            subject = f"{name} routine {p.routine}" if p.routine else name
+            report.add(False, subject, f"routines malformed: {where}: {p.what}", "fix it in routines.toml")
+        if not loaded.problems:
+            report.add(True, name, f"{path} has {len(loaded.routines)} routine(s)")
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
@@ -671,6 +709,7 @@ async def diagnose(settings: Settings, *, agents: bool = False) -> Report:
     if _store_current(report):
         check_notes(settings, report)
     check_teammates(settings, names, report)
+    await check_routines(settings, names, bots, report)
     return report
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from nanoslack.a2a import HOP_LIMIT_REACHED, ROOM_NOT_LISTED
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
-from nanoslack.store import StepRow
+from nanoslack.store import RunRow, StepRow
 from nanoslack.store.turns import TurnRow
 
 MAX_NOTES = 5000
@@ -52,6 +52,7 @@ class NoteBook:
         self.notes: list[Note] = []
         self.listeners: list[Callable[[Note], None]] = []
         self._turns_seen: set[int] = set()
+        self._runs_seen: set[int] = set()
         # The highest hop admitted per room since a human last spoke there.
         self._hops: dict[str, int] = {}
 
@@ -97,6 +98,18 @@ class NoteBook:
                 kind, text = TURN_NOTES[row.status]
                 detail = f": {row.error}" if row.error and row.status == "failed" else ""
                 self.add(kind, row.channel, row.through_ts, row.instance, text + detail)
+
+    def on_routine_runs(self, rows: Iterable[RunRow], channel_of: Callable[[RunRow], str]) -> None:
+        """Finished routine runs (docs/routines.md): one note each, in the conversation the
+        routine posts to; a missed due time is not worth a note."""
+        for row in sorted(rows, key=lambda r: r.id):
+            if row.id in self._runs_seen or row.status in ("running", "missed"):
+                continue
+            self._runs_seen.add(row.id)
+            why = f" ({row.reason})" if row.reason else ""
+            self.add(
+                "routine", channel_of(row), None, row.instance, f"routine {row.routine}: {row.status}{why}"
+            )
 
 
 def describe_step(step: StepRow) -> str:

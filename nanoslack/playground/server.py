@@ -24,6 +24,7 @@ from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
 from nanoslack.playground.notes import Note, NoteBook
 from nanoslack.playground.stage import ROOM_LABEL, ROUND_ROOM, Stage
+from nanoslack.store import RunRow
 
 log = get_logger(__name__)
 
@@ -52,6 +53,7 @@ class PlaygroundServer:
         app.router.add_get("/events", self._events)
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
+        app.router.add_post("/api/routine", self._routine)
         app.router.add_static("/static/", STATIC)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -163,7 +165,27 @@ class PlaygroundServer:
                 {"instance": a.instance, "sender": senders.get(a.sender_id, a.sender_id)}
                 for a in store.approvals.pending()
             ],
+            "routines": [
+                {"instance": r.instance, "name": r.name, "schedule": r.schedule, "last": r.last_status or ""}
+                for r in store.routines.listing()
+                if r.active
+            ],
         }
+
+    def _routine_channel(self, run: RunRow) -> str:
+        """Where a routine's run shows: its room, or the owner's DM with its bot."""
+        state = self.stage.fleet.store.routines.states(run.instance).get(run.routine)
+        if state is not None and state.channel != "owner":
+            return state.channel
+        app = self.stage.apps.get(run.instance)
+        for conv in self.stage.emu.conversations():
+            if (
+                conv.kind == "im"
+                and app is not None
+                and set(conv.members) == {self.stage.human.id, app.bot_user_id}
+            ):
+                return str(conv.id)
+        return self.stage.room
 
     def _hops(self, room: str) -> int:
         store = self.stage.fleet.store
@@ -178,6 +200,7 @@ class PlaygroundServer:
             try:
                 store = self.stage.fleet.store
                 self.notes.on_turns(store.turns.recent(limit=50), store.steps.of)
+                self.notes.on_routine_runs(store.routines.recent(limit=50), self._routine_channel)
                 status = self.status()
             except Exception as exc:  # a busy store must not end the page's updates
                 log.warning("playground watch failed", error=type(exc).__name__)
@@ -223,6 +246,14 @@ class PlaygroundServer:
         except Exception as exc:
             return web.json_response({"ok": False, "error": str(exc)}, status=400)
         return web.json_response({"ok": True, "ts": ts})
+
+    async def _routine(self, req: web.Request) -> web.Response:
+        """The page's ▶ button: one run of a routine now (``nanoslack routines run``)."""
+        body = await _json_body(req)
+        instance, name = str(body.get("instance", "")), str(body.get("name", ""))
+        if not self.stage.fleet.store.routines.request_run(instance, name):
+            return web.json_response({"ok": False, "error": f"no routine {instance}/{name}"}, status=400)
+        return web.json_response({"ok": True})
 
     async def _click(self, req: web.Request) -> web.Response:
         """A button on an app's message: delivered to the app over Socket Mode, like Slack does."""

@@ -84,6 +84,18 @@ class SlackNames:
         self._members[channel] = (time.monotonic(), names)
         return names
 
+    async def is_member(self, channel: str, slack_user_id: str) -> bool | None:
+        """Whether ``slack_user_id`` (this instance's bot) is in ``channel``: False for a
+        conversation Slack does not know; None when Slack could not say (try later)."""
+        try:
+            resp = await self._client.conversations_members(channel=channel, limit=1000)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or "")
+            return False if error in ("channel_not_found", "not_in_channel") else None
+        except Exception:
+            return None
+        return slack_user_id in [str(m) for m in resp.get("members") or []]
+
     async def room_voters(self, channel: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The room's people (Slack user ids of members who are people in the workspace)
         and the fleet's bots this process runs there (instance names)."""

@@ -197,7 +197,7 @@ class Poster:
         failpoints.hit("outbox.posted")
         # Slack has the post and we know its ts: keep it until the store takes it, or the
         # row would be in doubt and cost a lookup.
-        await until_stored(lambda: self._store.outbox.mark_sent(row.id, posted_channel, ts), self._outage)
+        await until_stored(lambda: self._sent(row, posted_channel, ts), self._outage)
         self._tally.post("sent")
         log.info(
             "posted", instance=self.instance, key=row.dedupe_key, channel=posted_channel, ts=ts, kind=row.kind
@@ -226,6 +226,13 @@ class Poster:
             )
             self._tally.post("in_doubt")
             return False
+    def _sent(self, row: OutboxRow, channel: str, ts: str) -> None:
+        """Recorded as sent; a turn's top-level post in a room (a routine's) engages the
+        instance in the thread it starts, so replies to it are answered (docs/routines.md)."""
+        with self._store.transaction():
+            self._store.outbox.mark_sent(row.id, channel, ts)
+            if row.purpose == "reply" and row.kind == "post" and not row.thread_ts and not row.dm_user:
+                self._store.groups.engage_own_post(channel, self.instance, ts)
 
     def _updated_ts(self, row: OutboxRow) -> str | None:
         """The ts of the post an update was written for before Slack had answered it

@@ -34,6 +34,7 @@ from nanoslack.store.refusals import Refusals
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
 from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.rounds import MemberRow, RoundRow, Rounds
+from nanoslack.store.routines import ListingRow, Routines, RoutineStateRow, RunRow
 from nanoslack.store.steps import StepRow, Steps
 from nanoslack.store.tasks import BoardRow, Boards, TaskRow, Tasks
 from nanoslack.store.turns import TurnRow, Turns
@@ -59,6 +60,9 @@ __all__ = [
     "NoteRow",
     "RoomRow",
     "RoundRow",
+    "ListingRow",
+    "RoutineStateRow",
+    "RunRow",
     "Purpose",
     "Store",
     "StoreError",
@@ -105,6 +109,8 @@ class Store:
         # What an agent remembers (docs/memory.md): its own conversation, its notes.
         self.history = History(db)
         self.memories = Memories(db)
+        # Routines (docs/routines.md): their state and one row per due time.
+        self.routines = Routines(db)
 
     @classmethod
     def open(cls, url: str) -> Store:

@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class StoreError(RuntimeError):
@@ -320,13 +320,19 @@ def _v9_assistant_threads(conn: Connection) -> None:
     )
 
 
+def _v10_routines(conn: Connection) -> None:
+    """Version 10: routines' ``routines`` (what the fleet read, and operators' pause and
+    run-now) and ``routine_runs`` (one row per due time)."""
+    _create_tables(conn)
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
 # missing ones) and, on PostgreSQL, the triggers that keep ``cache_version``. Version 3
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
-# Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``.
+# Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -337,6 +343,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v7_team,
     _v8_memory,
     _v9_assistant_threads,
+    _v10_routines,
 ]
 
 

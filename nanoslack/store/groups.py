@@ -148,6 +148,17 @@ class MessagingGroups:
         with self._db.transaction() as conn:
             hot_execute(conn, _ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
 
+    def engage_own_post(self, channel: str, instance: str, ts: str) -> None:
+        """The instance started a thread with a top-level post (``ts``): it is engaged there.
+        A DM has no threads (nothing to do); a room the instance was never mentioned in
+        gets its messaging group, with a group's defaults."""
+        if channel.startswith("D"):
+            return
+        platform_id = f"slack:{channel}"
+        group = self.get(platform_id, instance) or self.create(platform_id, instance, kind="group")
+        if not group.is_dm:
+            self.engage_thread(group.id, ts)
+
     def engaged_among(self, group_id: int, thread_keys: Collection[str]) -> set[str]:
         """Which of ``thread_keys`` the group is engaged in: ``is_engaged`` for a batch."""
         keys = list(thread_keys)

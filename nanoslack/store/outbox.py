@@ -52,6 +52,11 @@ _SENT_POSTS = text(
 )
 # A turn's replies the poster has not sent yet: the next turn of the thread may start
 # before they reach Slack, and the agent must still see what it said.
+# A top-level post of this instance whose ts is a thread's key: the thread is its own.
+_OWN_ROOT = text(
+    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
+    " AND posted_channel = :channel AND coalesce(thread_ts, '') = '' AND posted_ts = :ts LIMIT 1"
+)
 _UNSENT_REPLIES = text(
     "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND purpose = 'reply'"
     " AND status IN ('queued', 'sending') AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
@@ -255,6 +260,12 @@ class Outbox:
         with self._db.transaction() as conn:
             rows = hot_all(conn, _SENT_POSTS, params)  # every turn's transcript
         return [(str(r[0]), str(r[1])) for r in reversed(rows)]
+
+    def own_root(self, instance: str, channel: str, ts: str) -> str | None:
+        """The text of this instance's top-level post ``ts`` (a routine's), if it is one."""
+        with self._db.transaction() as conn:
+            rows = hot_all(conn, _OWN_ROOT, {"instance": instance, "channel": channel, "ts": ts})
+        return str(rows[0][0]) if rows else None
 
     def unsent_replies(self, instance: str, channel: str, thread_ts: str) -> list[str]:
         """Texts of this instance's turn replies in a thread still waiting to be sent."""

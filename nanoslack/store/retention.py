@@ -21,6 +21,7 @@ rounds (with their members), closed or stale tasks not reported on since, closed
 never goes, nor a board (one message per room, edited for as long as the room lives).
 An agent's own conversation (``agent_history``) goes by age like the messages it showed;
 notes (``memories``) never do, only the drafts of turns that will never be recorded.
+A routine's runs go by age, except each routine's newest (its clock goes on from it).
 """
 
 from __future__ import annotations
@@ -122,6 +123,12 @@ _NOTE_DRAFTS = text(
     "DELETE FROM memories WHERE id IN (SELECT m.id FROM memories m WHERE m.status = 'draft'"
     " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = m.turn_id AND t.status = 'running') LIMIT :batch)"
 )
+# A routine's newest row stays: its due time is where the routine's clock goes on from.
+_ROUTINE_RUNS = text(
+    "DELETE FROM routine_runs WHERE id IN (SELECT r.id FROM routine_runs r WHERE r.status <> 'running'"
+    " AND coalesce(r.ended_at, r.due_at) < :cutoff AND EXISTS (SELECT 1 FROM routine_runs n"
+    " WHERE n.instance = r.instance AND n.routine = r.routine AND n.due_at > r.due_at) LIMIT :batch)"
+)
 
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
@@ -138,6 +145,7 @@ TABLES: dict[str, TextClause] = {
     "ballots": _BALLOTS,
     "agent_history": _HISTORY,
     "memories": _NOTE_DRAFTS,
+    "routine_runs": _ROUTINE_RUNS,
 }
 
 

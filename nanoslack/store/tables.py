@@ -585,3 +585,43 @@ class MemoryNote(SQLModel, table=True):
     turn_id: int | None = None
     status: str = "kept"  # draft | kept
     created_at: float
+class RoutineState(SQLModel, table=True):
+    """One routine of an instance as the fleet last read it from ``routines.toml``, and what
+    operators set on it across processes: ``paused``, a run asked for now (docs/routines.md).
+    ``active`` is false for a routine no longer in its file (its pause is kept)."""
+
+    __tablename__ = "routines"
+    instance: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    schedule: str = ""
+    channel: str = ""
+    next_due: float | None = None
+    active: bool = True
+    paused: bool = False
+    paused_by: str | None = None
+    run_requested_at: float | None = None
+    updated_at: float
+
+
+class RoutineRun(SQLModel, table=True):
+    """One due time of a routine: claimed by its unique insert, so no due time runs twice.
+
+    ``status``: ``running`` (claimed, waiting for its turn or in it), ``done``, ``silent``,
+    ``failed``, ``skipped`` (``reason``: ``still running``, ``gate``, ``paused``,
+    ``room halted``, ``budget``), ``missed`` (nobody held the instance then)."""
+
+    __tablename__ = "routine_runs"
+    __table_args__ = (
+        UniqueConstraint("instance", "routine", "due_at"),
+        Index("routine_runs_running", "instance", sqlite_where=text("status = 'running'")),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    instance: str
+    routine: str
+    due_at: float
+    status: str
+    reason: str = ""
+    turn_id: int | None = None
+    tokens: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    started_at: float | None = None
+    ended_at: float | None = None

@@ -31,6 +31,8 @@ FORGET = "forget"
 RECALL = "recall"
 MEMORY_TOOL_NAMES = frozenset({REMEMBER, FORGET, RECALL})
 RECALL_LIMIT = 20
+# ``asked_by`` of a note a routine's run wrote: "routine:<name>".
+ROUTINE_ASKER = "routine:"
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -254,6 +256,10 @@ class Notes:
         lead = self.lead_of(turn.channel) if turn.thread_ts else None
         trusted_senders = owners | ({lead} if lead else set())
         is_dm = not turn.thread_ts
+        if turn.routine:  # the instance's own routine: its owner set it up
+            return NoteContext(
+                self.instance, turn.channel, is_dm, is_dm, True, f"{ROUTINE_ASKER}{turn.routine}"
+            )
         return NoteContext(
             instance=self.instance,
             channel=turn.channel,

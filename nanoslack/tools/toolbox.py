@@ -77,6 +77,8 @@ class TurnBudget:
     ledger: TokenLedger | None = None
     daily_tokens: int | None = None  # NANOSLACK_DAILY_TOKENS[_SUF]
     room: RoomBudget | None = None  # NANOSLACK_ROOM_TOKENS
+    # A routine's run: the tokens its daily_tokens has left today (None: no cap).
+    routine_left: Callable[[], int | None] | None = None
 
     def check(self) -> None:
         if self.daily_tokens is not None and self.ledger is not None:
@@ -89,6 +91,9 @@ class TurnBudget:
                 )
         if self.room is not None and self.room.paused(self.channel):
             raise BudgetExhausted("this room's token budget for today is spent", scope="room")
+        left = self.routine_left() if self.routine_left is not None else None
+        if left is not None and left <= 0:
+            raise BudgetExhausted("this routine's daily_tokens for today are spent", scope="routine")
 
     def spend(self, tokens: int) -> None:
         if tokens <= 0:
@@ -240,7 +245,15 @@ class Toolboxes:
     # The fleet's further tools (team rooms), built for each turn.
     toolsets: Sequence[ToolSetFactory] = ()
 
-    def for_turn(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnToolbox:
+    def for_turn(
+        self,
+        turn_id: int,
+        turn: Turn,
+        msgs: Sequence[MessageRow],
+        *,
+        max_steps: int | None = None,
+        routine_tokens_left: Callable[[], int | None] | None = None,
+    ) -> TurnToolbox:
         effects = TurnEffects()
         host = HostTools(
             HostContext(
@@ -261,6 +274,7 @@ class Toolboxes:
             ledger=self.ledger,
             daily_tokens=self.daily_tokens,
             room=self.room_budget if turn.thread_ts else None,
+            routine_left=routine_tokens_left,
         )
         return TurnToolbox(
             turn_id=turn_id,
@@ -268,7 +282,9 @@ class Toolboxes:
             store=self.store,
             host=host,
             budget=budget,
-            max_steps=self.settings.max_steps(self.instance),
+            max_steps=min(max_steps, self.settings.max_steps(self.instance))
+            if max_steps
+            else self.settings.max_steps(self.instance),
             mcp=self.mcp,
             approver=self.approver,
             toolsets=[build(turn_id, turn, msgs, effects) for build in self.toolsets],

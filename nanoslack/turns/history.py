@@ -29,7 +29,7 @@ from nanoslack.agents import PastTurn, Turn, render_prompt
 from nanoslack.logs import get_logger
 from nanoslack.store import NoteRow, Store
 from nanoslack.store.history import HistoryRow, Unreadable, parse_row
-from nanoslack.tools.memory import NoteChanges
+from nanoslack.tools.memory import ROUTINE_ASKER, NoteChanges
 
 log = get_logger(__name__)
 
@@ -168,7 +168,13 @@ class ThreadMemory:
 
     def note_line(self, note: NoteRow) -> str:
         day = time.strftime("%Y-%m-%d", time.gmtime(note.created_at))
-        who = "an operator" if note.asked_by == "operator" else self.name_of(note.asked_by)
+        who = (
+            "an operator"
+            if note.asked_by == "operator"
+            else f"the routine {note.asked_by.removeprefix(ROUTINE_ASKER)}"
+            if note.asked_by.startswith(ROUTINE_ASKER)
+            else self.name_of(note.asked_by)
+        )
         return f"{note.ref} ({day}, asked by {who}): {note.text}"
 
     def _changes(self, notes: Sequence[NoteRow], known: set[int]) -> tuple[str, ...]:

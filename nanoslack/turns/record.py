@@ -23,6 +23,7 @@ from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_CHARS, MAX_POSTS, prepare_posts, quiet_broadcasts
+from nanoslack.routines.clock import RoutineEnded
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
@@ -187,6 +188,66 @@ class TurnRecorder:
         if self._on_handoff is not None:
             for to in dict.fromkeys(h.to for h in handoffs):
                 self._on_handoff(to)
+
+    def routine_reply(
+        self,
+        turn_id: int,
+        turn: Turn,
+        posts: Sequence[str],
+        effects: TurnEffects,
+        *,
+        to_owners: bool,
+        ended: RoutineEnded,
+        stopped: str = "",
+        recall: Recall | None = None,
+        reply: Reply | None = None,
+    ) -> None:
+        """A routine's run (docs/routines.md): its posts joined into one, which starts a
+        thread of its own in the room (or goes to each owner's DM); the run's row ends in
+        the same transaction. ``stopped``: why the run ended early (a spent budget)."""
+        posts = self._without_acknowledgements(turn_id, [*effects.posts, *posts])
+        joined = ["\n\n".join(posts)] if posts else []
+        texts = prepare_posts(joined, self._siblings(), allow_broadcast=self._allow_broadcast)
+        with self._store.transaction():
+            if not to_owners and self._halts.is_halted(turn.channel):
+                self._store.turns.finish(turn_id, "halted")
+                self._tally.turn("halted")
+                ended("skipped", "room halted", effects.tokens)
+                log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
+                return
+            status = "done" if texts else "silent"
+            if not self._store.turns.finish(turn_id, status, posts=len(texts), error=stopped or None):
+                return
+            for i, text in enumerate(texts):
+                for owner in self._owners if to_owners else ("",):
+                    self._store.outbox.enqueue(
+                        instance=self.instance,
+                        dedupe_key=f"turn:{self.instance}:{turn_id}:{i}" + (f":{owner}" if owner else ""),
+                        purpose="reply",
+                        turn_id=turn_id,
+                        channel=None if owner else turn.channel,
+                        dm_user=owner or None,
+                        text=text,
+                    )
+            self._side_effects(turn_id, turn, (), effects)
+            self._remember(recall, turn_id, turn, texts, effects, reply)
+            ended(status, stopped, effects.tokens)
+        self._tally.turn(status, effects.tokens, effects.cached_tokens)
+        log.info(
+            "turn finished" if texts else "turn silent",
+            instance=self.instance,
+            turn=turn_id,
+            routine=turn.routine,
+            posts=len(texts),
+        )
+        self._woke(effects.handoffs)
+
+    def routine_failure(self, turn_id: int, error: str, *, ended: RoutineEnded, tokens: int) -> None:
+        with self._store.transaction():
+            self._store.turns.finish(turn_id, "failed", error=error)
+            ended("failed", error[:200], tokens)
+        self._tally.turn("failed")
+        log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")

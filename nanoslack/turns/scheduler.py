@@ -23,15 +23,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts
+from nanoslack.inbound import FLEET_SENDER
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.rounds import RoundKeeper
+from nanoslack.routines.clock import QueuedRun, day_start
+from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown
 from nanoslack.store import MessageRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
@@ -51,6 +55,10 @@ SLICE_WHEN_BUSY = 8
 @dataclass(frozen=True)
 class TurnOptions:
     poll_interval: float = 1.0
+    # The routines' clock (docs/routines.md): how often it looks, and the time it reads
+    # (a test's simulated day runs hours in seconds).
+    routine_tick: float = 0.5
+    routine_time: Callable[[], float] = time.time
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class TurnScheduler:
         options: TurnOptions | None = None,
         tally: Tally | None = None,
         yield_to: Callable[[], Awaitable[None]] | None = None,
+        routines: RoutineTurns | None = None,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -104,6 +113,12 @@ class TurnScheduler:
         self._closing = False
         # Turns cancelled because their room was halted (not a shutdown).
         self._halting: set[ThreadKey] = set()
+        # Turns that hold their slot of the fleet's cap (the others still wait for one).
+        self._slotted: set[ThreadKey] = set()
+        # Routines (docs/routines.md): their claimed runs, and the one routine turn at a time.
+        self._routines = routines
+        self._routine: tuple[QueuedRun, asyncio.Task[None]] | None = None
+        self._routine_halting = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -140,6 +155,8 @@ class TurnScheduler:
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
+            if self._routine is not None:
+                self._routine[1].cancel()
 
     def stop_starting(self) -> None:
         """No new turn from now on (the first thing a clean stop does)."""
@@ -150,6 +167,8 @@ class TurnScheduler:
         to record their output, then cancel the rest (they run again at the next start)."""
         self._closing = True
         tasks: set[asyncio.Future[None]] = set(self._busy.values())
+        if self._routine is not None:
+            tasks.add(self._routine[1])
         if not tasks:
             return TurnsClosed()
         late = await shutdown.wait(tasks, shutdown.remaining())
@@ -166,6 +185,13 @@ class TurnScheduler:
             if key.channel == channel and key not in self._halting:
                 self._halting.add(key)
                 task.cancel()
+        if (
+            self._routine is not None
+            and self._routine[0].routine.channel == channel
+            and not self._routine_halting
+        ):
+            self._routine_halting = True
+            self._routine[1].cancel()
 
     def _schedule(self) -> None:
         if self._closing:
@@ -175,12 +201,36 @@ class TurnScheduler:
         for channel in halted:
             self.halt(channel)
         self._tick_rounds()
+        people_wait = False
         for key in self._pending_threads():
             if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
             self._busy[key] = task
             task.add_done_callback(functools.partial(self._turn_ended, key))
+            people_wait = True
+        if self._routines is not None and self._routine is None:
+            # Never ahead of people: a routine turn starts only when every turn of the
+            # instance that was woken by a person or a handoff holds its slot.
+            if not people_wait and not self._people_waiting():
+                self._start_routine()
+
+    def _people_waiting(self) -> bool:
+        return any(key not in self._slotted for key in self._busy)
+
+    def _start_routine(self) -> None:
+        assert self._routines is not None
+        run = self._routines.take()
+        if run is None:
+            return
+        task = asyncio.create_task(self._routine_turn(run), name=f"{self.instance}-routine")
+        self._routine = (run, task)
+        task.add_done_callback(self._routine_ended)
+
+    def _routine_ended(self, _task: asyncio.Task[None]) -> None:
+        self._routine = None
+        self._routine_halting = False
+        self._wake.set()  # the next queued run, or what came in meanwhile
 
     def _pending_threads(self) -> list[ThreadKey]:
         """The threads with pending messages, in the order their first one arrived."""
@@ -223,6 +273,7 @@ class TurnScheduler:
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
         self._halting.discard(key)
+        self._slotted.discard(key)
         self._wake.set()  # messages that came in during the turn
 
     async def _turn(self, key: ThreadKey) -> None:
@@ -230,6 +281,9 @@ class TurnScheduler:
             if self._yield_to is not None:
                 await self._yield_to()
             async with self._limiter:
+                self._slotted.add(key)
+                if self._routines is not None:
+                    self._wake.set()  # a routine waiting behind this turn may start now
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
                 msgs = self._answerable(
@@ -312,6 +366,116 @@ class TurnScheduler:
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
+    # -- routines (docs/routines.md) ------------------------------------------------------------
+
+    async def _routine_turn(self, run: QueuedRun) -> None:
+        assert self._routines is not None
+        try:
+            if self._yield_to is not None:
+                await self._yield_to()
+            async with self._limiter:
+                if self._people_waiting():
+                    # A person's turn came in while this waited for the slot: it goes
+                    # first; the run waits at the head of the queue.
+                    self._routines.queue.put_front(run)
+                    return
+                await self._run_routine(run)
+        except asyncio.CancelledError:
+            if self._routine_halting:
+                self._routines.end(run, "skipped", "room halted")
+            raise  # a stop: the row stays running, and the next start calls it interrupted
+        except Exception as exc:
+            log.error(
+                "turn crashed",
+                instance=self.instance,
+                routine=run.routine.name,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            self._routines.end(run, "failed", f"{type(exc).__name__}")
+
+    async def _run_routine(self, run: QueuedRun) -> None:
+        assert self._routines is not None
+        routines, routine = self._routines, run.routine
+        if not routine.to_owners and self._halts.is_halted(routine.channel):
+            routines.end(run, "skipped", "room halted")
+            return
+        gate_output = await routines.gate(run)
+        if gate_output is None:
+            return
+        turn, recall = await self._transcripts.build_routine(routine, gate_output, routines.owners)
+        turn_id = self._store.turns.start(
+            instance=self.instance,
+            channel=turn.channel,
+            thread_key=f"routine:{routine.name}",
+            reply_thread_ts="",
+            sender_id=FLEET_SENDER,
+            through_ts="",
+            messages=0,
+            wrapping_up=False,
+        )
+        routines.started(run, turn_id)
+        log.info(
+            "turn started", instance=self.instance, turn=turn_id, channel=turn.channel, routine=routine.name
+        )
+        tools = self._toolboxes.for_turn(
+            turn_id,
+            turn,
+            (),
+            max_steps=routine.max_steps,
+            routine_tokens_left=lambda: routines.tokens_left(run, day_start()),
+        )
+        ended = routines.ended(run, turn_id)
+        recorder = self._recorder
+        outcome: Callable[[], None]
+        try:
+            reply = await self._agent.run(turn, tools)
+        except asyncio.CancelledError:
+            if self._routine_halting:
+                recorder.halted(turn_id)
+            raise
+        except BudgetExhausted:
+            spent = tools.effects.tokens
+            outcome = functools.partial(
+                recorder.routine_reply,
+                turn_id,
+                turn,
+                (),
+                tools.effects,
+                to_owners=routine.to_owners,
+                recall=recall,
+                # Refused before its first model call: the run was skipped, not run.
+                ended=(
+                    lambda status, _r, t: ended(
+                        "skipped" if spent == 0 and status == "silent" else status, "budget", t
+                    )
+                ),
+                stopped="budget",
+            )
+        except TurnFailed as exc:
+            outcome = functools.partial(
+                recorder.routine_failure, turn_id, str(exc), ended=ended, tokens=tools.effects.tokens
+            )
+        except Exception as exc:  # a back-end bug must not stop the instance
+            outcome = functools.partial(
+                recorder.routine_failure,
+                turn_id,
+                f"{type(exc).__name__}: {exc}",
+                ended=ended,
+                tokens=tools.effects.tokens,
+            )
+        else:
+            outcome = functools.partial(
+                recorder.routine_reply,
+                turn_id,
+                turn,
+                reply.posts,
+                tools.effects,
+                to_owners=routine.to_owners,
+                ended=ended,
+                recall=recall,
+                reply=reply,
+            )
+        await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:

@@ -26,7 +26,8 @@ from typing import Protocol
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, Teammate, Turn
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
-from nanoslack.inbound import Identity, bot_sender_id
+from nanoslack.inbound import FLEET_SENDER, Identity, bot_sender_id
+from nanoslack.routines.spec import Routine
 from nanoslack.store import MessageRow, Store
 from nanoslack.turns.history import Recall, ThreadMemory
 
@@ -113,6 +114,8 @@ class Transcripts:
             # With a history its own posts are in its replayed turns, as the tool calls
             # that made them: shown once, not again as lines of the thread.
             transcript += self._own_posts(key, reply_thread, since)
+            if key.thread_key and since is None and (not rows or rows[0].ts != key.thread_key):
+                transcript += self._own_root(key)
             transcript.sort(key=lambda line: float(line.ts or 0))
             # Not in Slack yet, so they will land after everything stored so far.
             transcript += self._unsent_posts(key, reply_thread)
@@ -138,6 +141,45 @@ class Transcripts:
         )
         return recall.apply(turn), recall
 
+    async def build_routine(
+        self, routine: Routine, gate_output: str, owners: Sequence[str]
+    ) -> tuple[Turn, Recall]:
+        """A routine's run (docs/routines.md): its prompt, and its gate's output, as what
+        woke the turn; its posts start a thread of their own (``thread_ts`` empty). Its
+        runs are a conversation of their own (``routine:<name>``): each sees the earlier ones."""
+        recall = self.memory.recall(
+            f"routine:{routine.name}",
+            "",
+            persona=self._teammate.system_prompt(self._skills_dir),
+            owner_dm=routine.to_owners,
+        )
+        text = routine.prompt
+        if gate_output:
+            text += f"\n[Gate output]\n{gate_output}"
+        if routine.to_owners:
+            members = tuple(self._directory.name_of_user(o) or o for o in owners)
+            channel, room_name, mission = "", "DM", ""
+        else:
+            channel = routine.channel
+            members = await self._directory.member_names(channel)
+            room = self._store.room_kinds.get(channel)
+            room_name, mission = "Group chat", (room.mission or "" if room else "")
+        turn = Turn(
+            instance=self.instance,
+            name=self.instance,
+            channel=channel,
+            thread_ts="",
+            sender_id=FLEET_SENDER,
+            wrapping_up=False,
+            room=room_name,
+            members=members,
+            transcript=(Line(ts="", sender_id=FLEET_SENDER, sender_name="routine", text=text, handoff=True),),
+            system=recall.system,
+            mission=mission,
+            routine=routine.name,
+        )
+        return recall.apply(turn), recall
+
     def _line(self, row: MessageRow) -> Line:
         return Line(
             ts=row.ts,
@@ -151,6 +193,16 @@ class Transcripts:
         return [
             Line(ts=ts, sender_id=self._me, sender_name=self.instance, text=self._readable(text))
             for ts, text in self._store.outbox.sent_posts(self.instance, key.channel, reply_thread, since)
+        ]
+
+    def _own_root(self, key: ThreadKey) -> list[Line]:
+        """A thread this instance started (a routine's post): its root is not a stored
+        message, so the thread's first turn is shown it from the outbox."""
+        text = self._store.outbox.own_root(self.instance, key.channel, key.thread_key)
+        if text is None:
+            return []
+        return [
+            Line(ts=key.thread_key, sender_id=self._me, sender_name=self.instance, text=self._readable(text))
         ]
 
     def _unsent_posts(self, key: ThreadKey, reply_thread: str) -> list[Line]:

@@ -251,3 +251,19 @@ def test_finished_rounds_tasks_and_votes_are_pruned_but_work_under_way_never(
     assert (report.deleted["tasks"], report.deleted["votes"], report.deleted["ballots"]) == (2, 1, 1)
     assert [v is not None for v in map(store.votes.get, (1, 2, 3))] == [False, True, True]
     assert [len(store.votes.ballots(v)) for v in (2, 3)] == [1, 1]
+
+
+def test_old_routine_runs_are_pruned_but_each_routines_newest_and_running_rows_stay(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    for due in (100.0, 200.0, 300.0):
+        store.routines.claim(INSTANCE, "plan", due, "done")
+    store.routines.claim(INSTANCE, "beat", 100.0, "missed")
+    running = store.routines.claim(INSTANCE, "slow", 100.0, "running")
+    store.routines.claim(INSTANCE, "slow", 200.0, "skipped", "still running")
+    sql(f"UPDATE routine_runs SET ended_at = ended_at - {30 * DAY}")
+    report = Retention(store.db, days=14).prune_all()
+    assert report.deleted["routine_runs"] == 2  # plan's two older rows
+    assert [r.due_at for r in store.routines.history(INSTANCE, "plan")] == [300.0]
+    assert [r.due_at for r in store.routines.history(INSTANCE, "beat")] == [100.0]
+    assert {r.id for r in store.routines.history(INSTANCE, "slow")} >= {running}

@@ -207,3 +207,25 @@ async def test_a_metrics_address_already_in_use_stops_the_run(room: Room, tmp_pa
         assert fleet.events("instance connected") == []
     finally:
         taken.close()
+
+
+async def test_routine_runs_are_counted_by_routine_and_status(room: Room, fleet_factory) -> None:
+    folder = room.tmp / "teammates" / "dana"
+    folder.mkdir(parents=True)
+    gate = folder / "nothing.sh"
+    gate.write_text("#!/bin/sh\nexit 1\n")
+    gate.chmod(0o755)
+    (folder / "routines.toml").write_text(
+        f'[[routine]]\nname = "beat"\nevery = "1s"\nchannel = "{room.channel}"\n'
+        'prompt = "p"\ngate = "./nothing.sh"\n'
+    )
+    fleet, _ = await fleet_factory(["dana"], NANOSLACK_TEAMMATES=str(room.tmp / "teammates"), **METRICS)
+    samples = await _scrape_until(
+        fleet.health_server.url,
+        lambda s: (
+            value(s, "nanoslack_routine_runs_total", instance="dana", routine="beat", status="skipped") >= 2
+        ),
+    )
+    assert (
+        value(samples, "nanoslack_routine_runs_total", instance="dana", routine="beat", status="skipped") >= 2
+    )

@@ -109,3 +109,26 @@ async def test_a_question_to_the_round_room_is_answered_by_the_crew_and_closed_b
     assert replies[-1]["text"].startswith("Dispatch") and "→ <@" in replies[-1]["text"]
     by_user = {stage.apps[n].bot_user_id: n for n in ("dana", "eli", "fay")}
     assert sorted(by_user[m["user"]] for m in replies) == ["dana", "dana", "eli", "fay"]
+
+
+async def test_the_pages_button_fires_danas_daily_plan_whose_run_shows_in_the_notes(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http, http.get(url + "events") as resp:
+        stream = Stream(resp)
+        await stream.until(
+            lambda e: (
+                e["type"] == "status"
+                and any(r["name"] == "daily-plan" for r in e["status"].get("routines", []))
+                or e["type"] == "snapshot"
+                and any(r["name"] == "daily-plan" for r in e["status"].get("routines", []))
+            )
+        )
+        fired = await http.post(url + "api/routine", json={"instance": "dana", "name": "daily-plan"})
+        assert (await fired.json())["ok"]
+        plan = await stream.until(_from(stage, "dana", "Today's plan"))
+        assert plan["conversation"]["kind"] == "im"  # to the owner: alice's DM with dana
+        note = await stream.until(lambda e: e["type"] == "note" and e["note"]["kind"] == "routine")
+        assert note["note"]["text"] == "routine daily-plan: done"
+        assert note["note"]["channel"] == plan["conversation"]["id"]

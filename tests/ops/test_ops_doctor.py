@@ -260,3 +260,26 @@ def test_each_instances_notes_use_is_reported_against_its_cap(temu: ThreadedEmul
         " the fullest 300/4,000 characters",
         "✓ eli: notes: self 0/4,000, private 0/4,000 characters",
     ]
+
+
+def test_every_routines_file_is_checked_and_each_bad_routine_is_named(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    ws = _workspace(temu, tmp_path, ["dana", "eli", "fay"])
+    apps, alice = ws["apps"], ws["alice"]
+    room = temu.create_conversation([alice.id, apps["dana"].bot_user_id, apps["eli"].bot_user_id])  # type: ignore[index, attr-defined, union-attr]
+    away = temu.create_conversation([alice.id, apps["fay"].bot_user_id, temu.add_user("bob").id])  # type: ignore[index, attr-defined, union-attr]
+    env = _env(temu, tmp_path, {"dana": apps["dana"], "eli": apps["eli"]}, room.id, alice.id)  # type: ignore[index, attr-defined]
+    good = f'[[routine]]\nname = "plan"\ncron = "0 9 * * 1-5"\nchannel = "{room.id}"\nprompt = "Plan."\n'
+    (tmp_path / "teammates" / "dana" / "routines.toml").write_text(good)
+    bad = (
+        '[[routine]]\nname = "zero"\nevery = "0s"\nprompt = "p"\n\n'
+        f'[[routine]]\nname = "elsewhere"\nevery = "1h"\nchannel = "{away.id}"\nprompt = "p"\n'
+    )
+    (tmp_path / "teammates" / "eli" / "routines.toml").write_text(bad)
+    doctor = _doctor(env)
+    assert "✓ dana:" in doctor.out and "has 1 routine(s)" in doctor.out, doctor.out
+    failures = doctor.failures
+    assert any("eli routine zero" in f and "below 1 s" in f for f in failures), failures
+    assert any("eli routine elsewhere" in f and "bot is not in it" in f for f in failures), failures
+    assert doctor.code == 1

@@ -124,6 +124,21 @@ function renderStatus() {
     st.pending.length ? `${st.pending.length} pending approval: ` + st.pending.map((p) => `${p.sender} → ${p.instance}`).join(", ")
       : "no pending approvals");
   box.append(pend);
+  for (const r of st.routines || []) {
+    const b = el("button", "chip routine", `▶ ${r.instance}'s ${r.name}` + (r.last ? ` (last: ${r.last})` : ""));
+    b.type = "button"; b.title = `${r.schedule}: run it now`;
+    b.onclick = () => fireRoutine(r.instance, r.name, b);
+    box.append(b);
+  }
+}
+
+async function fireRoutine(instance, name, btn) {
+  btn.disabled = true;
+  await fetch("/api/routine", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ instance, name }),
+  });
+  btn.disabled = false;
 }
 
 function openConversation(id) {

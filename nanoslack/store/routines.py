@@ -1,0 +1,310 @@
+"""Routines in the store (docs/routines.md): each routine's state, and one row per due time.
+
+A due time is claimed by inserting its ``routine_runs`` row (unique per instance, routine
+and due time): whichever process inserts it runs it, so a restart, a lease takeover or a
+second PostgreSQL process never runs a due time twice. Pause and run-now live in
+``routines``, so the CLI reaches a fleet in another process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+RUNNING = "running"
+FINISHED = ("done", "silent", "failed", "skipped", "missed")
+
+_UPSERT = text(
+    "INSERT INTO routines (instance, name, schedule, channel, next_due, active, paused, updated_at)"
+    " VALUES (:instance, :name, :schedule, :channel, :next_due, :yes, :no, :now)"
+    " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
+    " next_due = excluded.next_due, active = excluded.active, updated_at = excluded.updated_at"
+)
+_DEACTIVATE = text(
+    "UPDATE routines SET active = :no, next_due = NULL WHERE instance = :instance AND name = :name"
+)
+_STATES = text(
+    "SELECT name, schedule, channel, next_due, active, paused, paused_by, run_requested_at FROM routines"
+    " WHERE instance = :instance"
+)
+_NEXT_DUE = text("UPDATE routines SET next_due = :next_due WHERE instance = :instance AND name = :name")
+_PAUSE = text(
+    "UPDATE routines SET paused = :paused, paused_by = :by, updated_at = :now"
+    " WHERE instance = :instance AND name = :name"
+)
+_REQUEST = text(
+    "UPDATE routines SET run_requested_at = :now, updated_at = :now"
+    " WHERE instance = :instance AND name = :name"
+)
+_TAKE_REQUEST = text(
+    "UPDATE routines SET run_requested_at = NULL"
+    " WHERE instance = :instance AND name = :name AND run_requested_at = :at"
+)
+_CLAIM = text(
+    "INSERT INTO routine_runs (instance, routine, due_at, status, reason, tokens, started_at, ended_at)"
+    " VALUES (:instance, :routine, :due_at, :status, :reason, 0, :started_at, :ended_at)"
+    " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
+)
+_LAST_DUES = text("SELECT routine, max(due_at) FROM routine_runs WHERE instance = :instance GROUP BY routine")
+_IS_RUNNING = text(
+    "SELECT 1 FROM routine_runs WHERE instance = :instance AND routine = :routine"
+    " AND status = 'running' LIMIT 1"
+)
+_FINISH = text(
+    "UPDATE routine_runs SET status = :status, reason = :reason, turn_id = coalesce(:turn_id, turn_id),"
+    " tokens = :tokens, ended_at = :now WHERE id = :id AND status = 'running'"
+)
+_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id WHERE id = :id")
+_ABANDON = text(
+    "UPDATE routine_runs SET status = 'failed', reason = 'interrupted', ended_at = :now"
+    " WHERE instance = :instance AND status = 'running'"
+)
+_TOKENS_SINCE = text(
+    "SELECT coalesce(sum(t.tokens), 0) FROM routine_runs r JOIN turns t ON t.id = r.turn_id"
+    " WHERE r.instance = :instance AND r.routine = :routine AND r.due_at >= :since"
+)
+_RUN_COLUMNS = "id, instance, routine, due_at, status, reason, turn_id, tokens, started_at, ended_at"
+_HISTORY = text(
+    f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE instance = :instance AND routine = :routine"
+    " ORDER BY due_at DESC, id DESC LIMIT :limit"
+)
+_RECENT = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs ORDER BY id DESC LIMIT :limit")
+_GET_RUN = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE id = :id")
+_LISTING = text(
+    "SELECT r.instance, r.name, r.schedule, r.channel, r.next_due, r.paused, r.active,"
+    " (SELECT x.status FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
+    "  ORDER BY x.due_at DESC, x.id DESC LIMIT 1),"
+    " (SELECT x.reason FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
+    "  ORDER BY x.due_at DESC, x.id DESC LIMIT 1)"
+    " FROM routines r ORDER BY r.instance, r.name"
+)
+_COUNT = text("SELECT status, count(*) FROM routine_runs WHERE instance = :instance GROUP BY status")
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineStateRow:
+    name: str
+    schedule: str
+    channel: str
+    next_due: float | None
+    active: bool
+    paused: bool
+    paused_by: str | None
+    run_requested_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    id: int
+    instance: str
+    routine: str
+    due_at: float
+    status: str
+    reason: str
+    turn_id: int | None
+    tokens: int
+    started_at: float | None
+    ended_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListingRow:
+    instance: str
+    name: str
+    schedule: str
+    channel: str
+    next_due: float | None
+    paused: bool
+    active: bool
+    last_status: str | None
+    last_reason: str | None
+
+
+def _run(r: Any) -> RunRow:
+    return RunRow(
+        int(r[0]),
+        str(r[1]),
+        str(r[2]),
+        float(r[3]),
+        str(r[4]),
+        str(r[5] or ""),
+        None if r[6] is None else int(r[6]),
+        int(r[7] or 0),
+        None if r[8] is None else float(r[8]),
+        None if r[9] is None else float(r[9]),
+    )
+
+
+class Routines:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- what the fleet read -------------------------------------------------------------
+
+    def define(self, instance: str, defined: Sequence[tuple[str, str, str, float | None]]) -> None:
+        """The routines of ``instance``'s file as (name, schedule, channel, next due); the
+        ones no longer there stay (with their pause) but are no longer active."""
+        now = time.time()
+        with self._db.transaction() as conn:
+            names = {str(r[0]) for r in conn.execute(_STATES, {"instance": instance}).all()}
+            for name, schedule, channel, next_due in defined:
+                conn.execute(
+                    _UPSERT,
+                    {
+                        "instance": instance,
+                        "name": name,
+                        "schedule": schedule,
+                        "channel": channel,
+                        "next_due": next_due,
+                        "yes": True,
+                        "no": False,
+                        "now": now,
+                    },
+                )
+            for name in names - {d[0] for d in defined}:
+                conn.execute(_DEACTIVATE, {"instance": instance, "name": name, "no": False})
+
+    def states(self, instance: str) -> dict[str, RoutineStateRow]:
+        with self._db.transaction() as conn:
+            rows = conn.execute(_STATES, {"instance": instance}).all()
+        return {
+            str(r[0]): RoutineStateRow(
+                str(r[0]),
+                str(r[1] or ""),
+                str(r[2] or ""),
+                None if r[3] is None else float(r[3]),
+                bool(r[4]),
+                bool(r[5]),
+                None if r[6] is None else str(r[6]),
+                None if r[7] is None else float(r[7]),
+            )
+            for r in rows
+        }
+
+    def set_next_due(self, instance: str, name: str, next_due: float | None) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_NEXT_DUE, {"instance": instance, "name": name, "next_due": next_due})
+
+    # -- what operators set ----------------------------------------------------------------
+
+    def set_paused(self, instance: str, name: str, paused: bool, *, by: str | None = None) -> bool:
+        """False when the fleet has never read a routine of that name for the instance."""
+        params = {"instance": instance, "name": name, "paused": paused, "by": by, "now": time.time()}
+        with self._db.transaction() as conn:
+            return int(conn.execute(_PAUSE, params).rowcount) == 1
+
+    def request_run(self, instance: str, name: str) -> bool:
+        """One run now, by whichever process holds the instance (its clock takes the request)."""
+        with self._db.transaction() as conn:
+            return (
+                int(conn.execute(_REQUEST, {"instance": instance, "name": name, "now": time.time()}).rowcount)
+                == 1
+            )
+
+    def take_request(self, instance: str, name: str, at: float) -> bool:
+        """The request made at ``at`` is this caller's to run (once: a guarded update)."""
+        with self._db.transaction() as conn:
+            return (
+                int(conn.execute(_TAKE_REQUEST, {"instance": instance, "name": name, "at": at}).rowcount) == 1
+            )
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def claim(self, instance: str, routine: str, due_at: float, status: str, reason: str = "") -> int | None:
+        """The due time's row, inserted with ``status``; None when another claim has it."""
+        now = time.time()
+        params = {
+            "instance": instance,
+            "routine": routine,
+            "due_at": due_at,
+            "status": status,
+            "reason": reason,
+            "started_at": now if status == RUNNING else None,
+            "ended_at": None if status == RUNNING else now,
+        }
+        with self._db.transaction() as conn:
+            row = conn.execute(_CLAIM, params).first()
+        return int(row[0]) if row else None
+
+    def last_dues(self, instance: str) -> dict[str, float]:
+        with self._db.transaction() as conn:
+            return {str(r[0]): float(r[1]) for r in conn.execute(_LAST_DUES, {"instance": instance}).all()}
+
+    def is_running(self, instance: str, routine: str) -> bool:
+        with self._db.transaction() as conn:
+            return conn.execute(_IS_RUNNING, {"instance": instance, "routine": routine}).first() is not None
+
+    def set_turn(self, run_id: int, turn_id: int) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_SET_TURN, {"id": run_id, "turn_id": turn_id})
+
+    def finish(
+        self, run_id: int, status: str, *, reason: str = "", turn_id: int | None = None, tokens: int = 0
+    ) -> bool:
+        """False when the run was no longer running (finished already)."""
+        params = {
+            "id": run_id,
+            "status": status,
+            "reason": reason,
+            "turn_id": turn_id,
+            "tokens": tokens,
+            "now": time.time(),
+        }
+        with self._db.transaction() as conn:
+            return int(conn.execute(_FINISH, params).rowcount) == 1
+
+    def abandon_running(self, instance: str) -> int:
+        """At start: runs a previous process left ``running`` are ``failed`` (``interrupted``),
+        never run again (their due time is past, and may have half-run)."""
+        with self._db.transaction() as conn:
+            return int(conn.execute(_ABANDON, {"instance": instance, "now": time.time()}).rowcount)
+
+    def tokens_since(self, instance: str, routine: str, since: float) -> int:
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                _TOKENS_SINCE, {"instance": instance, "routine": routine, "since": since}
+            ).first()
+        return int(row[0]) if row else 0
+
+    def get_run(self, run_id: int) -> RunRow | None:
+        with self._db.transaction() as conn:
+            r = conn.execute(_GET_RUN, {"id": run_id}).first()
+        return _run(r) if r else None
+
+    def recent(self, limit: int = 50) -> list[RunRow]:
+        """The newest runs of every routine (the playground's notes)."""
+        with self._db.transaction() as conn:
+            return [_run(r) for r in conn.execute(_RECENT, {"limit": limit}).all()]
+
+    def history(self, instance: str, routine: str, limit: int = 50) -> list[RunRow]:
+        with self._db.transaction() as conn:
+            rows = conn.execute(_HISTORY, {"instance": instance, "routine": routine, "limit": limit}).all()
+        return [_run(r) for r in rows]
+
+    def listing(self) -> list[ListingRow]:
+        with self._db.transaction() as conn:
+            rows = conn.execute(_LISTING).all()
+        return [
+            ListingRow(
+                str(r[0]),
+                str(r[1]),
+                str(r[2] or ""),
+                str(r[3] or ""),
+                None if r[4] is None else float(r[4]),
+                bool(r[5]),
+                bool(r[6]),
+                None if r[7] is None else str(r[7]),
+                None if r[8] is None else str(r[8]),
+            )
+            for r in rows
+        ]
+
+    def counts(self, instance: str) -> dict[str, int]:
+        with self._db.transaction() as conn:
+            return {str(r[0]): int(r[1]) for r in conn.execute(_COUNT, {"instance": instance}).all()}
