@@ -84,7 +84,10 @@ class EnvelopePump:
 
     async def on_frames(self, frames: Frames) -> None:
         events: list[_Event] = []
+        debug = log.debug  # a no-op unless LOG_LEVEL=debug: then every frame, tokens masked
+        instance = self._instance
         for raw, arrived in frames:
+            debug("socket frame", instance=instance, frame=raw)
             message = _loads(raw)
             body = _event_callback(message)
             if body is not None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 from aiohttp import WSMsgType
+from slack_sdk.proxy_env_variable_loader import load_http_proxy_from_env
 
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import cancel
@@ -105,7 +106,7 @@ class SocketModeClient:
     async def connect(self, on_frames: OnFrames) -> None:
         """Open the first connection (raises when it cannot), then serve it and its
         successors until ``close``; ``on_frames`` gets what is read, batch by batch."""
-        self._session = aiohttp.ClientSession(trust_env=True)
+        self._session = aiohttp.ClientSession()
         self._ws = await self._open()
         self._tasks = [
             asyncio.create_task(self._read_forever(), name=f"{self._instance}-socket-reader"),
@@ -156,6 +157,9 @@ class SocketModeClient:
             autoping=False,  # pongs are ours to see: they are the heartbeat
             heartbeat=None,
             timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=opts.close_timeout),
+            # HTTPS_PROXY as slack-sdk reads it for its Web API calls (no thread per connect,
+            # which aiohttp's trust_env would take for its proxy and netrc lookups)
+            proxy=load_http_proxy_from_env(),
         )
         self._quiet_since = self._last_text = _monotonic()
         return ws
