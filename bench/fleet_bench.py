@@ -323,6 +323,12 @@ async def phase_fleet(
                 "inbox_rows": rows,
                 "group_commits": sum(rt.core.inbox_batches for rt in fleet.instances.values()),
                 "group_commit_records": sum(rt.core.inbox_records for rt in fleet.instances.values()),
+                # New connections during the phase: the watchdog's (a heartbeat missed, an
+                # idle socket) must stay 0 under backpressure.
+                "reconnects": sum(rt.reconnects for rt in fleet.instances.values()),
+                "watchdog_reconnects": sum(
+                    getattr(rt, "watchdog_reconnects", rt.reconnects) for rt in fleet.instances.values()
+                ),
             }
             if metrics:
                 result["metrics_scrapes"] = scrapes
@@ -693,8 +699,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "database": "sqlite" if not args.database_url else args.database_url.split(":", 1)[0],
         "metrics": args.metrics,
     }
-    socket = SocketOptions(own_thread=args.sockets_thread)
-    result["sockets"] = "own thread" if args.sockets_thread else "fleet loop"
+    socket = SocketOptions()
     result["load_average_at_start"] = _loadavg()
     met: dict[str, bool] = {}
     if not args.skip_throughput:
@@ -723,6 +728,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     # (60 s): it stretches that phase, so it is printed with the round.
                     "bare_redelivered": bare["redelivered"],
                     "fleet_redelivered": fleet["redelivered"],
+                    "fleet_watchdog_reconnects": fleet["watchdog_reconnects"],
                     # What a round leaves behind in this process: nothing may pile up.
                     "left_after_round": _leftovers(),
                     "load_average": _loadavg(),
@@ -884,11 +890,6 @@ def main() -> None:
     p.add_argument("--skip-bare-latency", action="store_true", help="no reference latency for bare bolt")
     p.add_argument("--profile-fleet", metavar="FILE", help="cProfile the fleet phase's measured stretch")
     p.add_argument("--skip-replies", action="store_true", help="no reply-latency phase")
-    p.add_argument(
-        "--sockets-thread",
-        action="store_true",
-        help="the fleet's sockets on a loop of their own in a thread (SocketThread), to compare",
-    )
     p.add_argument("--charts", metavar="DIR", help="draw fleet-rounds.png and latency.png there")
     p.add_argument(
         "--database-url",

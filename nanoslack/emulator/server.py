@@ -220,10 +220,7 @@ class Server:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=512)
         await site.start()
-        server = site._server  # noqa: SLF001 - aiohttp keeps the bound sockets only here
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.engine.port = int(sockets[0].getsockname()[1])
+        self.engine.port = int(self._runner.addresses[0][1])
         return self.engine.port
 
     async def stop(self) -> None:

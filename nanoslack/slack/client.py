@@ -61,10 +61,14 @@ def _method(request: HttpRequest) -> str:
 
 
 class _Counted:
-    """Counts each answer a retry handler is about to wait out (its 429s, its 5xx)."""
+    """Counts each answer a retry handler is about to wait out (its 429s, its 5xx).
+
+    ``_can_retry_async`` is the hook slack-sdk's docs give custom retry handlers to
+    override; the statuses are the built-in handlers' own."""
 
     on_error: OnError
     error: str
+    statuses: tuple[int, ...]
 
     async def _can_retry_async(
         self,
@@ -74,24 +78,22 @@ class _Counted:
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        retry: bool = await super()._can_retry_async(  # type: ignore[misc]
-            state=state, request=request, response=response, error=error
-        )
-        if retry and response is not None:
-            self.on_error(_method(request), self.error or f"http_{response.status_code}")
-        return retry
+        if response is None or response.status_code not in self.statuses:
+            return False
+        self.on_error(_method(request), self.error or f"http_{response.status_code}")
+        return True
 
 
 class CountedRateLimits(_Counted, AsyncRateLimitErrorRetryHandler):
     def __init__(self, on_error: OnError, max_retry_count: int) -> None:
         super().__init__(max_retry_count=max_retry_count)
-        self.on_error, self.error = on_error, "ratelimited"
+        self.on_error, self.error, self.statuses = on_error, "ratelimited", (429,)
 
 
 class CountedServerErrors(_Counted, AsyncServerErrorRetryHandler):
     def __init__(self, on_error: OnError, max_retry_count: int) -> None:
         super().__init__(max_retry_count=max_retry_count)
-        self.on_error, self.error = on_error, ""
+        self.on_error, self.error, self.statuses = on_error, "", (500, 503)
 
 
 def make_web_client(

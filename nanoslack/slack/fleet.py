@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import signal
 
 from slack_sdk.errors import SlackApiError
@@ -32,7 +31,7 @@ from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.shutdown import Shutdown
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
-from nanoslack.slack.socket import SocketOptions, SocketThread
+from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
@@ -69,17 +68,14 @@ class Fleet:
             observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
             metrics=self.metrics,
         )
-        socket = socket or SocketOptions()
-        self._sockets = SocketThread() if socket.own_thread else None
         self._edge = EdgeOptions(
             api_url=settings.api_url,
             store=self.store,
             siblings=self._siblings,
-            socket=socket,
+            socket=socket or SocketOptions(),
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
             metrics=self.metrics,
-            sockets=self._sockets,
         )
         self._stopping = asyncio.Event()
         self._shutdown: Shutdown | None = None
@@ -99,7 +95,6 @@ class Fleet:
         """Connect every instance that can run; the others are logged and skipped.
         With ``NANOSLACK_METRICS_ADDR``, serve the health endpoints first (``/readyz``
         says 503 while the instances connect); raises when that address is unusable."""
-        _disable_bolt_env_magic()
         await self._serve_health()
         a2a = self.core.a2a.get()  # read now: a malformed value is warned about at start
         self.core.check_rooms()
@@ -218,8 +213,6 @@ class Fleet:
         )
         closed = [r for r in results if isinstance(r, TurnsClosed)]
         self.instances.clear()
-        if self._sockets is not None:
-            await asyncio.to_thread(self._sockets.stop)
         await self.leases.stop()
         await self.core.close()
         if self.health_server is not None:
@@ -274,11 +267,3 @@ class Fleet:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
-
-
-def _disable_bolt_env_magic() -> None:
-    """bolt switches to OAuth when SLACK_CLIENT_ID and SLACK_CLIENT_SECRET are in
-    the environment; a Socket Mode fleet never wants that."""
-    for key in ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET"):
-        if os.environ.pop(key, None) is not None:
-            log.warning("environment key ignored", key=key, reason="OAuth is not used by the fleet")

@@ -1,5 +1,5 @@
-"""One instance on the wire: its Socket Mode connection (``connection.Connection``: bolt
-app, handler, envelope pump, watchdog), its poster and its working reaction.
+"""One instance on the wire: its Socket Mode connection (``connection.Connection``: our
+Socket Mode client and the envelope pump), its poster and its working reaction.
 
 Everything the instance decides lives in its core (``nanoslack.core.InstanceCore``):
 the pump hands the core recorded messages, the intake hands it owners' clicks, and the
@@ -129,17 +129,17 @@ class SlackInstance:
             streams=surface.stream,
         )
         core = build_core(_identity(settings.name, auth_test), names, presence)
-        instance = cls(settings, options, client, core, surface=presence)
-        try:
-            await instance.connection.build(auth_test)
-        except BaseException:
-            await instance._post_session.close()  # nobody will stop an instance never returned
-            raise
-        return instance
+        return cls(settings, options, client, core, surface=presence)
 
     @property
     def reconnects(self) -> int:
+        """New connections after the first (dropped, refreshed, or the watchdog's)."""
         return self.connection.reconnects
+
+    @property
+    def watchdog_reconnects(self) -> int:
+        """Of those, the ones the monitor made: a heartbeat missed, an idle socket."""
+        return self.connection.watchdog_reconnects
 
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
@@ -172,7 +172,7 @@ class SlackInstance:
         return closed
 
     async def is_connected(self) -> bool:
-        return await self.connection.is_connected()
+        return self.connection.is_connected()
 
 
 def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:

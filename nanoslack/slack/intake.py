@@ -1,23 +1,17 @@
 """What the edge makes of an envelope before the core sees it.
 
-For the envelope pump (``socket.EnvelopePump``), which takes every ``events_api``
-envelope: ``screen`` (parse, self filter: the message to record, or None with the
-reason logged) and ``accepted`` (the recorded messages that go to the core; a repeat
-is ignored). For everything else that reaches bolt (interactive payloads, the odd
-envelope): a bolt global middleware that never calls ``next()`` and acks every
-envelope itself; an owner's click on one of the core's questions becomes an
-``Answer`` for the core (``blocks.answers_of``), a person's click on a vote's button a
-``VoteClick`` (``blocks.vote_clicks_of``).
+For the envelope pump (``socket.EnvelopePump``): ``screen`` (an ``event_callback``
+parsed and self filtered: the message to record, or None with the reason logged),
+``accepted`` (the recorded messages that go to the core; a repeat is ignored) and
+``interactive`` (any other envelope with a payload: an owner's click on one of the
+core's questions becomes an ``Answer`` for the core, ``blocks.answers_of``, a person's
+click on a vote's button a ``VoteClick``, ``blocks.vote_clicks_of``; the rest is ignored).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
-
-from slack_bolt.middleware.async_middleware import AsyncMiddleware
-from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_bolt.response import BoltResponse
 
 from nanoslack.asks import Answer
 from nanoslack.inbound import Drop, Identity, Inbound
@@ -29,38 +23,20 @@ from nanoslack.team import VoteClick
 
 log = get_logger(__name__)
 
-# What the middleware answers when the envelope must not be acked: our side could not
-# take it, Slack's retry brings it back (the envelope handler sends no ack for it).
-RETRY_STATUS = 503
-
 OnAnswer = Callable[[Answer], Awaitable[None]]
 OnVote = Callable[[VoteClick], Awaitable[None]]
 
 
-class Intake(AsyncMiddleware):
-    def __init__(
-        self,
-        identity: Identity,
-        *,
-        on_answer: OnAnswer,
-        on_activity: Callable[[], None] | None = None,
-        on_vote: OnVote | None = None,
-    ) -> None:
+class Intake:
+    def __init__(self, identity: Identity, *, on_answer: OnAnswer, on_vote: OnVote | None = None) -> None:
         self.identity = identity
         self._on_answer = on_answer
         self._on_vote = on_vote
-        self._on_activity = on_activity
 
-    @property
-    def name(self) -> str:
-        return "nanoslack.Intake"
-
-    async def async_process(
-        self, *, req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
-    ) -> BoltResponse:
-        self.touch()
-        body = req.body
-        kind = body.get("type") if isinstance(body, dict) else None
+    async def interactive(self, body: Mapping[str, Any]) -> bool:
+        """An envelope's payload that is no event: True when it is to be acked, False
+        when our side could not take it (no ack: Slack's retry brings it back)."""
+        kind = body.get("type")
         try:
             if kind == "block_actions":
                 for answer in answers_of(body):
@@ -76,12 +52,8 @@ class Intake(AsyncMiddleware):
             log.error(
                 "envelope failed", instance=self.identity.instance, error=f"{type(exc).__name__}: {exc}"
             )
-            return BoltResponse(status=RETRY_STATUS, body="")
-        return await req.context.ack()
-
-    def touch(self) -> None:
-        if self._on_activity is not None:
-            self._on_activity()
+            return False
+        return True
 
     def screen(self, body: Mapping[str, Any]) -> Inbound | None:
         """Parse and self filter an ``event_callback``: the message to record, or None
