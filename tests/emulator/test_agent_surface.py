@@ -128,7 +128,7 @@ def test_an_edit_finishes_a_stream(temu: ThreadedEmulator) -> None:
     )["ts"]
     client.chat_update(channel=im, ts=sts, text="partial, then whole", metadata=META)
     assert not temu.is_streaming(im, sts)
-    assert temu.engine.ws.find_message(im, sts) is not None
+    assert temu.engine.ws.channels[im].by_ts.get(sts) is not None
     assert [m["text"] for m in temu.all_messages(im) if m["ts"] == sts] == ["partial, then whole"]
 
 
