@@ -94,6 +94,9 @@ async def test_a_routine_every_2s_posts_top_level_in_its_room_and_routines_shows
     await room.emu.wait_for(lambda: len(top_level_posts(room, dana)) >= 2, timeout=20)
     prompt = program.calls("dana")[0]["stdin"]
     assert prompt.startswith('[Routine "plan"]') and "Post the plan." in prompt
+    # The routine's runs are a conversation of their own: the second run sees the first.
+    earlier, _, new = program.calls("dana")[1]["stdin"].partition("--- new since your last turn ---")
+    assert "Post the plan." in earlier and "dana: Plan #1: ship it" in earlier and "Post the plan." in new
     await room.emu.wait_for(lambda: any(r[1] == "done" for r in runs(room, "plan")), timeout=10)
     listing = cli(db=room.db)
     assert "plan" in listing and "every 2s" in listing and "done" in listing, listing
