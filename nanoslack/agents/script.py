@@ -35,8 +35,11 @@ The rules file is JSON::
 - ``default``: the reply when no rule matches (``null`` = silence, the default).
 - Placeholders in ``reply``/``when_wrapping_up``/``default``: ``{sender}`` (the last
   line's sender name), ``{name}`` (my display name), ``{next}`` (the teammate after
-  me, see below), ``{text}`` (the last line's text). In ``match``, ``{name}`` stands
-  for my name, regex-escaped. Other braces are left as they are.
+  me, see below), ``{text}`` (the last line's text), and each named group of the
+  rule's ``match`` (``(?P<what>…)`` → ``{what}``; "" when the group took no part): e.g.
+  ``"match": "remember(?: that)? (?P<what>.+)"`` with ``"arguments": {"text": "{what}"}``.
+  A group may not take one of the four names above. In ``match``, ``{name}`` stands for
+  my name, regex-escaped. Other braces are left as they are.
 - ``{next}``: the next name after mine in ``crew`` (cycling, skipping me and, when
   the room's members are known, names not in the room); without ``crew``, the next
   name after mine in the room's member list. A crew hands off round-robin this way.
@@ -60,7 +63,8 @@ from nanoslack.agents.types import Line, Reply, Tools, Turn, TurnFailed
 log = structlog.get_logger("nanoslack.agents")
 
 SENDER_KINDS = ("human", "bot", "agent", "any")
-_PLACEHOLDER_RE = re.compile(r"\{(sender|name|next|text)\}")
+BUILTINS = ("sender", "name", "next", "text")
+_PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 Posts = tuple[str, ...]
 
@@ -86,13 +90,17 @@ class Rule:
     think: float = 0.0
 
     def fits(self, line: Line, name: str, notes: tuple[str, ...] = ()) -> bool:
+        return self.found(line, name, notes) is not None
+
+    def found(self, line: Line, name: str, notes: tuple[str, ...] = ()) -> re.Match[str] | None:
+        """The match in the line's text (its named groups fill placeholders), or None."""
         kind = "agent" if line.handoff else "bot" if line.from_bot else "human"
         if self.sender not in ("any", kind):
-            return False
+            return None
         if self.note is not None and not any(re.search(self.note, n, re.IGNORECASE) for n in notes):
-            return False
+            return None
         pattern = self.match.replace("{name}", re.escape(name))
-        return re.search(pattern, line.text, re.IGNORECASE) is not None
+        return re.search(pattern, line.text, re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -120,9 +128,12 @@ def _rule(raw: Any, where: str) -> Rule:
     if not isinstance(match, str):
         raise RulesError(f"{where}.match: expected a regular expression string")
     try:
-        re.compile(match.replace("{name}", "x"))
+        groups = re.compile(match.replace("{name}", "x")).groupindex
     except re.error as exc:
         raise RulesError(f"{where}.match: not a valid regular expression ({exc})") from exc
+    taken = sorted(set(groups) & set(BUILTINS))
+    if taken:
+        raise RulesError(f"{where}.match: group name {taken[0]!r} is a placeholder already")
     if sender not in SENDER_KINDS:
         raise RulesError(f"{where}.from: expected one of {', '.join(SENDER_KINDS)}")
     wrapping = (
@@ -195,33 +206,42 @@ def next_teammate(turn: Turn, crew: tuple[str, ...]) -> str:
     return ""
 
 
-def choose(rules: Rules, turn: Turn) -> tuple[Posts, tuple[Call, ...]]:
-    """The raw (unfilled) posts and tool calls the rules give for this turn."""
-    rule = chosen(rules, turn)
+Groups = dict[str, str]
+
+
+def choose(rules: Rules, turn: Turn) -> tuple[Posts, tuple[Call, ...], Groups]:
+    """The raw (unfilled) posts and tool calls the rules give for this turn, and the
+    named groups of the rule's match."""
+    rule, groups = chosen(rules, turn)
     if rule is None:
-        return rules.default, ()
+        return rules.default, (), {}
     if turn.wrapping_up and rule.wrapping_up is not None:
-        return rule.wrapping_up, ()
-    return rule.reply, rule.calls
+        return rule.wrapping_up, (), groups
+    return rule.reply, rule.calls, groups
 
 
-def chosen(rules: Rules, turn: Turn) -> Rule | None:
-    """The rule that answers this turn (None: the default)."""
+def chosen(rules: Rules, turn: Turn) -> tuple[Rule | None, Groups]:
+    """The rule that answers this turn (None: the default) and its match's named groups."""
     if not turn.transcript:
-        return None
+        return None, {}
     last = turn.transcript[-1]
-    return next((rule for rule in rules.rules if rule.fits(last, turn.name, turn.notes)), None)
+    for rule in rules.rules:
+        found = rule.found(last, turn.name, turn.notes)
+        if found is not None:
+            return rule, {k: (v or "").strip() for k, v in found.groupdict().items()}
+    return None, {}
 
 
-def fill(template: str, turn: Turn, crew: tuple[str, ...]) -> str:
+def fill(template: str, turn: Turn, crew: tuple[str, ...], groups: Groups | None = None) -> str:
     last = turn.transcript[-1] if turn.transcript else None
     values = {
+        **(groups or {}),
         "sender": last.sender_name if last else "",
         "name": turn.name,
         "next": next_teammate(turn, crew),
         "text": last.text if last else "",
     }
-    return _PLACEHOLDER_RE.sub(lambda m: values[m.group(1)], template)
+    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 class ScriptAgent:
@@ -260,14 +280,15 @@ class ScriptAgent:
 
     async def run(self, turn: Turn, tools: Tools) -> Reply:
         rules = self._current()
-        templates, calls = choose(rules, turn)
-        rule = chosen(rules, turn)
+        templates, calls, groups = choose(rules, turn)
+        rule, _ = chosen(rules, turn)
         if rule is not None and rule.think:
             await asyncio.sleep(rule.think)
         for call in calls:
             arguments = {
-                k: fill(v, turn, rules.crew) if isinstance(v, str) else v for k, v in call.arguments.items()
+                k: fill(v, turn, rules.crew, groups) if isinstance(v, str) else v
+                for k, v in call.arguments.items()
             }
             await tools.call(call.tool, arguments)
-        posts = (fill(t, turn, rules.crew).strip() for t in templates)
+        posts = (fill(t, turn, rules.crew, groups).strip() for t in templates)
         return Reply(tuple(p for p in posts if p))

@@ -5,11 +5,13 @@ conversation as a whole (``ts`` None). ``kind`` is a short word the page styles;
 the page renders a kind it does not know like any other note, so new kinds (a room
 halted or paused) need no change here. Sources: the fleet's ``on_outcome`` hook
 (guard, router, gate), the ``turns`` table (a turn that stayed silent or failed) and
-its ``turn_steps`` (the tools a turn called: a skill read, a handoff, a refusal).
+its ``turn_steps`` (the tools a turn called: a skill read, a handoff, a refusal; a
+note an agent kept or forgot is a ``memory`` note, its refusal ``memory_refused``).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -19,9 +21,16 @@ from nanoslack.a2a import HOP_LIMIT_REACHED, ROOM_NOT_LISTED
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.store import RunRow, StepRow
+from nanoslack.store.memories import parse_ref
 from nanoslack.store.turns import TurnRow
 
 MAX_NOTES = 5000
+MEMORY = "memory"
+MEMORY_REFUSED = "memory_refused"
+MEMORY_TOOLS = ("remember", "forget")
+# The turn statuses whose recording kept what its tools did (docs/memory.md); a failed
+# or halted turn's notes stay drafts nobody sees.
+KEPT = ("done", "silent", "budget")
 TURN_NOTES = {
     "silent": ("turn_silent", "read it and had nothing to add (turn silent)"),
     "failed": ("turn_failed", "turn failed"),
@@ -92,8 +101,13 @@ class NoteBook:
                 continue
             self._turns_seen.add(row.id)
             for step in steps(row.id):
-                if step.kind == "tool" and step.name != "send_message":
-                    self.add("tool", row.channel, row.through_ts, row.instance, describe_step(step))
+                if step.kind != "tool" or step.name == "send_message":
+                    continue
+                if step.name in MEMORY_TOOLS:
+                    kind, text = describe_memory(step, kept=row.status in KEPT, status=row.status)
+                else:
+                    kind, text = "tool", describe_step(step)
+                self.add(kind, row.channel, row.through_ts, row.instance, text)
             if row.status in TURN_NOTES:
                 kind, text = TURN_NOTES[row.status]
                 detail = f": {row.error}" if row.error and row.status == "failed" else ""
@@ -116,6 +130,33 @@ def describe_step(step: StepRow) -> str:
     """A tool call as a note: ``read_skill {"name":"handoff"}``, or its refusal."""
     call = f"{step.name} {step.arguments or ''}".strip()
     return f"{call} → {step.error}" if step.error else call
+
+
+def describe_memory(step: StepRow, *, kept: bool = True, status: str = "done") -> tuple[str, str]:
+    """A ``remember`` or ``forget`` call as a note: what was kept or forgotten, or why not."""
+    if step.error:
+        return MEMORY_REFUSED, f"🧠 {step.error}"
+    args = _arguments(step.arguments)
+    ref = parse_ref(str(args.get("id", "")))
+    if step.name == "remember" and "text" in args:
+        scope = str(args.get("scope") or "").strip().lower() or "self"
+        done = f"remembered ({scope}): {str(args['text']).strip()}"
+    elif step.name == "forget" and ref is not None:
+        done = f"forgot m{ref}"
+    else:  # arguments cut too short to read: shown as recorded
+        done = describe_step(step)
+    if not kept:
+        return MEMORY_REFUSED, f"🧠 not kept, the turn {status}: {done}"
+    return MEMORY, f"🧠 {done}"
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    """A step's recorded arguments (JSON, cut when long); {} when they cannot be read."""
+    try:
+        args = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
 
 
 def describe(msg: Inbound, outcome: Outcome, senders: dict[str, str], max_hops: int) -> list[tuple[str, str]]:

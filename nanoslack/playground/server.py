@@ -7,7 +7,9 @@ The stream starts with a snapshot of everything the page shows, then sends each
 change as it happens: messages from the emulator's change hook, notes from the
 fleet's outcomes, the status strip when it changes. A reconnecting page simply
 receives a new snapshot. The server watches the store's ``turns`` table (silent
-turns) and status a few times a second; the page itself never polls.
+turns) and status a few times a second; the page itself never polls. What the crew
+remembers (``/api/memories``, read only) the page reads at start and again when a
+``memory`` note says a note was kept or forgotten.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
 from nanoslack.playground.notes import Note, NoteBook
 from nanoslack.playground.stage import ROOM_LABEL, ROUND_ROOM, Stage
-from nanoslack.store import RunRow
+from nanoslack.store import NoteRow, RunRow
 
 log = get_logger(__name__)
 
@@ -51,6 +53,7 @@ class PlaygroundServer:
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get("/", self._index)
         app.router.add_get("/events", self._events)
+        app.router.add_get("/api/memories", self._memories)
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
         app.router.add_post("/api/routine", self._routine)
@@ -187,6 +190,28 @@ class PlaygroundServer:
                 return str(conv.id)
         return self.stage.room
 
+    def memories(self) -> JSON:
+        """Each instance's kept notes (its room notes included), oldest first."""
+        memories = self.stage.fleet.store.memories
+        return {
+            "instances": [
+                {"name": name, "notes": [self._note(n) for n in memories.all(instance=name)]}
+                for name in self.stage.apps
+            ]
+        }
+
+    def _note(self, note: NoteRow) -> JSON:
+        channel = note.conversation.removeprefix("slack:")
+        conv = self._conversation(channel) if note.scope == "room" else None
+        return {
+            "id": note.ref,
+            "scope": note.scope,
+            "room": conv["label"] if conv else channel,
+            "text": note.text,
+            "asked_by": self.stage.sender_names.get(note.asked_by, note.asked_by),
+            "at": note.created_at,
+        }
+
     def _hops(self, room: str) -> int:
         store = self.stage.fleet.store
         # Identity scope counts per instance: the room is as far as its furthest instance.
@@ -212,6 +237,9 @@ class PlaygroundServer:
     # ---- HTTP handlers ----------------------------------------------------------------------
     async def _index(self, _req: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC / "index.html")
+
+    async def _memories(self, _req: web.Request) -> web.Response:
+        return web.json_response(self.memories())
 
     async def _events(self, req: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})

@@ -132,6 +132,29 @@ async def test_other_braces_are_kept_literally(tmp_path: Path) -> None:
     assert reply.posts == ('json: {"a": 1} {unknown} {dana}',)
 
 
+async def test_named_groups_of_the_match_fill_the_reply_and_the_calls(tmp_path: Path) -> None:
+    path = rules_file(
+        tmp_path,
+        {
+            "rules": [
+                {
+                    "match": "remember(?: that)? (?P<what>.+)|(?P<never>zzz)",
+                    "calls": [{"tool": "note", "arguments": {"text": "{what}", "n": 1}}],
+                    "reply": "{what}|{never}|{sender}",
+                }
+            ]
+        },
+    )
+    tools = LocalTools()
+
+    reply = await ScriptAgent(path, instance="dana").run(
+        make_turn(human("@dana remember that deploys are on Thursday ")), tools
+    )
+
+    assert reply.posts == ("deploys are on Thursday||alice",)
+    assert tools.calls == [("note", {"text": "deploys are on Thursday", "n": 1})]
+
+
 async def test_rules_file_is_reread_when_it_changes(tmp_path: Path) -> None:
     path = rules_file(tmp_path, {"rules": [{"reply": "old"}]})
     agent = ScriptAgent(path, instance="dana")
@@ -156,6 +179,7 @@ async def test_rules_file_is_reread_when_it_changes(tmp_path: Path) -> None:
         ('{"rules": [{"reply": 3}]}', r"rules\[0\].reply: expected a string"),
         ('{"crew": "dana"}', "'crew' must be a list"),
         ('{"rules": [{"note": "["}]}', r"rules\[0\].note: not a valid regular expression"),
+        ('{"rules": [{"match": "(?P<text>.+)"}]}', r"rules\[0\].match: group name 'text' is a placeholder"),
     ],
 )
 def test_malformed_rules_are_refused_at_load_with_the_place(tmp_path: Path, rules: str, problem: str) -> None:
@@ -204,6 +228,22 @@ async def test_sample_crew_hands_off_round_robin_and_then_falls_silent() -> None
     assert "@eli" in posts[0][1] and "@fay" in posts[1][1] and "@dana" in posts[2][1]
     assert "@" not in posts[3][1]
     assert all(len(text) < 200 for _, text in posts)
+
+
+@pytest.mark.parametrize("name", ["dana", "eli", "fay"])
+async def test_sample_crew_remembers_what_alice_asks_and_forgets_a_note_by_its_id(name: str) -> None:
+    agent = ScriptAgent(REPO_TEAMMATES / name / "script.json", instance=name)
+    asked, forgot, chat = LocalTools(), LocalTools(), LocalTools()
+
+    kept = await agent.run(_turn_for(name, [human(f"@{name} remember that deploys are on Thursday")]), asked)
+    gone = await agent.run(_turn_for(name, [human(f"@{name} please forget m3")]), forgot)
+    await agent.run(_turn_for(name, [human(f"@{name} do you remember the plan?")]), chat)
+
+    assert asked.calls == [("remember", {"text": "deploys are on Thursday", "scope": "self"})]
+    assert kept.posts == ("Noted, alice. I'll remember: deploys are on Thursday",)
+    assert forgot.calls == [("forget", {"id": "m3"})]
+    assert gone.posts == ("Forgetting m3, alice.",)
+    assert "remember" not in [tool for tool, _ in chat.calls]  # a question about memory asks nothing
 
 
 @pytest.mark.parametrize("name", ["dana", "eli", "fay"])

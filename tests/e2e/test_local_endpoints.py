@@ -59,7 +59,7 @@ async def test_a_rebinding_name_cannot_read_the_page_or_the_stream(served: tuple
     _, url = served
     port = url.rstrip("/").rsplit(":", 1)[1]
     async with aiohttp.ClientSession() as http:
-        for path in ("", "events", "static/app.js"):
+        for path in ("", "events", "static/app.js", "api/memories"):
             async with http.get(url + path, headers={"Host": f"evil.example:{port}"}) as resp:
                 assert resp.status == 403, path
         async with http.get(url, headers={"Host": f"localhost:{port}"}) as resp:

@@ -263,3 +263,66 @@ def test_the_playground_dm_shows_danas_status_line_then_her_streamed_answer(
     expect(thread.locator(".msg.streaming")).to_have_count(0, timeout=STEP_MS)
     _shot(page, "playground-dm-stream.png")
     assert demo.interrupt() == 0
+
+
+def test_alice_asks_dana_to_remember_and_the_page_shows_the_note_and_lists_it(
+    demo: Demo, browser_page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    panel = page.locator("#memories")
+    expect(panel).to_contain_text("No notes yet", timeout=STEP_MS)
+
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("@dana remember that deploys are on Thursday")
+    expect(page.locator("#mention-menu")).to_be_hidden()
+    composer.press("Enter")
+
+    thread = page.locator("#thread-timeline")
+    asked = thread.locator('.msg[data-author="alice"]')
+    expect(asked).to_contain_text("remember that deploys are on Thursday")
+    expect(thread.locator('.msg[data-author="dana"]')).to_contain_text(
+        "I'll remember: deploys are on Thursday", timeout=STEP_MS
+    )
+    # The note sits under alice's message, in the thread and in the room's timeline.
+    for pane in (thread, page.locator("#timeline")):
+        note = pane.locator('.note[data-kind="memory"]')
+        expect(note).to_have_count(1, timeout=STEP_MS)
+        expect(note).to_contain_text("🧠 remembered (self): deploys are on Thursday")
+        expect(note.locator(".who")).to_have_text("dana")
+    msg_ts = asked.get_attribute("data-ts")
+    under = page.locator(f'#timeline .msg[data-ts="{msg_ts}"] + .note[data-kind="memory"]')
+    assert msg_ts and under.count() == 1
+
+    danas = panel.locator('.memory-instance[data-instance="dana"]')
+    expect(danas).to_contain_text("dana's notes", timeout=STEP_MS)
+    listed = danas.locator(".memory-note")
+    expect(listed).to_have_count(1)
+    expect(listed).to_contain_text("deploys are on Thursday")
+    ref = listed.get_attribute("data-id")
+    assert ref and re.fullmatch(r"m\d+", ref)
+    expect(listed.locator(".memory-id")).to_have_text(ref)
+    _shot(page, "playground-memory.png")
+
+    # Forgetting it: a 🧠 note says so and the panel empties again.
+    reply = page.locator("#thread-composer textarea")
+    reply.click()
+    reply.press_sequentially(f"@dana forget {ref}")
+    expect(page.locator("#mention-menu")).to_be_hidden()
+    reply.press("Enter")
+    expect(thread.locator('.note[data-kind="memory"]', has_text=f"🧠 forgot {ref}")).to_have_count(
+        1, timeout=STEP_MS
+    )
+    expect(panel.locator(".memory-note")).to_have_count(0, timeout=STEP_MS)
+    expect(panel).to_contain_text("No notes yet")
+
+    foreign = [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
+    assert requests and not foreign, foreign
+    assert demo.interrupt() == 0

@@ -132,3 +132,30 @@ async def test_the_pages_button_fires_danas_daily_plan_whose_run_shows_in_the_no
         note = await stream.until(lambda e: e["type"] == "note" and e["note"]["kind"] == "routine")
         assert note["note"]["text"] == "routine daily-plan: done"
         assert note["note"]["channel"] == plan["conversation"]["id"]
+
+
+async def test_alices_remember_becomes_a_memory_note_and_the_notes_endpoint_lists_it(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http, http.get(url + "events") as resp:
+        stream = Stream(resp)
+        await stream.until(lambda e: e["type"] == "snapshot")
+        async with http.get(url + "api/memories") as before:
+            assert all(not i["notes"] for i in (await before.json())["instances"])
+        ask = "@dana remember that deploys are on Thursday"
+        posted = await http.post(url + "api/post", json={"channel": stage.room, "text": ask})
+        asked = (await posted.json())["ts"]
+        await stream.until(_from(stage, "dana", "I'll remember: deploys are on Thursday"))
+        note = (await stream.until(lambda e: e["type"] == "note" and e["note"]["kind"] == "memory"))["note"]
+        async with http.get(url + "api/memories") as after:
+            listed = {i["name"]: i["notes"] for i in (await after.json())["instances"]}
+
+    assert (note["ts"], note["instance"]) == (asked, "dana")
+    assert note["text"] == "🧠 remembered (self): deploys are on Thursday"
+    assert [(n["scope"], n["text"], n["asked_by"]) for n in listed["dana"]] == [
+        ("self", "deploys are on Thursday", "alice")
+    ]
+    assert listed["dana"][0]["id"].startswith("m") and not listed["eli"] and not listed["fay"]
+    kept = stage.fleet.store.memories.all(instance="dana")
+    assert [n.ref for n in kept] == [listed["dana"][0]["id"]]

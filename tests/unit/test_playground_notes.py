@@ -11,6 +11,8 @@ from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.playground import NoteBook, fresh_data_dir
 from nanoslack.playground.stage import llm_settings
+from nanoslack.store import StepRow
+from nanoslack.store.turns import TurnRow
 from tests.factories import inbound
 
 SENDERS = {"slack:bot:B0ELI": "eli", "slack:U0ALICE": "alice"}
@@ -78,6 +80,62 @@ def test_listeners_hear_every_new_note() -> None:
     book.listeners.append(lambda note: heard.append(note.kind))
     book.add("room_paused", "C0ROOM", None, "", "paused by alice")
     assert heard == ["room_paused"]
+
+
+def _turn(turn_id: int, status: str = "done", instance: str = "dana") -> TurnRow:
+    ts = "5.0"
+    alice = "slack:U0ALICE"
+    return TurnRow(turn_id, instance, "C0ROOM", ts, ts, alice, status, ts, 1, 1, 0, False, None, 1.0, 2.0)
+
+
+def _step(step: int, name: str, arguments: str, error: str | None = None) -> StepRow:
+    return StepRow(step, "tool", name, arguments, 10, 0, 1.0, error, 1.0)
+
+
+def test_a_remember_or_forget_the_turn_kept_is_a_memory_note_under_the_message() -> None:
+    book = _book()
+    steps = {
+        1: [
+            _step(1, "remember", '{"text":"deploys are on Thursday ","scope":"self"}'),
+            _step(2, "send_message", '{"text":"Noted"}'),
+        ],
+        2: [
+            _step(1, "forget", '{"id":"3"}'),
+            _step(2, "remember", '{"text":"the room uses main","scope":"Room"}'),
+        ],
+        3: [_step(1, "remember", '{"text":"cut sho')],  # arguments cut when recorded
+    }
+
+    book.on_turns([_turn(3, "silent"), _turn(2), _turn(1)], lambda turn_id: steps.get(turn_id, []))
+
+    memory = [(n.kind, n.channel, n.ts, n.instance, n.text) for n in book.notes if n.kind != "turn_silent"]
+    assert memory == [
+        ("memory", "C0ROOM", "5.0", "dana", "🧠 remembered (self): deploys are on Thursday"),
+        ("memory", "C0ROOM", "5.0", "dana", "🧠 forgot m3"),
+        ("memory", "C0ROOM", "5.0", "dana", "🧠 remembered (room): the room uses main"),
+        ("memory", "C0ROOM", "5.0", "dana", '🧠 remember {"text":"cut sho'),
+    ]
+
+
+def test_a_refused_remember_shows_its_refusal_and_a_failed_turns_note_is_not_kept() -> None:
+    book = _book()
+    refusal = "not remembered: only your owners can ask you to remember something for yourself"
+    steps = {
+        1: [_step(1, "remember", '{"text":"obey eli","scope":"self"}', error=refusal)],
+        2: [_step(1, "forget", '{"id":"m9"}', error="nothing forgotten: no note m9 among yours")],
+        3: [_step(1, "remember", '{"text":"lost","scope":"self"}')],
+        4: [_step(1, "recall", '{"query":"deploys"}')],
+    }
+
+    book.on_turns([_turn(1), _turn(2), _turn(3, "failed"), _turn(4)], lambda turn_id: steps[turn_id])
+
+    notes = [(n.kind, n.text) for n in book.notes if not n.kind.startswith("turn_")]
+    assert notes == [
+        ("memory_refused", f"🧠 {refusal}"),
+        ("memory_refused", "🧠 nothing forgotten: no note m9 among yours"),
+        ("memory_refused", "🧠 not kept, the turn failed: remembered (self): lost"),
+        ("tool", 'recall {"query":"deploys"}'),
+    ]
 
 
 def test_a_second_run_starts_from_an_empty_data_folder_unless_kept(tmp_path: Path) -> None:

@@ -7,12 +7,13 @@ const S = {
   notes: [], status: null, current: null, thread: null, unread: new Map(),
   // An app's status line under a thread ("dana is thinking…"), by channel and thread ts.
   lines: new Map(),
+  memories: [], memoriesAsked: 0,
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
   admitted: "guard", dropped: "guard", hop_limit: "hop limit", hops_reset: "hops",
   approval_requested: "approval", turn_silent: "turn", turn_failed: "turn", turn_budget: "turn",
-  refuse: "gate", decline: "gate", failed: "error",
+  refuse: "gate", decline: "gate", failed: "error", memory: "memory", memory_refused: "memory",
 };
 // Slack's shortcodes for the emoji the fleet and the sample crew write (others stay as text).
 const EMOJI = {
@@ -34,7 +35,11 @@ function connect() {
 function handle(ev) {
   if (ev.type === "snapshot") return loadSnapshot(ev);
   if (ev.type === "message") return onMessage(ev.conversation, ev.message);
-  if (ev.type === "note") { S.notes.push(ev.note); return renderPanes(ev.note.channel); }
+  if (ev.type === "note") {
+    S.notes.push(ev.note);
+    if (ev.note.kind === "memory") loadMemories();
+    return renderPanes(ev.note.channel);
+  }
   if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
   if (ev.type === "status_line") return onStatusLine(ev);
 }
@@ -60,6 +65,21 @@ function loadSnapshot(ev) {
   if (!S.current || !S.convs.has(S.current)) S.current = ev.room;
   $("me").textContent = ev.me.name;
   renderAll();
+  loadMemories();
+}
+
+// What the crew remembers: read again whenever a note says one was kept or forgotten.
+async function loadMemories() {
+  const asked = ++S.memoriesAsked;
+  let answer;
+  try {
+    const r = await fetch("/api/memories");
+    if (!r.ok) return;
+    answer = await r.json();
+  } catch (_) { return; }
+  if (asked !== S.memoriesAsked) return; // a newer answer is on its way
+  S.memories = answer.instances;
+  renderMemories();
 }
 
 function onMessage(conv, msg) {
@@ -139,6 +159,29 @@ async function fireRoutine(instance, name, btn) {
     body: JSON.stringify({ instance, name }),
   });
   btn.disabled = false;
+}
+
+function renderMemories() {
+  const box = $("memories");
+  box.replaceChildren();
+  const kept = S.memories.filter((i) => i.notes.length);
+  if (!kept.length) { box.append(el("div", "memory-empty", "No notes yet. Try “@dana remember that …”")); return; }
+  for (const inst of kept) {
+    const d = el("div", "memory-instance");
+    d.dataset.instance = inst.name;
+    d.append(el("div", "memory-who", `${inst.name}'s notes`));
+    const ul = el("ul", "memory-notes");
+    for (const n of inst.notes) {
+      const li = el("li", "memory-note");
+      li.dataset.id = n.id; li.dataset.scope = n.scope;
+      li.title = `asked by ${n.asked_by}`;
+      li.append(el("span", "memory-id", n.id), el("span", "memory-text", n.text));
+      if (n.scope !== "self") li.append(el("span", "memory-scope", n.scope === "room" ? "#" + n.room : "private"));
+      ul.append(li);
+    }
+    d.append(ul);
+    box.append(d);
+  }
 }
 
 function openConversation(id) {
