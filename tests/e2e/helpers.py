@@ -10,6 +10,7 @@ from typing import Any
 from nanoslack.config import env_suffix
 from nanoslack.emulator import App, Emulator
 from nanoslack.ops.envfile import write_env
+from tests.llm_server import LLMServer, backend_env
 
 # The agent every test fleet runs unless a test names another: a rules script with no
 # rule, so turns run (and are recorded) but post nothing, without a process per turn.
@@ -75,3 +76,15 @@ def message_text(emu: Emulator, where: dict[str, Any]) -> str:
         if msg["ts"] == where["ts"]:
             return str(msg.get("text", "")) + str(msg.get("blocks", ""))
     return ""
+
+
+def openai_env(owner: str, llm: LLMServer, teammates: Path, **extra: str) -> dict[str, str]:
+    """The keys of a fleet whose owner is ``owner``, on the ``openai`` back end against the
+    model server ``llm`` (model ``gpt-test``), with the personas in ``teammates``."""
+    return {
+        "SLACK_OWNER": owner,
+        **backend_env("openai", llm, "sk-test-0123456789"),
+        "NANOSLACK_MODEL": "gpt-test",
+        "NANOSLACK_TEAMMATES": str(teammates),
+        **extra,
+    }

@@ -22,7 +22,7 @@ from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from nanoslack.slack.surface import THINKING, using
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import write_fleet_env
+from tests.e2e.helpers import openai_env, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
 from tests.llm_server import LLMServer, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
@@ -39,15 +39,7 @@ def _teammates(room: Room) -> Path:
 
 
 def _env(room: Room, llm: LLMServer, **extra: str) -> dict[str, str]:
-    return {
-        "SLACK_OWNER": room.human.id,
-        "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "gpt-test",
-        "OPENAI_BASE_URL": llm.openai_url,
-        "OPENAI_API_KEY": "sk-test-0123456789",
-        "NANOSLACK_TEAMMATES": str(_teammates(room)),
-        **extra,
-    }
+    return openai_env(room.human.id, llm, _teammates(room), **extra)
 
 
 def _im(room: Room, name: str = "dana") -> str:

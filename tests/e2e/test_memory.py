@@ -11,7 +11,7 @@ from typing import Any
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import scalar, sql, write_fleet_env
+from tests.e2e.helpers import openai_env, scalar, sql, write_fleet_env
 from tests.e2e.test_metrics import scrape, value
 from tests.e2e.turn_agent import TurnAgent
 from tests.llm_server import (
@@ -35,15 +35,7 @@ def _teammates(room: Room) -> Path:
 
 
 def _env(room: Room, llm: LLMServer, **extra: str) -> dict[str, str]:
-    return {
-        "SLACK_OWNER": room.human.id,
-        "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "gpt-test",
-        "OPENAI_BASE_URL": llm.openai_url,
-        "OPENAI_API_KEY": "sk-test-0123456789",
-        "NANOSLACK_TEAMMATES": str(_teammates(room)),
-        **extra,
-    }
+    return openai_env(room.human.id, llm, _teammates(room), **extra)
 
 
 def _statuses(room: Room, instance: str = "dana") -> list[str]:

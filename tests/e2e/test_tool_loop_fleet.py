@@ -12,7 +12,7 @@ from typing import Any
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import dm_buttons, write_fleet_env
+from tests.e2e.helpers import dm_buttons, openai_env, write_fleet_env
 from tests.llm_server import LLMServer, openai_answer, openai_text, send
 
 SKILL = "# Review: look for failure paths\nThen say what you found.\n"
@@ -28,15 +28,7 @@ def _teammates(room: Room) -> Path:
 
 
 def _env(room: Room, llm: LLMServer, **extra: str) -> dict[str, str]:
-    return {
-        "SLACK_OWNER": room.human.id,
-        "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "gpt-test",
-        "OPENAI_BASE_URL": llm.openai_url,
-        "OPENAI_API_KEY": "sk-test-0123456789",
-        "NANOSLACK_TEAMMATES": str(_teammates(room)),
-        **extra,
-    }
+    return openai_env(room.human.id, llm, _teammates(room), **extra)
 
 
 def _dana_posts(room: Room) -> list[str]:
