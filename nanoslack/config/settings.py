@@ -2,8 +2,7 @@
 
 ``.env`` is read with ``dotenv_values`` and merged under the real environment.
 Loading settings never writes to the process environment, so several fleets (or
-tests) can load different files in one interpreter. (The running fleet does remove
-the two OAuth keys bolt would act on: ``nanoslack.slack.fleet``.)
+tests) can load different files in one interpreter.
 """
 
 from __future__ import annotations
