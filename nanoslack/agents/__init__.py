@@ -14,6 +14,7 @@ from nanoslack.agents.local import LocalTools
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt, render_thread
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.teammates import Teammate, load_teammate
+from nanoslack.agents.tool import Tool
 from nanoslack.agents.types import (
     Agent,
     BudgetExhausted,
@@ -22,7 +23,6 @@ from nanoslack.agents.types import (
     Reply,
     ToolResult,
     Tools,
-    ToolSpec,
     Turn,
     TurnFailed,
 )
@@ -61,8 +61,8 @@ __all__ = [
     "ScriptAgent",
     "Teammate",
     "TokenLedger",
+    "Tool",
     "ToolResult",
-    "ToolSpec",
     "Tools",
     "Turn",
     "TurnFailed",

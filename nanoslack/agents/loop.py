@@ -17,7 +17,7 @@ the API key scrubbed out even when the server echoes it.
 
 from __future__ import annotations
 
-import copy
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,42 +25,41 @@ from http import HTTPStatus
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 from pydantic_ai import Agent, capture_run_messages
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, RawToolArgs, ValidatedToolArgs
 from pydantic_ai.capabilities.abstract import WrapModelRequestHandler
 from pydantic_ai.exceptions import (
     AgentRunError,
     ModelAPIError,
     ModelConnectionError,
     ModelHTTPError,
+    ModelRetry,
     ModelTimeoutError,
     RetryModelRequest,
     ToolFailed,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.usage import UsageLimits
-from pydantic_core import SchemaValidator, core_schema
 
 from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.redact import scrub
-from nanoslack.agents.types import Tools, ToolSpec
+from nanoslack.agents.tool import Tool
+from nanoslack.agents.types import Tools
 
 log = structlog.get_logger("nanoslack.agents")
 
 SEND_MESSAGE = "send_message"
 REASON_CHARS = 200
-# Any JSON object passes: the tool's own schema is the tool's business (an MCP server
-# validates its arguments itself), and a refusal comes back from ``Tools.call`` as text.
-ANY_ARGUMENTS = SchemaValidator(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
-# How often pydantic-ai lets the model get a tool wrong (an unknown name, arguments that
-# are not JSON) before it ends the run: never before the step limit does.
+# How often pydantic-ai lets the model get a tool wrong (an unknown name) before it ends
+# the run: never before the step limit does.
 TOOL_RETRIES = 1000
 
 Describe = Callable[[BaseException], str]
@@ -69,10 +68,12 @@ Describe = Callable[[BaseException], str]
 class TurnToolset(AbstractToolset[None]):
     """The turn's ``Tools`` as pydantic-ai sees them.
 
-    Each spec is offered as it is (``strict=False`` and no schema transformer on the model:
-    an MCP tool's schema reaches the provider unchanged), arguments are only checked to be
-    an object, and the calls run one at a time in the order the model made them (posts keep
-    their order; steps are recorded in that order).
+    Each tool is offered with its schema (``Tool.schema``: its model's, or an MCP server's
+    own, unchanged: ``strict=False`` and no schema transformer on the model) and checked by
+    its model's validator before the call; a call that does not fit is refused with the
+    reason as a failed result (``TurnSteps.on_tool_validate_error``). The calls run one at
+    a time in the order the model made them (posts keep their order; steps are recorded in
+    that order), each through ``Tools.call`` (approvals, the step's record).
     """
 
     def __init__(self, tools: Tools) -> None:
@@ -85,19 +86,23 @@ class TurnToolset(AbstractToolset[None]):
 
     async def get_tools(self, ctx: RunContext[None]) -> dict[str, ToolsetTool[None]]:
         return {
-            spec.name: ToolsetTool(
+            tool.name: ToolsetTool(
                 toolset=self,
-                tool_def=_definition(spec),
+                tool_def=_definition(tool),
                 max_retries=TOOL_RETRIES,
-                args_validator=ANY_ARGUMENTS,
+                args_validator=tool.validator,
             )
-            for spec in self._tools.specs()
+            for tool in self._tools.tools()
         }
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
     ) -> str:
-        result = await self._tools.call(name, tool_args)
+        # ``tool_args`` is the tool's model already (its validator's output): not checked again.
+        return await self.answer(name, tool_args)
+
+    async def answer(self, name: str, arguments: object) -> str:
+        result = await self._tools.call(name, arguments)
         if result.is_error:
             # A failed result the model reads (why it was refused), without a "try again" prompt.
             raise ToolFailed(result.text)
@@ -106,12 +111,11 @@ class TurnToolset(AbstractToolset[None]):
         return result.text
 
 
-def _definition(spec: ToolSpec) -> ToolDefinition:
+def _definition(tool: Tool[Any]) -> ToolDefinition:
     return ToolDefinition(
-        name=spec.name,
-        description=spec.description,
-        # A copy: the spec may be shared (an MCP server's tools), the request is this turn's.
-        parameters_json_schema=copy.deepcopy(dict(spec.parameters)),
+        name=tool.name,
+        description=tool.description,
+        parameters_json_schema=tool.schema(),
         strict=False,
         sequential=True,
     )
@@ -142,6 +146,11 @@ class TurnSteps(AbstractCapability[None]):
         self.cached_tokens = 0
         self.calls = 0
         self.attempts_of_last_call = 0
+        self._toolset: TurnToolset | None = None
+
+    def serve(self, toolset: TurnToolset) -> None:
+        """The run's toolset, whose refusals this capability hands back (``on_tool_validate_error``)."""
+        self._toolset = toolset
 
     async def wrap_model_request(
         self,
@@ -169,6 +178,22 @@ class TurnSteps(AbstractCapability[None]):
         self.cached_tokens += cached
         self._tools.after_model_call(model=self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached)
         return response
+
+    async def on_tool_validate_error(
+        self,
+        ctx: RunContext[None],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: RawToolArgs,
+        error: ValidationError | ModelRetry,
+    ) -> ValidatedToolArgs:
+        """Arguments that do not fit the tool's model: ``Tools.call`` refuses them with the
+        reason (and records the step), and the model reads that as the failed result."""
+        if self._toolset is None:
+            raise error
+        await self._toolset.answer(tool_def.name, _raw(args))
+        raise error  # not reached: a call that does not fit is refused
 
     async def on_model_request_error(
         self, ctx: RunContext[None], *, request_context: ModelRequestContext, error: Exception
@@ -206,6 +231,16 @@ def retry_wait_s(error: ModelAPIError, attempt: int) -> float:
     return backoff_s(attempt)
 
 
+def _raw(args: RawToolArgs) -> object:
+    """The model's arguments as an object when they are JSON at all (else as they came)."""
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else {}
+        except ValueError:
+            return args
+    return args
+
+
 def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000
 
@@ -234,6 +269,7 @@ async def run_tool_loop(
     the latter into ``TurnFailed``.
     """
     toolset = TurnToolset(tools)
+    steps.serve(toolset)
     agent: Agent[None, str | None] = Agent(
         model,
         name=f"nanoslack-{instance}",

@@ -11,16 +11,13 @@ JSON string per the spec; an object (as some local servers send) is accepted too
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import Any, cast
 
 import httpx2
 from openai import AsyncOpenAI, Omit
 from openai.types.chat import ChatCompletion
 from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIChatModel
-
-# The return type of the validation hook below; pydantic-ai does not re-export it.
-from pydantic_ai.models.openai._chat_completions import LenientChatCompletion
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
@@ -53,9 +50,11 @@ class OpenAIAgent(LLMAgent):
 
 
 class _ChatModel(OpenAIChatModel):
-    def _validate_completion(self, response: ChatCompletion) -> LenientChatCompletion:
-        """The hook pydantic-ai offers for this: a tool call's ``arguments`` that came as
-        an object become the JSON string the spec (and the SDK's types) expect."""
+    # The return type is pydantic-ai's own lenient completion, which it does not export
+    # (its module is private): whatever the hook returns is handed back as it came.
+    def _validate_completion(self, response: ChatCompletion) -> Any:
+        """The hook pydantic-ai documents for subclasses: a tool call's ``arguments`` that
+        came as an object become the JSON string the spec (and the SDK's types) expect."""
         data = response.model_dump(warnings=False)
         for choice in data.get("choices") or ():
             for call in (choice.get("message") or {}).get("tool_calls") or ():

@@ -6,9 +6,12 @@ call, and the budget it spends), and gives back a ``Reply``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from nanoslack.agents.tool import Tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,18 +102,6 @@ class BudgetExhausted(TurnFailed):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool as a model sees it."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]  # a JSON schema of type "object"
-    # "host" for the fleet's own tools (served to command agents over MCP too), else
-    # "mcp:<server>" for a teammate's MCP server's tool (named "<server>_<tool>").
-    origin: str = "host"
-
-
-@dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool call gives back to the model: always text; ``is_error`` when the call
     was refused or failed (the text says why, so the model can tell the human plainly)."""
@@ -122,8 +113,11 @@ class ToolResult:
 class Tools(Protocol):
     """One turn's tools and budget, as the host (``nanoslack.tools``) offers them.
 
-    ``specs`` and ``call``: the host tools (``send_message``, ``read_skill``,
-    ``send_to_agent``, ``message_owner``) and the teammate's MCP tools. What a host tool
+    ``tools``: what the agent is offered (``agents.tool.Tool``: the host tools
+    ``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``, the room's and
+    the notes' tools, the teammate's MCP tools); ``call`` checks a call's arguments
+    against the tool's model (a call that does not fit is refused, saying why), asks an
+    owner first when the tool wants it, and runs it. What a host tool
     does to Slack (a post, a handoff, a DM to the owners) is collected and committed
     with the turn, never done during the call. Every call is recorded as a step.
 
@@ -139,9 +133,9 @@ class Tools(Protocol):
     @property
     def max_steps(self) -> int: ...
 
-    def specs(self) -> Sequence[ToolSpec]: ...
+    def tools(self) -> Sequence[Tool[Any]]: ...
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult: ...
+    async def call(self, name: str, arguments: object) -> ToolResult: ...
 
     def before_model_call(self) -> None: ...
 

@@ -11,22 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.agents import ToolResult, ToolSpec, Turn
+from pydantic import Field
+
+from nanoslack.agents import ToolResult, Turn
+from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.store import MessageRow, Store
 from nanoslack.tools.host import TurnEffects
-from nanoslack.tools.toolbox import ToolSet, ToolSetFactory
+from nanoslack.tools.toolbox import ToolFamily
 
 STOP_ROUTINE = "stop_routine"
-SPEC = ToolSpec(
-    STOP_ROUTINE,
+DESCRIPTION = (
     "Pause one of your own routines (scheduled runs) by name, when your owner asks you to stop it. "
-    "It stays paused until an operator resumes it.",
-    {
-        "type": "object",
-        "properties": {"name": {"type": "string", "description": "The routine's name, e.g. daily-plan."}},
-        "required": ["name"],
-    },
+    "It stays paused until an operator resumes it."
 )
+
+
+class StopRoutine(Arguments):
+    name: str = Field(description="The routine's name, e.g. daily-plan.")
 
 
 @dataclass(frozen=True)
@@ -37,26 +38,24 @@ class RoutineToolset:
     by: str
 
     @staticmethod
-    def factory(store: Store, instance: str, owners: tuple[str, ...]) -> ToolSetFactory:
+    def factory(store: Store, instance: str, owners: tuple[str, ...]) -> ToolFamily:
         owner_ids = {f"slack:{o}" for o in owners}
 
-        def build(_turn_id: int, _turn: Turn, msgs: Sequence[MessageRow], _effects: TurnEffects) -> ToolSet:
+        def build(
+            _turn_id: int, _turn: Turn, msgs: Sequence[MessageRow], _effects: TurnEffects
+        ) -> list[Tool[Any]]:
             waker = msgs[-1].sender_id if msgs else ""
-            return RoutineToolset(store, instance, waker in owner_ids, waker)
+            return RoutineToolset(store, instance, waker in owner_ids, waker).tools()
 
         return build
 
-    def specs(self) -> Sequence[ToolSpec]:
-        return (SPEC,) if self.owner_woke else ()
+    def tools(self) -> list[Tool[Any]]:
+        return [Tool(STOP_ROUTINE, DESCRIPTION, StopRoutine, self._stop, offered=self.owner_woke)]
 
-    def handles(self, name: str) -> bool:
-        return name == STOP_ROUTINE
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def _stop(self, args: StopRoutine) -> ToolResult:
         if not self.owner_woke:
             return ToolResult("not stopped: only your owners can ask you to stop a routine", is_error=True)
-        routine = arguments.get("name")
-        routine = routine.strip() if isinstance(routine, str) else ""
+        routine = args.name.strip()
         states = self.store.routines.states(self.instance)
         if routine not in states or not states[routine].active:
             known = ", ".join(sorted(n for n, s in states.items() if s.active)) or "none"

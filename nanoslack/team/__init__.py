@@ -20,8 +20,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from nanoslack.agents import Turn
+from nanoslack.agents import Tool, Turn
 from nanoslack.config.team import TeamSettings
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
@@ -79,7 +80,9 @@ class Team:
             wake=wake,
         )
 
-    def tools(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects) -> TeamTools:
+    def tools(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
+    ) -> list[Tool[Any]]:
         del turn_id
         return TeamTools(
             instance=self.instance,
@@ -88,7 +91,7 @@ class Team:
             msgs=msgs,
             effects=effects,
             voters=self._voters,
-        )
+        ).tools()
 
     def notes(self, instance: str, key: ThreadKey, msgs: Sequence[MessageRow]) -> list[str]:
         return room_notes(self._store, instance, key, msgs, time.time())

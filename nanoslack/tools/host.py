@@ -18,61 +18,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nanoslack.agents import ToolResult, ToolSpec
+from pydantic import Field
+
+from nanoslack.agents import ToolResult
 from nanoslack.agents.teammates import list_skills
+from nanoslack.agents.tool import (
+    READ_SKILL,
+    READ_SKILL_DESCRIPTION,
+    SEND_MESSAGE,
+    SEND_MESSAGE_DESCRIPTION,
+    Arguments,
+    ReadSkill,
+    SendMessage,
+    Tool,
+)
 from nanoslack.replies import MAX_POSTS
 
-SEND_MESSAGE = "send_message"
-READ_SKILL = "read_skill"
 SEND_TO_AGENT = "send_to_agent"
 MESSAGE_OWNER = "message_owner"
+HOST_TOOL_NAMES = frozenset({SEND_MESSAGE, READ_SKILL, SEND_TO_AGENT, MESSAGE_OWNER})
 # A relay goes two hops at most: a dispatch and a reply.
 MAX_RELAY_DEPTH = 2
 MAX_HANDOFFS = 3
 _SKILL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+class SendToAgent(Arguments):
+    to: str = Field(description="The teammate's name, e.g. eli.")
+    message: str = Field(description="What you need from them, self-contained.")
 
 
-def _string(description: str) -> dict[str, str]:
-    return {"type": "string", "description": description}
-
-
-SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        SEND_MESSAGE,
-        "Post one message to the Slack conversation you are in (in the thread you were woken in). "
-        f"Call it once per message you want people to see (at most {MAX_POSTS}). Not calling it means you "
-        "stay silent, which is fine when you have nothing useful to add. Mention a teammate as @name.",
-        _object({"text": _string("The message text (Slack mrkdwn).")}, ["text"]),
-    ),
-    ToolSpec(
-        READ_SKILL,
-        "Read one of the shared skills listed in your instructions, by name. Returns its full text.",
-        _object({"name": _string("The skill's name, e.g. handoff.")}, ["name"]),
-    ),
-    ToolSpec(
-        SEND_TO_AGENT,
-        "Hand a scoped task, or an answer, to another AI teammate by name, privately: the room does not "
-        "see it. They answer in this thread or hand back to you. Use it for work that is theirs.",
-        _object(
-            {
-                "to": _string("The teammate's name, e.g. eli."),
-                "message": _string("What you need from them, self-contained."),
-            },
-            ["to", "message"],
-        ),
-    ),
-    ToolSpec(
-        MESSAGE_OWNER,
-        "Send your owners a private direct message (the room never sees it): for something only they "
-        "should know or decide. At most once a turn.",
-        _object({"text": _string("The message text (Slack mrkdwn).")}, ["text"]),
-    ),
-)
-HOST_TOOL_NAMES = frozenset(spec.name for spec in SPECS)
+class MessageOwner(Arguments):
+    text: str = Field(description="The message text (Slack mrkdwn).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,16 +90,38 @@ class HostTools:
         self._ctx = ctx
         self.effects = effects
 
-    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        if name == SEND_MESSAGE:
-            return self._send_message(_text(arguments, "text"))
-        if name == READ_SKILL:
-            return self._read_skill(_text(arguments, "name"))
-        if name == SEND_TO_AGENT:
-            return self._send_to_agent(_text(arguments, "to"), _text(arguments, "message"))
-        if name == MESSAGE_OWNER:
-            return self._message_owner(_text(arguments, "text"))
-        return ToolResult(f"unknown tool {name!r}", is_error=True)
+    def tools(self) -> list[Tool[Any]]:
+        return [
+            Tool(SEND_MESSAGE, SEND_MESSAGE_DESCRIPTION, SendMessage, self._post),
+            Tool(READ_SKILL, READ_SKILL_DESCRIPTION, ReadSkill, self._read),
+            Tool(
+                SEND_TO_AGENT,
+                "Hand a scoped task, or an answer, to another AI teammate by name, privately: the room "
+                "does not see it. They answer in this thread or hand back to you. Use it for work that "
+                "is theirs.",
+                SendToAgent,
+                self._hand_off,
+            ),
+            Tool(
+                MESSAGE_OWNER,
+                "Send your owners a private direct message (the room never sees it): for something only "
+                "they should know or decide. At most once a turn.",
+                MessageOwner,
+                self._tell_owners,
+            ),
+        ]
+
+    async def _post(self, args: SendMessage) -> ToolResult:
+        return self._send_message(args.text)
+
+    async def _read(self, args: ReadSkill) -> ToolResult:
+        return self._read_skill(args.name)
+
+    async def _hand_off(self, args: SendToAgent) -> ToolResult:
+        return self._send_to_agent(args.to, args.message)
+
+    async def _tell_owners(self, args: MessageOwner) -> ToolResult:
+        return self._message_owner(args.text)
 
     def _send_message(self, text: str) -> ToolResult:
         if not text.strip():
@@ -180,8 +179,3 @@ class HostTools:
             return ToolResult("not sent: the text is empty", is_error=True)
         self.effects.owner_messages.append(text.strip())
         return ToolResult("sent to the owners")
-
-
-def _text(arguments: dict[str, Any], key: str) -> str:
-    value = arguments.get(key)
-    return value if isinstance(value, str) else ""

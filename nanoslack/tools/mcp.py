@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 import tempfile
@@ -52,8 +53,9 @@ import mcp_types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from nanoslack.agents import ToolResult, ToolSpec
+from nanoslack.agents import ToolResult
 from nanoslack.agents.redact import scrub
+from nanoslack.agents.tool import AnyArguments, Tool, dumped, find
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import cancel
@@ -284,22 +286,16 @@ class Lifecycle:
     stable_after: float = 60.0  # up this long: the next restart starts from backoff_min
 
 
-@dataclass(frozen=True)
-class _Tool:
-    server: str
-    tool: str  # the server's own name
-    spec: ToolSpec
-
-
 class _Server:
     """One server's connection and its supervisor (restarts with backoff)."""
 
-    def __init__(self, config: ServerConfig, instance: str, lifecycle: Lifecycle) -> None:
+    def __init__(self, config: ServerConfig, instance: str, lifecycle: Lifecycle, timeout: float) -> None:
         self.config = config
         self.instance = instance
+        self.timeout = timeout
         self._lifecycle = lifecycle
         self.client: Client | None = None
-        self.tools: dict[str, _Tool] = {}
+        self.tools: dict[str, Tool[AnyArguments]] = {}
         self.in_flight = 0
         self.attempted = asyncio.Event()  # the first start attempt is over, either way
         self.connected = asyncio.Event()
@@ -418,7 +414,7 @@ class _Server:
         )
 
     def _set_tools(self, tools: Sequence[mcp_types.Tool]) -> None:
-        found: dict[str, _Tool] = {}
+        found: dict[str, Tool[AnyArguments]] = {}
         for tool in tools:
             name = _model_name(self.name, tool.name)
             if name in found:
@@ -431,9 +427,41 @@ class _Server:
                         reason=f"{name} is taken by another of its tools",
                     )
                 continue
-            spec = ToolSpec(name, tool.description or "", tool.input_schema, origin=f"mcp:{self.name}")
-            found[name] = _Tool(self.name, tool.name, spec)
-        self.tools = found  # one assignment: a turn reading specs sees the old or the new
+            found[name] = Tool(
+                name,
+                tool.description or "",
+                AnyArguments,
+                functools.partial(self.call, name, tool.name),
+                origin=f"mcp:{self.name}",
+                parameters=tool.input_schema,
+                approval=self.config.needs_approval(tool.name),
+            )
+        self.tools = found  # one assignment: a turn reading the tools sees the old or the new
+
+    async def call(self, name: str, tool: str, arguments: AnyArguments) -> ToolResult:
+        """Call the server's ``tool`` (the model's ``name`` for it), within ``timeout``."""
+        client = self.client
+        if client is None:
+            return ToolResult(f"the {self.name} MCP server is not connected right now", is_error=True)
+        self.in_flight += 1
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await client.call_tool(tool, dumped(arguments))
+        except TimeoutError:
+            return ToolResult(
+                f"the tool {name!r} did not answer within {self.timeout:g} s (NANOSLACK_TOOL_TIMEOUT)",
+                is_error=True,
+            )
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                self.died("the connection closed during a call")
+                return ToolResult(f"the {self.name} MCP server went away during the call", is_error=True)
+            return ToolResult(self.mask(f"the {self.name} MCP server refused the call: {exc.message}"), True)
+        except Exception as exc:  # a transport failure: the model hears it, the probe decides on a restart
+            return ToolResult(self.mask(f"the call failed: {_reason(exc)}"), is_error=True)
+        finally:
+            self.in_flight -= 1
+        return ToolResult(self.mask(_text(result)), is_error=result.is_error)
 
     def _offline(self) -> None:
         self.client = None
@@ -522,9 +550,8 @@ class TeammateMcp:
     ) -> None:
         self.instance = instance
         self.config = config
-        self._timeout = timeout
         self._lifecycle = lifecycle or Lifecycle()
-        self._servers = {s.name: _Server(s, instance, self._lifecycle) for s in config.servers}
+        self._servers = {s.name: _Server(s, instance, self._lifecycle, timeout) for s in config.servers}
 
     @classmethod
     def for_instance(
@@ -569,49 +596,18 @@ class TeammateMcp:
 
     # -- McpTools --------------------------------------------------------------------------
 
-    def specs(self) -> list[ToolSpec]:
-        return [tool.spec for server in self._servers.values() for tool in server.tools.values()]
+    def tools(self) -> list[Tool[AnyArguments]]:
+        return [tool for server in self._servers.values() for tool in server.tools.values()]
 
     def needs_approval(self, name: str) -> bool:
-        found = self._find(name)
-        return found is not None and self._servers[found.server].config.needs_approval(found.tool)
+        return any(tool.approval for tool in self.tools() if tool.name == name)
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        found = self._find(name)
-        if found is None:
+        """One tool by its model's name, outside a turn (no step, no approval: ``doctor``, tests)."""
+        tool = find(self.tools(), name)
+        if tool is None:
             return ToolResult(f"the tool {name!r} is not available right now", is_error=True)
-        server = self._servers[found.server]
-        client = server.client
-        if client is None:
-            return ToolResult(f"the {server.name} MCP server is not connected right now", is_error=True)
-        server.in_flight += 1
-        try:
-            async with asyncio.timeout(self._timeout):
-                result = await client.call_tool(found.tool, dict(arguments))
-        except TimeoutError:
-            return ToolResult(
-                f"the tool {name!r} did not answer within {self._timeout:g} s (NANOSLACK_TOOL_TIMEOUT)",
-                is_error=True,
-            )
-        except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                server.died("the connection closed during a call")
-                return ToolResult(f"the {server.name} MCP server went away during the call", is_error=True)
-            return ToolResult(
-                server.mask(f"the {server.name} MCP server refused the call: {exc.message}"), True
-            )
-        except Exception as exc:  # a transport failure: the model hears it, the probe decides on a restart
-            return ToolResult(server.mask(f"the call failed: {_reason(exc)}"), is_error=True)
-        finally:
-            server.in_flight -= 1
-        return ToolResult(server.mask(_text(result)), is_error=result.is_error)
-
-    def _find(self, name: str) -> _Tool | None:
-        for server in self._servers.values():
-            tool = server.tools.get(name)
-            if tool is not None:
-                return tool
-        return None
+        return await tool.call(arguments)
 
 
 def _text(result: mcp_types.CallToolResult) -> str:

@@ -20,7 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.agents import ToolResult, ToolSpec, Turn
+from pydantic import Field
+
+from nanoslack.agents import ToolResult, Turn
+from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.config.memory import NOTE_CHARS, MemorySettings
 from nanoslack.store import MessageRow, NoteRow, Store
 from nanoslack.store.memories import SCOPES, parse_ref
@@ -35,40 +38,30 @@ RECALL_LIMIT = 20
 ROUTINE_ASKER = "routine:"
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+class Remember(Arguments):
+    text: str = Field(description="The note, self-contained.")
+    # A string checked by ``remember`` (any case), offered as the enum of the scopes.
+    scope: str = Field(
+        "self", description="Who sees it (default self).", json_schema_extra={"enum": list(SCOPES)}
+    )
 
 
-SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        REMEMBER,
-        "Keep a short note for your future turns (at most 500 characters). scope self (default): your own "
-        "notes, shown in every conversation; private: shown only in your direct messages with your owners; "
-        "room: shown to every agent in this conversation. Only your owners can ask you to keep self or "
-        "private notes. Returns the note's id (m12).",
-        _object(
-            {
-                "text": {"type": "string", "description": "The note, self-contained."},
-                "scope": {
-                    "type": "string",
-                    "enum": list(SCOPES),
-                    "description": "Who sees it (default self).",
-                },
-            },
-            ["text"],
-        ),
-    ),
-    ToolSpec(
-        FORGET,
-        "Remove one of your notes (or one of this room's) by its id, e.g. m12.",
-        _object({"id": {"type": "string", "description": "The note's id, e.g. m12."}}, ["id"]),
-    ),
-    ToolSpec(
-        RECALL,
-        "Search the notes you can see here: those holding every word of the query, newest first.",
-        _object({"query": {"type": "string", "description": "Words the note must hold."}}, ["query"]),
-    ),
+class Forget(Arguments):
+    id: str = Field(description="The note's id, e.g. m12.")
+
+
+class Recall(Arguments):
+    query: str = Field(description="Words the note must hold.")
+
+
+REMEMBER_DESCRIPTION = (
+    "Keep a short note for your future turns (at most 500 characters). scope self (default): your own "
+    "notes, shown in every conversation; private: shown only in your direct messages with your owners; "
+    "room: shown to every agent in this conversation. Only your owners can ask you to keep self or "
+    "private notes. Returns the note's id (m12)."
 )
+FORGET_DESCRIPTION = "Remove one of your notes (or one of this room's) by its id, e.g. m12."
+RECALL_DESCRIPTION = "Search the notes you can see here: those holding every word of the query, newest first."
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +102,7 @@ class NoteContext:
 
 
 class MemoryTools:
-    """One turn's note tools (a fleet tool set, ``tools.toolbox.ToolSet``)."""
+    """One turn's note tools (``tools()``: a list of ``agents.tool.Tool``)."""
 
     def __init__(
         self, ctx: NoteContext, store: Store, settings: MemorySettings, turn_id: int, effects: TurnEffects
@@ -124,23 +117,15 @@ class MemoryTools:
     def _conversation(self) -> str:
         return f"slack:{self._ctx.channel}"
 
-    def specs(self) -> Sequence[ToolSpec]:
-        return SPECS
+    def tools(self) -> list[Tool[Any]]:
+        return [
+            Tool(REMEMBER, REMEMBER_DESCRIPTION, Remember, self._remember),
+            Tool(FORGET, FORGET_DESCRIPTION, Forget, self._forget),
+            Tool(RECALL, RECALL_DESCRIPTION, Recall, self._recall),
+        ]
 
-    def handles(self, name: str) -> bool:
-        return name in MEMORY_TOOL_NAMES
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        if name == REMEMBER:
-            return self._remember(_text(arguments, "text"), _text(arguments, "scope") or "self")
-        if name == FORGET:
-            return self._forget(_text(arguments, "id"))
-        if name == RECALL:
-            return self._recall(_text(arguments, "query"))
-        return ToolResult(f"unknown tool {name!r}", is_error=True)
-
-    def _remember(self, text: str, scope: str) -> ToolResult:
-        text, scope = text.strip(), scope.strip().lower()
+    async def _remember(self, args: Remember) -> ToolResult:
+        text, scope = args.text.strip(), (args.scope.strip() or "self").lower()
         refusal = self._write_refusal(text, scope)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
@@ -181,7 +166,8 @@ class MemoryTools:
             )
         return None
 
-    def _forget(self, ref: str) -> ToolResult:
+    async def _forget(self, args: Forget) -> ToolResult:
+        ref = args.id
         note_id = parse_ref(ref)
         if note_id is None:
             return ToolResult(
@@ -214,7 +200,8 @@ class MemoryTools:
             return note if note.conversation == self._conversation else None
         return note if note.instance == self._ctx.instance else None
 
-    def _recall(self, query: str) -> ToolResult:
+    async def _recall(self, args: Recall) -> ToolResult:
+        query = args.query
         words = query.lower().split()
         notes = self._store.memories.visible(
             self._ctx.instance, self._conversation, private=self._ctx.owner_dm
@@ -230,11 +217,6 @@ def _line(note: NoteRow) -> str:
     return f"{note.ref} ({note.scope}, {day}): {note.text}"
 
 
-def _text(arguments: dict[str, Any], key: str) -> str:
-    value = arguments.get(key)
-    return value if isinstance(value, str) else ""
-
-
 @dataclass(frozen=True)
 class Notes:
     """Builds each turn's note tools for one instance, and commits what they did."""
@@ -248,8 +230,8 @@ class Notes:
 
     def tools(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
-    ) -> MemoryTools:
-        return MemoryTools(self.context(turn, msgs), self.store, self.settings, turn_id, effects)
+    ) -> list[Tool[Any]]:
+        return MemoryTools(self.context(turn, msgs), self.store, self.settings, turn_id, effects).tools()
 
     def context(self, turn: Turn, msgs: Sequence[MessageRow]) -> NoteContext:
         owners = {f"slack:{owner}" for owner in self.owners}

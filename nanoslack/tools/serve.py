@@ -33,7 +33,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nanoslack.agents.types import Tools, ToolSpec, TurnFailed
+from nanoslack.agents.tool import Tool
+from nanoslack.agents.types import Tools, TurnFailed
 from nanoslack.logs import get_logger
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ class _Grant:
     live: bool = True
     calls: int = 0
 
-    def host_specs(self) -> Sequence[ToolSpec]:
-        return [spec for spec in self.tools.specs() if spec.origin == "host"]
+    def host_tools(self) -> Sequence[Tool[Any]]:
+        return [tool for tool in self.tools.tools() if tool.origin == "host"]
 
 
 def _digest(token: str) -> bytes:
@@ -218,13 +219,14 @@ class HostToolServer:
             ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
         ) -> types.ListToolsResult:
             grant = self._grant_of(ctx)
-            specs = grant.host_specs() if grant is not None else ()
+            offered = grant.host_tools() if grant is not None else ()
             return types.ListToolsResult(
                 tools=[
                     types.Tool(
                         name=s.name,
                         description=s.description,
-                        input_schema=dict(s.parameters),
+                        # The tool's model's schema: what pydantic-ai shows an LLM, too.
+                        input_schema=s.schema(),
                         annotations=types.ToolAnnotations(
                             # A CLI that asks before any tool with effects (Codex) may run
                             # read_skill unasked; none of them reaches past the fleet.
@@ -233,7 +235,7 @@ class HostToolServer:
                             open_world_hint=False,
                         ),
                     )
-                    for s in specs
+                    for s in offered
                 ]
             )
 
@@ -243,10 +245,11 @@ class HostToolServer:
             grant = self._grant_of(ctx)
             if grant is None:
                 text, is_error = "the turn this token was for has ended", True
-            elif params.name not in {s.name for s in grant.host_specs()}:
+            elif params.name not in {s.name for s in grant.host_tools()}:
                 text, is_error = f"unknown tool {params.name!r}", True
             else:
                 grant.calls += 1
+                # Checked against the tool's model by ``Tools.call``: one check for every back end.
                 result = await grant.tools.call(params.name, dict(params.arguments or {}))
                 text, is_error = result.text, result.is_error
             return types.CallToolResult(

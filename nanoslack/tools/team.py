@@ -24,11 +24,14 @@ fine; ``vote`` asks the edge who is in the room (the people it waits for are fix
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from nanoslack.agents import ToolResult, ToolSpec, Turn
+from pydantic import Field
+
+from nanoslack.agents import ToolResult, Turn
+from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.replies import MAX_POSTS
 from nanoslack.store import MessageRow, RoomRow, Store, VoteRow
 from nanoslack.store.tasks import CLOSED_STATUSES, STATUSES
@@ -47,85 +50,59 @@ MAX_QUESTION_CHARS = 300
 MAX_STEP_CHARS = 200
 MAX_TEXT_CHARS = 500
 _TS = re.compile(r"\d{1,12}\.\d{1,9}")
+A = TypeVar("A", bound=Arguments)
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+class ReportArguments(Arguments):
+    # A string checked by ``report`` (any case), offered as the enum of the statuses.
+    status: str = Field(description="Where the task stands.", json_schema_extra={"enum": list(STATUSES)})
+    text: str = Field("", description="What the task is (first report), or what changed.")
+    reply_to: str = Field(
+        "",
+        description="The ts of the message that asked. Leave it out to report on your open task in this "
+        "thread (or, when you have none, on the message you are answering).",
+    )
+    progress_done: int | None = Field(None, ge=0, description="Steps done so far.")
+    progress_total: int | None = Field(None, ge=0, description="Steps in all.")
+    step: str = Field("", description="What you are doing now.")
 
 
-def _string(description: str) -> dict[str, str]:
-    return {"type": "string", "description": description}
+class VoteArguments(Arguments):
+    question: str = Field(description="The question, self-contained.")
+    options: list[str] | str | None = Field(None, description="The choices (default: yes, no).")
 
 
-def _integer(description: str) -> dict[str, Any]:
-    return {"type": "integer", "minimum": 0, "description": description}
+class BallotArguments(Arguments):
+    vote_ts: str = Field(
+        "", description="The vote's ts (leave it out for the newest open vote, or the one you just opened)."
+    )
+    choice: str = Field(description="One of the vote's options.")
 
 
-REPORT_SPEC = ToolSpec(
-    REPORT,
+class DirectiveArguments(Arguments):
+    to: str = Field(description="The worker's name, e.g. eli.")
+    task: str = Field(description="What they are to do, self-contained.")
+
+
+REPORT_DESCRIPTION = (
     "Report on work you were asked to do, so the room's task board shows it. When someone asks you to "
     "DO something: report status working (that puts the task on the board), then report again as it "
     "goes (progress_done, progress_total, step: '3 of 5, writing the tests'), and finish with completed "
     "(or failed, saying why, or canceled). input_required: you are waiting for someone. Post your actual "
-    "answer with send_message as usual.",
-    _object(
-        {
-            "status": {"type": "string", "enum": list(STATUSES), "description": "Where the task stands."},
-            "text": _string("What the task is (first report), or what changed."),
-            "reply_to": _string(
-                "The ts of the message that asked. Leave it out to report on your open task in this "
-                "thread (or, when you have none, on the message you are answering)."
-            ),
-            "progress_done": _integer("Steps done so far."),
-            "progress_total": _integer("Steps in all."),
-            "step": _string("What you are doing now."),
-        },
-        ["status"],
-    ),
+    "answer with send_message as usual."
 )
-VOTE_SPEC = ToolSpec(
-    VOTE,
+VOTE_DESCRIPTION = (
     "Put a question to the room: people answer with buttons, bots with ballot. It closes by itself (a "
-    "reminder first, then the result naming who abstained), or at once when everyone has answered.",
-    _object(
-        {
-            "question": _string("The question, self-contained."),
-            "options": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "The choices (default: yes, no).",
-            },
-        },
-        ["question"],
-    ),
+    "reminder first, then the result naming who abstained), or at once when everyone has answered."
 )
-BALLOT_SPEC = ToolSpec(
-    BALLOT,
+BALLOT_DESCRIPTION = (
     "Answer a vote (your turn lists the open votes you have not answered as 'vote <vote_ts>: …'). "
-    "Voting again replaces your earlier ballot. Vote for what you actually think.",
-    _object(
-        {
-            "vote_ts": _string(
-                "The vote's ts (leave it out for the newest open vote, or the one you just opened)."
-            ),
-            "choice": _string("One of the vote's options."),
-        },
-        ["choice"],
-    ),
+    "Voting again replaces your earlier ballot. Vote for what you actually think."
 )
-DIRECTIVE_SPEC = ToolSpec(
-    DIRECTIVE,
+DIRECTIVE_DESCRIPTION = (
     "As the lead of this chain room, give a worker a task: it is posted in the thread addressed to them "
-    "and wakes them; they report back with report.",
-    _object(
-        {
-            "to": _string("The worker's name, e.g. eli."),
-            "task": _string("What they are to do, self-contained."),
-        },
-        ["to", "task"],
-    ),
+    "and wakes them; they report back with report."
 )
-GROUP_SPECS = (REPORT_SPEC, VOTE_SPEC, BALLOT_SPEC)
 
 
 # -- what the calls mean to do (applied with the turn by ``nanoslack.team``) --------------------
@@ -175,7 +152,7 @@ def directive_text(to: str, task: str) -> str:
 
 
 class TeamTools:
-    """One turn's team tools (a ``toolbox.ToolSet``)."""
+    """One turn's team tools (``tools()``: a list of ``agents.tool.Tool``)."""
 
     def __init__(
         self,
@@ -206,52 +183,64 @@ class TeamTools:
             self._room = self._store.room_kinds.get(self._turn.channel)
         return self._room
 
-    def specs(self) -> Sequence[ToolSpec]:
-        if not self._group:
-            return ()
-        return (*GROUP_SPECS, DIRECTIVE_SPEC) if self.room.kind == "chain" else GROUP_SPECS
+    def tools(self) -> list[Tool[Any]]:
+        """In a DM none is offered, and a call says they work in group rooms; ``directive``
+        is offered in ``chain`` rooms only (elsewhere the room refuses it, and says so)."""
+        group = self._group
+        chain = group and self.room.kind == "chain"
+        return [
+            Tool(
+                REPORT,
+                REPORT_DESCRIPTION,
+                ReportArguments,
+                self._in_group(REPORT, self._report),
+                offered=group,
+            ),
+            Tool(VOTE, VOTE_DESCRIPTION, VoteArguments, self._in_group(VOTE, self._vote), offered=group),
+            Tool(
+                BALLOT,
+                BALLOT_DESCRIPTION,
+                BallotArguments,
+                self._in_group(BALLOT, self._ballot),
+                offered=group,
+            ),
+            Tool(
+                DIRECTIVE,
+                DIRECTIVE_DESCRIPTION,
+                DirectiveArguments,
+                self._in_group(DIRECTIVE, self._directive),
+                offered=chain,
+            ),
+        ]
 
-    def handles(self, name: str) -> bool:
-        return name in TEAM_TOOL_NAMES
+    def _in_group(
+        self, name: str, run: Callable[[A], Awaitable[ToolResult]]
+    ) -> Callable[[A], Awaitable[ToolResult]]:
+        async def guarded(args: A) -> ToolResult:
+            if not self._group:
+                return ToolResult(
+                    f"not done: {name} works in a group conversation, not in a direct message", True
+                )
+            return await run(args)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        if not self._group:
-            return ToolResult(
-                f"not done: {name} works in a group conversation, not in a direct message", True
-            )
-        if name == REPORT:
-            return self._report(arguments)
-        if name == VOTE:
-            return await self._vote(arguments)
-        if name == BALLOT:
-            return self._ballot(arguments)
-        if name == DIRECTIVE:
-            return self._directive(_text(arguments, "to"), _text(arguments, "task"))
-        return ToolResult(f"unknown tool {name!r}", is_error=True)
+        return guarded
 
     # -- report -------------------------------------------------------------------------------
 
-    def _report(self, args: dict[str, Any]) -> ToolResult:
-        status = _text(args, "status").strip().lower()
+    async def _report(self, args: ReportArguments) -> ToolResult:
+        status = args.status.strip().lower()
         if status not in STATUSES:
             return ToolResult(f"not reported: status must be one of {', '.join(STATUSES)}", True)
-        numbers: dict[str, int | None] = {}
-        for key in ("progress_done", "progress_total"):
-            value = _count(args.get(key))
-            if value is False:
-                return ToolResult(f"not reported: {key} must be a whole number, 0 or more", True)
-            numbers[key] = value
-        request_ts = _text(args, "reply_to").strip() or self._default_request()
+        request_ts = args.reply_to.strip() or self._default_request()
         if not _TS.fullmatch(request_ts):
             return ToolResult("not reported: reply_to must be a message ts such as 1712345678.000100", True)
-        step = _text(args, "step").strip()[:MAX_STEP_CHARS] or None
         report = Report(
             status=status,
-            text=_text(args, "text").strip()[:MAX_TEXT_CHARS],
+            text=args.text.strip()[:MAX_TEXT_CHARS],
             request_ts=request_ts,
-            progress_done=numbers["progress_done"],
-            progress_total=numbers["progress_total"],
-            step=step,
+            progress_done=args.progress_done,
+            progress_total=args.progress_total,
+            step=args.step.strip()[:MAX_STEP_CHARS] or None,
         )
         self.effects.acts.append(report)
         if status not in CLOSED_STATUSES:
@@ -270,13 +259,13 @@ class TeamTools:
 
     # -- votes --------------------------------------------------------------------------------
 
-    async def _vote(self, args: dict[str, Any]) -> ToolResult:
-        question = " ".join(_text(args, "question").split())
+    async def _vote(self, args: VoteArguments) -> ToolResult:
+        question = " ".join(args.question.split())
         if not question:
             return ToolResult("no vote: the question is empty", True)
         if len(question) > MAX_QUESTION_CHARS:
             return ToolResult(f"no vote: a question is at most {MAX_QUESTION_CHARS} characters", True)
-        options = _options(args.get("options"))
+        options = _options(args.options)
         if isinstance(options, str):
             return ToolResult(f"no vote: {options}", True)
         if any(isinstance(act, VoteOpen) for act in self.effects.acts):
@@ -297,9 +286,9 @@ class TeamTools:
         members = self.room.members
         return humans, tuple(dict.fromkeys(members or bots))
 
-    def _ballot(self, args: dict[str, Any]) -> ToolResult:
-        choice = _text(args, "choice").strip()
-        vote_ts = _text(args, "vote_ts").strip()
+    async def _ballot(self, args: BallotArguments) -> ToolResult:
+        choice = args.choice.strip()
+        vote_ts = args.vote_ts.strip()
         vote: VoteRow | None
         if vote_ts:
             vote = self._store.votes.by_ts(self._turn.channel, vote_ts)
@@ -326,9 +315,9 @@ class TeamTools:
 
     # -- directives ---------------------------------------------------------------------------
 
-    def _directive(self, to: str, task: str) -> ToolResult:
-        to = to.strip().lstrip("@").lower()
-        task = task.strip()
+    async def _directive(self, args: DirectiveArguments) -> ToolResult:
+        to = args.to.strip().lstrip("@").lower()
+        task = args.task.strip()
         room = self.room
         refusal = self._directive_refusal(room)
         if refusal is not None:
@@ -369,26 +358,6 @@ class TeamTools:
                 f"refused by the room: only the lead ({lead}) gives directives here; report to them instead",
             )
         return None
-
-
-def _text(arguments: dict[str, Any], key: str) -> str:
-    value = arguments.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _count(value: Any) -> int | None | Literal[False]:
-    """A whole number ≥ 0, None when absent, False when malformed."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value if value >= 0 else False
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return False
 
 
 def _options(raw: Any) -> tuple[str, ...] | str:

@@ -1,10 +1,12 @@
-"""One turn's tools and budget (``agents.Tools``): the host tools, the teammate's MCP tools,
-the token budgets checked before every model call, every step recorded.
+"""One turn's tools and budget (``agents.Tools``): the host tools, the fleet's tool families
+(notes, team rooms, routines), the teammate's MCP tools, all of the one shape
+(``agents.tool.Tool``); the token budgets checked before every model call, every step recorded.
 
 Built per turn by the instance's ``Toolboxes`` (``nanoslack.core`` wires them). What the
 host tools mean to do is left in ``effects`` for the turn's recorder; MCP tools run at
 once (they are the server's business, and may run again if the turn is re-run after a
-crash). A tool marked ``"approval": "owner"`` waits for an owner's Allow first.
+crash). A tool marked ``"approval": "owner"`` waits for an owner's Allow first. A call whose
+arguments do not fit the tool's model is refused with the reason, and recorded like any other.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, ToolSpec, Turn
+from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, Turn
 from nanoslack.agents.redact import scrub
+from nanoslack.agents.tool import Tool, dumped
 from nanoslack.budgets import RoomBudget
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger, redact_text
 from nanoslack.store import MessageRow, Store
-from nanoslack.tools.host import HOST_TOOL_NAMES, SPECS, HostContext, HostTools, TurnEffects
+from nanoslack.tools.host import HostContext, HostTools, TurnEffects
 
 log = get_logger(__name__)
 
@@ -32,30 +35,15 @@ MAX_RESULT_CHARS = 20_000
 
 
 class McpTools(Protocol):
-    """A teammate's MCP servers, as the toolbox uses them (``nanoslack.tools.mcp``)."""
+    """A teammate's MCP servers, as the toolbox uses them (``nanoslack.tools.mcp``): the
+    tools of the servers connected now (``approval`` set on those an owner must allow)."""
 
-    def specs(self) -> Sequence[ToolSpec]: ...
-
-    def needs_approval(self, name: str) -> bool: ...
-
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult: ...
+    def tools(self) -> Sequence[Tool[Any]]: ...
 
 
-class ToolSet(Protocol):
-    """More of the fleet's own tools for one turn (``nanoslack.tools.team``): offered in
-    the turn's specs (origin ``host``, so command agents get them over MCP too), what they
-    mean to do left in the turn's ``TurnEffects``. ``handles`` may name tools a turn is
-    not offered, so a call to one is answered with the reason, not "unknown tool"."""
-
-    def specs(self) -> Sequence[ToolSpec]: ...
-
-    def handles(self, name: str) -> bool: ...
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
-
-
-# Builds a turn's tool set: (turn id, turn, the messages it answers, its effects).
-ToolSetFactory = Callable[[int, Turn, Sequence[MessageRow], TurnEffects], ToolSet]
+# Builds one family of a turn's tools (notes, team rooms, routines): (turn id, turn, the
+# messages it answers, its effects) -> its tools, what they mean to do left in the effects.
+ToolFamily = Callable[[int, Turn, Sequence[MessageRow], TurnEffects], Sequence[Tool[Any]]]
 
 
 class ToolApprover(Protocol):
@@ -104,6 +92,11 @@ class TurnBudget:
 
 
 class TurnToolbox:
+    """One turn's tools: the host's first, then the fleet's families, then the MCP
+    servers' (a name already taken is not offered twice). ``call`` is the one way any
+    back end's call reaches a tool: its arguments checked against the tool's model, an
+    owner asked first when the tool wants it, the result cut, the step recorded."""
+
     def __init__(
         self,
         *,
@@ -115,7 +108,7 @@ class TurnToolbox:
         max_steps: int,
         mcp: McpTools | None = None,
         approver: ToolApprover | None = None,
-        toolsets: Sequence[ToolSet] = (),
+        families: Sequence[Sequence[Tool[Any]]] = (),
         billed: Callable[[int, int], int] = lambda tokens, _cached: tokens,
     ) -> None:
         self.turn_id = turn_id
@@ -127,7 +120,7 @@ class TurnToolbox:
         self._max_steps = max_steps
         self._mcp = mcp
         self._approver = approver
-        self._toolsets = tuple(toolsets)
+        self._fleet = _unique([*host.tools(), *(tool for family in families for tool in family)])
         self._step = 0
         self.tokens = 0
 
@@ -139,17 +132,24 @@ class TurnToolbox:
     def max_steps(self) -> int:
         return self._max_steps
 
-    def specs(self) -> Sequence[ToolSpec]:
-        fleet = [spec for toolset in self._toolsets for spec in toolset.specs()]
-        taken = HOST_TOOL_NAMES | {spec.name for spec in fleet}
-        mcp = [s for s in self._mcp.specs() if s.name not in taken] if self._mcp else []
-        return (*SPECS, *fleet, *mcp)
+    def tools(self) -> Sequence[Tool[Any]]:
+        """What the agent is offered now (an MCP server's tools while it is connected)."""
+        offered = [tool for tool in self._fleet.values() if tool.offered]
+        if self._mcp is not None:
+            offered += [tool for tool in self._mcp.tools() if tool.name not in self._fleet]
+        return offered
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+    def _find(self, name: str) -> Tool[Any] | None:
+        found = self._fleet.get(name)
+        if found is None and self._mcp is not None:
+            found = next((tool for tool in self._mcp.tools() if tool.name == name), None)
+        return found
+
+    async def call(self, name: str, arguments: object) -> ToolResult:
         start = time.monotonic()
-        args = dict(arguments) if isinstance(arguments, Mapping) else {}
+        tool = self._find(name)
         try:
-            result = await self._call(name, args)
+            result = await self._call(tool, name, arguments)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a tool's failure is the model's to hear about, not the turn's end
@@ -158,26 +158,24 @@ class TurnToolbox:
         self._record(
             "tool",
             name,
-            arguments=_arguments(args),
+            arguments=_arguments(dumped(arguments)),
             result_size=len(result.text),
             ms=(time.monotonic() - start) * 1000,
             error=result.text if result.is_error else None,
         )
         return result
 
-    async def _call(self, name: str, args: dict[str, Any]) -> ToolResult:
-        if name in HOST_TOOL_NAMES:
-            return self._host.call(name, args)
-        toolset = next((t for t in self._toolsets if t.handles(name)), None)
-        if toolset is not None:
-            return await toolset.call(name, args)
-        if self._mcp is None or name not in {s.name for s in self._mcp.specs()}:
+    async def _call(self, tool: Tool[Any] | None, name: str, arguments: object) -> ToolResult:
+        if tool is None:
             return ToolResult(f"unknown tool {name!r}", is_error=True)
-        if self._approver is not None and self._mcp.needs_approval(name):
-            refusal = await self._approver.approve(turn_id=self.turn_id, tool=name, arguments=args)
+        fitted = tool.fit(arguments)
+        if isinstance(fitted, str):
+            return ToolResult(fitted, is_error=True)
+        if tool.approval and self._approver is not None:
+            refusal = await self._approver.approve(turn_id=self.turn_id, tool=name, arguments=dumped(fitted))
             if refusal is not None:
                 return refusal
-        return await self._mcp.call(name, args)
+        return await tool.run(fitted)
 
     def before_model_call(self) -> None:
         self._budget.check()
@@ -212,6 +210,13 @@ class TurnToolbox:
             )
 
 
+def _unique(tools: Sequence[Tool[Any]]) -> dict[str, Tool[Any]]:
+    by_name: dict[str, Tool[Any]] = {}
+    for tool in tools:
+        by_name.setdefault(tool.name, tool)
+    return by_name
+
+
 def _arguments(args: Mapping[str, Any]) -> str:
     try:
         text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -242,8 +247,8 @@ class Toolboxes:
     room_budget: RoomBudget | None = None
     mcp: McpTools | None = None
     approver: ToolApprover | None = None
-    # The fleet's further tools (team rooms), built for each turn.
-    toolsets: Sequence[ToolSetFactory] = ()
+    # The fleet's further tool families (notes, team rooms, routines), built for each turn.
+    toolsets: Sequence[ToolFamily] = ()
 
     def for_turn(
         self,
@@ -287,6 +292,6 @@ class Toolboxes:
             else self.settings.max_steps(self.instance),
             mcp=self.mcp,
             approver=self.approver,
-            toolsets=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
+            families=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
             billed=self.settings.memory.billed,
         )

@@ -8,12 +8,13 @@ In a room that is the working reaction; in a DM the status line (docs/agent-surf
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from nanoslack.agents import Tools
-from nanoslack.agents.types import ToolResult, ToolSpec
+from nanoslack.agents.tool import Tool
+from nanoslack.agents.types import ToolResult
 
 Outcome = Literal["posted", "silent", "failed"]
 # Host tools that only collect what the turn will post: nothing to show while they "run".
@@ -56,10 +57,10 @@ class SignalledTools:
     def max_steps(self) -> int:
         return self._tools.max_steps
 
-    def specs(self) -> Sequence[ToolSpec]:
-        return self._tools.specs()
+    def tools(self) -> Sequence[Tool[Any]]:
+        return self._tools.tools()
 
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+    async def call(self, name: str, arguments: object) -> ToolResult:
         if name in UNSHOWN_TOOLS:
             return await self._tools.call(name, arguments)
         self._signal.using(name)

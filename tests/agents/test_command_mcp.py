@@ -13,7 +13,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ import httpx2
 import pytest
 from structlog.testing import capture_logs
 
-from nanoslack.agents import CommandAgent, LocalTools, ToolResult, ToolSpec, TurnFailed
+from nanoslack.agents import CommandAgent, LocalTools, ToolResult, TurnFailed
+from nanoslack.agents.tool import AnyArguments, Tool
 from nanoslack.config import ToolSettings
 from nanoslack.store import Store
 from nanoslack.tools import Handoff, Toolboxes, TurnToolbox
 from nanoslack.tools.serve import HostToolServer
+from tests.llm_server import LLMServer, openai_text
 
 from .helpers import make_turn
 
@@ -50,13 +52,19 @@ class FilesServer:
     """A teammate's MCP server as the toolbox sees one (``tools.McpTools``): its tools are
     the model's, not the host's, so the command agent's endpoint must not offer them."""
 
-    def specs(self) -> Sequence[ToolSpec]:
-        return [ToolSpec("files_read", "Read a file.", {"type": "object"}, origin="mcp:files")]
+    def tools(self) -> Sequence[Tool[Any]]:
+        return [
+            Tool(
+                "files_read",
+                "Read a file.",
+                AnyArguments,
+                self._read,
+                origin="mcp:files",
+                parameters={"type": "object"},
+            )
+        ]
 
-    def needs_approval(self, name: str) -> bool:
-        return False
-
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+    async def _read(self, arguments: AnyArguments) -> ToolResult:
         raise AssertionError("a command agent reached a teammate's MCP tool through the host endpoint")
 
 
@@ -375,3 +383,61 @@ async def test_one_endpoint_serves_every_turn_and_stops_with_the_fleet(
             await http.post(url, json=INITIALIZE, headers=ACCEPT)
     with pytest.raises(TurnFailed):
         await CommandAgent(command, instance="dana", mcp=server).run(make_turn(), toolbox(store, teammates))
+
+
+async def test_the_mcp_endpoint_and_the_model_see_the_same_schema_from_each_tools_model(
+    teammates: Path, store: Store, server: HostToolServer, llm: LLMServer
+) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from nanoslack.agents import OpenAIAgent
+    from nanoslack.agents.tool import SendMessage
+
+    tools = toolbox(store, teammates)
+    async with server.grant(tools, instance="dana") as endpoint:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint.token}"}) as http:
+            async with Client(streamable_http_client(endpoint.url, http_client=http)) as client:
+                over_mcp = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+    llm.openai.push(openai_text(""))
+    async with httpx2.AsyncClient() as http:
+        agent = OpenAIAgent(
+            http, base_url=llm.openai_url, api_key="sk-test", model="gpt-test", instance="dana"
+        )
+        await agent.run(make_turn(), toolbox(store, teammates))
+    to_model = {
+        t["function"]["name"]: t["function"]["parameters"] for t in llm.openai.requests[0].json["tools"]
+    }
+
+    assert list(over_mcp) == HOST_TOOLS
+    assert over_mcp == {name: to_model[name] for name in HOST_TOOLS}
+    assert over_mcp == {t.name: t.schema() for t in tools.tools() if t.origin == "host"}
+    assert over_mcp["send_message"] == {
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": "The message text (Slack mrkdwn)."}},
+        "required": ["text"],
+    }
+    assert (
+        SendMessage.model_json_schema()["properties"]["text"]["description"]
+        == "The message text (Slack mrkdwn)."
+    )
+
+
+async def test_a_call_over_mcp_that_does_not_fit_the_tools_model_is_refused_with_the_reason(
+    teammates: Path, store: Store, server: HostToolServer
+) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    tools = toolbox(store, teammates)
+    async with server.grant(tools, instance="dana") as endpoint:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {endpoint.token}"}) as http:
+            async with Client(streamable_http_client(endpoint.url, http_client=http)) as client:
+                result = await client.call_tool("send_to_agent", {"to": "eli", "message": 42})
+
+    assert result.is_error is True
+    (text,) = [getattr(block, "text", "") for block in result.content]
+    assert text == "not done: the arguments do not fit send_to_agent: message: Input should be a valid string"
+    assert tools.effects.handoffs == []
+    (step,) = store.steps.of(tools.turn_id)
+    assert (step.kind, step.name, step.error) == ("tool", "send_to_agent", text)

@@ -105,13 +105,13 @@ async def test_openai_request_carries_model_persona_skills_transcript_and_the_tu
     assert "call the send_message tool" in system["content"]
     assert user == {"role": "user", "content": render_prompt(turn)}
     assert "alice: @dana can you plan the release?\neli: I can take the build." in user["content"]
-    # Every tool of the turn, exactly as its spec says (name, description, JSON schema).
+    # Every tool of the turn, exactly as it says (name, description, its model's JSON schema).
     assert body["tools"] == [
         {
             "type": "function",
-            "function": {"name": s.name, "description": s.description, "parameters": dict(s.parameters)},
+            "function": {"name": s.name, "description": s.description, "parameters": s.schema()},
         }
-        for s in LocalTools().specs()
+        for s in LocalTools().tools()
     ]
     assert body["tool_choice"] == "auto"
     assert set(body) == {"model", "messages", "tools", "tool_choice", "stream"}
@@ -159,8 +159,8 @@ async def test_anthropic_request_carries_model_persona_skills_transcript_and_the
     text = {"type": "text", "text": render_prompt(turn)}
     assert body["messages"] == [{"role": "user", "content": [{**text, **cache}]}]
     tools = [
-        {"name": s.name, "description": s.description, "input_schema": dict(s.parameters)}
-        for s in LocalTools().specs()
+        {"name": s.name, "description": s.description, "input_schema": s.schema()}
+        for s in LocalTools().tools()
     ]
     assert body["tools"] == [*tools[:-1], {**tools[-1], **cache}]
     assert body["tool_choice"] == {"type": "auto"}

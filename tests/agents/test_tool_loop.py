@@ -12,9 +12,18 @@ from typing import Any
 import httpx2
 import pytest
 import structlog
+from pydantic import Field
 
-from nanoslack.agents import AnthropicAgent, BudgetExhausted, MemoryLedger, OpenAIAgent, ToolSpec, TurnFailed
+from nanoslack.agents import (
+    AnthropicAgent,
+    BudgetExhausted,
+    MemoryLedger,
+    OpenAIAgent,
+    ToolResult,
+    TurnFailed,
+)
 from nanoslack.agents.local import LocalTools
+from nanoslack.agents.tool import AnyArguments, Arguments, Tool
 from tests.llm_server import (
     Answer,
     Endpoint,
@@ -231,7 +240,18 @@ async def test_a_tools_schema_reaches_the_provider_exactly_as_written(
         "required": ["query"],
         "additionalProperties": True,
     }
-    spec = ToolSpec("tracker_search_issues", "Search the tracker.", schema, origin="mcp:tracker")
+
+    async def ok(_args: AnyArguments) -> ToolResult:
+        return ToolResult("ok")
+
+    spec = Tool(
+        "tracker_search_issues",
+        "Search the tracker.",
+        AnyArguments,
+        ok,
+        origin="mcp:tracker",
+        parameters=schema,
+    )
     endpoint = endpoint_of(kind, llm)
     endpoint.push(
         calls(kind, ("tracker_search_issues", {"query": "flaky", "extra": [1, {"x": None}]})), done(kind)
@@ -276,3 +296,69 @@ async def test_a_turn_cancelled_during_a_model_call_is_cancelled_not_failed(
 
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_tool_call_with_arguments_that_do_not_fit_its_model_is_refused_with_the_reason(
+    http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, kind: str
+) -> None:
+    endpoint = endpoint_of(kind, llm)
+    endpoint.push(
+        calls(kind, ("send_message", {"txt": "hello"}), ("read_skill", {"name": ["review"]})),
+        calls(kind, send("hello")),
+        done(kind),
+    )
+    agent = agent_for(kind, http, sleeps, llm)
+
+    reply = await agent.run(make_turn())
+
+    (tools,) = agent.tools
+    # Neither call ran, the model heard why, then got it right.
+    assert reply.posts == ("hello",)
+    post, skill = endpoint.requests[1].tool_results()
+    # A failed result, as a refusal is (not a retry prompt).
+    assert "not done: the arguments do not fit send_message: text: Field required" in post
+    assert "not done: the arguments do not fit read_skill: name: Input should be a valid string" in skill
+    assert "try again" not in (post + skill).lower()
+    if kind == "anthropic":
+        assert [b["is_error"] for b in endpoint.requests[1].tool_result_blocks()] == [True, True]
+    # Both refusals are steps of the turn, like any other call.
+    assert [(s.kind, s.name, s.error is not None) for s in tools.steps if s.kind == "tool"] == [
+        ("tool", "send_message", True),
+        ("tool", "read_skill", True),
+        ("tool", "send_message", False),
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_tool_gets_its_arguments_as_its_model(
+    http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, kind: str
+) -> None:
+    class Plan(Arguments):
+        steps: int = Field(ge=1, description="How many steps.")
+        title: str = Field("untitled", description="What it is called.")
+
+    seen: list[Plan] = []
+
+    async def plan(args: Plan) -> ToolResult:
+        seen.append(args)
+        return ToolResult(f"{args.steps} steps: {args.title}")
+
+    endpoint = endpoint_of(kind, llm)
+    endpoint.push(calls(kind, ("plan", {"steps": "3"})), done(kind))
+    tools = LocalTools(instance="dana", extra=(Tool("plan", "Plan the work.", Plan, plan),))
+    agent = agent_for(kind, http, sleeps, llm)
+
+    await agent.agent.run(make_turn(), tools)
+
+    assert seen == [Plan(steps=3)]  # validated once, by the model, before the call
+    assert endpoint.requests[1].tool_results() == ["3 steps: untitled"]
+    (sent,) = [t for t in endpoint.requests[0].json["tools"] if _tool_name(t) == "plan"]
+    assert _tool_schema(sent) == {
+        "type": "object",
+        "properties": {
+            "steps": {"type": "integer", "minimum": 1, "description": "How many steps."},
+            "title": {"type": "string", "default": "untitled", "description": "What it is called."},
+        },
+        "required": ["steps"],
+    }

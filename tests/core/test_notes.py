@@ -4,13 +4,15 @@ drafts that only the turn's recording keeps."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from nanoslack.agents import Turn
+from nanoslack.agents.tool import Tool, call_tool
 from nanoslack.config.memory import MemorySettings
 from nanoslack.store import MessageRow, Store
 from nanoslack.tools import TurnEffects
-from nanoslack.tools.memory import MemoryTools, Notes
+from nanoslack.tools.memory import Notes
 
 OWNER = "U0OWNER"
 
@@ -23,7 +25,16 @@ def _turn(channel: str = "C1", thread: str = "1.0") -> Turn:
     return Turn("dana", "dana", channel, thread, "slack:U1", False, "Group chat", (), ())
 
 
-def _tools(store: Store, *senders: str, lead: str | None = None, thread: str = "1.0") -> MemoryTools:
+@dataclass
+class _TurnNotes:
+    """One turn's note tools, and what the recorder needs to commit them."""
+
+    tools: list[Tool[Any]]
+    turn_id: int
+    effects: TurnEffects
+
+
+def _tools(store: Store, *senders: str, lead: str | None = None, thread: str = "1.0") -> _TurnNotes:
     notes = Notes("dana", store, MemorySettings(), (OWNER,), lead_of=lambda _c: lead)
     turn_id = store.turns.start(
         instance="dana",
@@ -35,13 +46,13 @@ def _tools(store: Store, *senders: str, lead: str | None = None, thread: str = "
         messages=len(senders),
         wrapping_up=False,
     )
-    return notes.tools(
-        turn_id, _turn(thread=thread), [_msg(s, thread=thread) for s in senders], TurnEffects()
-    )
+    effects = TurnEffects()
+    msgs = [_msg(s, thread=thread) for s in senders]
+    return _TurnNotes(notes.tools(turn_id, _turn(thread=thread), msgs, effects), turn_id, effects)
 
 
-def _call(tools: MemoryTools, name: str, **args: Any) -> tuple[str, bool]:
-    result = asyncio.run(tools.call(name, args))
+def _call(given: _TurnNotes, name: str, **args: Any) -> tuple[str, bool]:
+    result = asyncio.run(call_tool(given.tools, name, args))
     return result.text, result.is_error
 
 
@@ -88,7 +99,7 @@ def test_a_remember_is_a_draft_until_its_turn_is_recorded(store: Store) -> None:
     _call(tools, "remember", text="deploys are on Thursday")
     assert store.memories.visible("dana", "slack:C1", private=False) == []
     assert _call(tools, "recall", query="thursday")[0] == "no note holds 'thursday'"
-    notes.apply(tools._turn_id, _turn(), tools._effects)  # noqa: SLF001 - what the recorder calls
+    notes.apply(tools.turn_id, _turn(), tools.effects)  # what the recorder calls
     (kept,) = store.memories.visible("dana", "slack:C1", private=False)
     assert kept.text == "deploys are on Thursday" and kept.asked_by == f"slack:{OWNER}"
     later = _tools(store, f"slack:{OWNER}")

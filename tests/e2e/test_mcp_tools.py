@@ -36,8 +36,8 @@ async def test_a_fleet_starts_its_mcp_servers_and_reads_their_variables_from_the
     dana, eli = fleet.instances["dana"].core, fleet.instances["eli"].core
 
     assert dana.mcp.connected("echo") and not dana.mcp.connected("broken")
-    assert {s.origin for s in dana.mcp.specs()} == {"mcp:echo"}
-    assert eli.mcp.servers == ("broken",) and eli.mcp.specs() == []
+    assert {s.origin for s in dana.mcp.tools()} == {"mcp:echo"}
+    assert eli.mcp.servers == ("broken",) and eli.mcp.tools() == []
     # The server got the value from .env; what comes back to a model is masked.
     assert (await dana.mcp.call("echo_env", {"name": "API_TOKEN"})).text == "***"
     pid = int((await dana.mcp.call("echo_pid", {})).text)

@@ -41,11 +41,11 @@ async def test_a_stdio_tool_result_comes_back_through_call(
     stopper.append(mcp)
     await mcp.start()
 
-    specs = {s.name: s for s in mcp.specs()}
-    assert {"echo_echo", "echo_env", "echo_pid", "echo_slow", "echo_fail"} <= set(specs)
-    assert specs["echo_echo"].origin == "mcp:echo"
-    assert specs["echo_echo"].description == "Give the text back."
-    assert specs["echo_echo"].parameters["required"] == ["text"]
+    offered = {s.name: s for s in mcp.tools()}
+    assert {"echo_echo", "echo_env", "echo_pid", "echo_slow", "echo_fail"} <= set(offered)
+    assert offered["echo_echo"].origin == "mcp:echo"
+    assert offered["echo_echo"].description == "Give the text back."
+    assert offered["echo_echo"].schema()["required"] == ["text"]
 
     result = await mcp.call("echo_echo", {"text": "hello"})
     assert (result.text, result.is_error) == ("echo: hello", False)
@@ -96,7 +96,7 @@ async def test_a_server_that_cannot_start_leaves_the_others_working(
         await mcp.start()
 
     assert (await mcp.call("echo_echo", {"text": "ok"})).text == "echo: ok"
-    assert {s.origin for s in mcp.specs()} == {"mcp:echo"}
+    assert {s.origin for s in mcp.tools()} == {"mcp:echo"}
     down = {e["server"]: e for e in logs if e["event"] == "mcp server unavailable"}
     assert set(down) == {"broken", "missing"}
     assert all(e["instance"] == "dana" and e["reason"] for e in down.values())
@@ -119,7 +119,7 @@ async def test_a_killed_server_is_restarted_and_its_tools_come_back(
 
     with structlog.testing.capture_logs() as logs:
         os.kill(first, signal.SIGKILL)
-        await until(lambda: not mcp.specs(), what="the dead server's tools withdrawn")
+        await until(lambda: not mcp.tools(), what="the dead server's tools withdrawn")
         await until(lambda: mcp.connected("echo"), what="the server restarted")
 
     second = int((await mcp.call("echo_pid", {})).text)
@@ -179,7 +179,7 @@ async def test_a_missing_variable_is_logged_as_the_server_unavailable(
 
     (line,) = [e for e in logs if e["event"] == "mcp server unavailable"]
     assert line["server"] == "echo" and line["instance"] == "dana" and "${NOPE}" in line["reason"]
-    assert mcp.specs() == []
+    assert mcp.tools() == []
 
 
 def test_the_instance_file_wins_over_the_shared_one_on_a_name_clash(teammates: Path) -> None:
@@ -250,7 +250,7 @@ async def test_a_malformed_file_is_logged_and_the_fleet_goes_on(
 
     (line,) = [e for e in logs if e["event"] == "mcp config invalid"]
     assert "dana/mcp.json" in line["error"] and line["instance"] == "dana"
-    assert mcp.specs() == []
+    assert mcp.tools() == []
 
 
 async def test_approval_owner_on_a_server_or_a_tool_needs_approval(
@@ -294,7 +294,7 @@ async def test_a_streamable_http_server_gets_its_header_from_a_variable(
 
     assert (result.text, result.is_error) == ("echo: over http", False)
     assert failed.is_error
-    assert {s.origin for s in mcp.specs()} == set()  # stopped: nothing offered
+    assert {s.origin for s in mcp.tools()} == set()  # stopped: nothing offered
     (refused,) = [e for e in logs if e["event"] == "mcp server unavailable"]
     assert refused["server"] == "wrongkey" and refused["reason"].startswith("HTTP 401")
     assert SECRET not in repr(logs)
@@ -314,7 +314,7 @@ async def test_a_streamable_http_server_that_goes_away_is_reconnected_when_it_is
         assert (await mcp.call("remote_echo", {"text": "one"})).text == "echo: one"
 
     with structlog.testing.capture_logs() as logs:
-        await until(lambda: not mcp.specs(), what="the gone server's tools withdrawn")
+        await until(lambda: not mcp.tools(), what="the gone server's tools withdrawn")
         gone = await mcp.call("remote_echo", {"text": "two"})
         async with http_echo(SECRET, port=int(url.rsplit(":", 1)[1].split("/")[0])):
             await until(lambda: mcp.connected("remote"), what="reconnected")
