@@ -1,9 +1,10 @@
 """The tool loop of the LLM back ends (docs/agents.md), on pydantic-ai.
 
-The model gets the system prompt and the turn prompt, and the turn's tools exactly as
-``Tools.specs()`` describes them; each tool call goes to ``Tools.call`` and its text goes
-back as the tool's result (a refusal as a failed result, so the model reads why and is
-not told to retry). The loop ends when the model answers without a tool call (that text
+The model gets the system prompt and the turn prompt, and the turn's tools
+(``Tools.tools()``: each one's schema from its arguments' model); each call is checked by
+that model, goes to ``Tools.call`` and its text goes back as the tool's result (a refusal,
+arguments that do not fit included, as a failed result, so the model reads why and is not
+told to retry). The loop ends when the model answers without a tool call (that text
 is private: nothing is posted but ``send_message`` calls) or after ``Tools.max_steps``
 model calls: then the turn ends with what it has (``turn step limit reached``).
 

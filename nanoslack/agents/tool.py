@@ -14,12 +14,12 @@ offers the lists it is given, so a feature offers tools by handing over a list.
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from nanoslack.agents.types import ToolResult
@@ -61,9 +61,10 @@ class Tool(Generic[A]):
 
     def schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments, a fresh copy (a request may change its own)."""
-        if self.parameters is not None:
-            return copy.deepcopy(dict(self.parameters))
-        return copy.deepcopy(_schema(self.arguments))
+        schema = _schema(self.arguments) if self.parameters is None else self.parameters
+        # A JSON round trip: a schema is JSON, and orjson copies it ~10x faster than deepcopy.
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(dict(schema)))
+        return copied
 
     @property
     def validator(self) -> Any:
