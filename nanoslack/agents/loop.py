@@ -100,10 +100,7 @@ class TurnToolset(AbstractToolset[None]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
     ) -> str:
         # ``tool_args`` is the tool's model already (its validator's output): not checked again.
-        return await self.answer(name, tool_args)
-
-    async def answer(self, name: str, arguments: object) -> str:
-        result = await self._tools.call(name, arguments)
+        result = await self._tools.call(name, tool_args)
         if result.is_error:
             # A failed result the model reads (why it was refused), without a "try again" prompt.
             raise ToolFailed(result.text)
@@ -147,11 +144,6 @@ class TurnSteps(AbstractCapability[None]):
         self.cached_tokens = 0
         self.calls = 0
         self.attempts_of_last_call = 0
-        self._toolset: TurnToolset | None = None
-
-    def serve(self, toolset: TurnToolset) -> None:
-        """The run's toolset, whose refusals this capability hands back (``on_tool_validate_error``)."""
-        self._toolset = toolset
 
     async def wrap_model_request(
         self,
@@ -190,11 +182,12 @@ class TurnSteps(AbstractCapability[None]):
         error: ValidationError | ModelRetry,
     ) -> ValidatedToolArgs:
         """Arguments that do not fit the tool's model: ``Tools.call`` refuses them with the
-        reason (and records the step), and the model reads that as the failed result."""
-        if self._toolset is None:
-            raise error
-        await self._toolset.answer(tool_def.name, _raw(args))
-        raise error  # not reached: a call that does not fit is refused
+        reason (the same check, the step recorded), and the model reads that as the failed
+        result, as any refusal, not as a prompt to retry."""
+        result = await self._tools.call(tool_def.name, _raw(args))
+        if result.is_error:
+            raise ToolFailed(result.text)
+        raise error  # the same model accepted them after all: pydantic-ai's own answer stands
 
     async def on_model_request_error(
         self, ctx: RunContext[None], *, request_context: ModelRequestContext, error: Exception
@@ -270,7 +263,6 @@ async def run_tool_loop(
     the latter into ``TurnFailed``.
     """
     toolset = TurnToolset(tools)
-    steps.serve(toolset)
     agent: Agent[None, str | None] = Agent(
         model,
         name=f"nanoslack-{instance}",

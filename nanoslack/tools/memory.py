@@ -32,7 +32,6 @@ from nanoslack.tools.host import TurnEffects
 REMEMBER = "remember"
 FORGET = "forget"
 RECALL = "recall"
-MEMORY_TOOL_NAMES = frozenset({REMEMBER, FORGET, RECALL})
 RECALL_LIMIT = 20
 # ``asked_by`` of a note a routine's run wrote: "routine:<name>".
 ROUTINE_ASKER = "routine:"

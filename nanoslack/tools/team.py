@@ -41,7 +41,6 @@ REPORT = "report"
 VOTE = "vote"
 BALLOT = "ballot"
 DIRECTIVE = "directive"
-TEAM_TOOL_NAMES = frozenset({REPORT, VOTE, BALLOT, DIRECTIVE})
 
 DEFAULT_OPTIONS = ("yes", "no")
 MAX_OPTIONS = 10
