@@ -481,6 +481,16 @@ async def chat_update(c: Ctx) -> JSON:
     return {"channel": ch.conv.id, "ts": ts, "text": msg.get("text", ""), "message": dict(msg)}
 
 
+@api("chat.delete")
+async def chat_delete(c: Ctx) -> JSON:
+    ch = c.channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise EmulatorError("message_not_found")
+    c.engine.delete_message(c.bot, ch.conv.id, ts)
+    return {"channel": ch.conv.id, "ts": ts}
+
+
 @api("users.info")
 async def users_info(c: Ctx) -> JSON:
     uid = c.opt("user")
