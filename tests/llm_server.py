@@ -93,7 +93,7 @@ class Answer:
     # Asked to stream (``"stream": true``), a JSON answer goes out as the API's server-sent
     # events, its texts and tool arguments cut into pieces of ``chunk_chars``, one every
     # ``chunk_delay`` seconds; after ``hold_at`` events the server waits for ``gate``.
-    chunk_chars: int = 8
+    chunk_chars: int = 32
     chunk_delay: float = 0.0
     gate: asyncio.Event | None = None
     hold_at: int = 0

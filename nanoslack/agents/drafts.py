@@ -41,32 +41,56 @@ def partial_string_field(source: str, field: str) -> str | None:
     """The value so far of the top-level string ``field`` in ``source``, a JSON object the
     model is still writing; None while its key has not come yet. Escapes are decoded; one
     cut in half (``\\u00`` at the end, a lone high surrogate) waits for its rest."""
-    start = _value_start(source, field)
-    if start is None:
-        return None
-    out: list[str] = []
-    i = start
-    while i < len(source):
-        ch = source[i]
-        if ch == '"':
-            break
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        if i + 1 >= len(source):
-            break
-        kind = source[i + 1]
-        if kind != "u":
-            out.append(_ESCAPES.get(kind, kind))
-            i += 2
-            continue
-        code, used = _unicode_escape(source, i)
-        if code is None:
-            break
-        out.append(code)
-        i += used
-    return "".join(out)
+    reader = StringFieldReader(field)
+    return reader.feed(source)
+
+
+class StringFieldReader:
+    """``partial_string_field`` fed piece by piece: each piece is read once (a long post
+    streamed in thousands of pieces costs no more than reading it)."""
+
+    def __init__(self, field: str) -> None:
+        self._field = field
+        self._source = ""
+        self._at: int | None = None  # where the next character of the value is read
+        self._out: list[str] = []
+        self._closed = False
+
+    def feed(self, piece: str) -> str | None:
+        self._source += piece
+        if self._at is None:
+            self._at = _value_start(self._source, self._field)
+            if self._at is None:
+                return None
+        if not self._closed:
+            self._read()
+        return "".join(self._out)
+
+    def _read(self) -> None:
+        source, i = self._source, self._at
+        assert i is not None
+        while i < len(source):
+            ch = source[i]
+            if ch == '"':
+                self._closed = True
+                break
+            if ch != "\\":
+                self._out.append(ch)
+                i += 1
+                continue
+            if i + 1 >= len(source):
+                break
+            kind = source[i + 1]
+            if kind != "u":
+                self._out.append(_ESCAPES.get(kind, kind))
+                i += 2
+                continue
+            code, used = _unicode_escape(source, i)
+            if code is None:
+                break
+            self._out.append(code)
+            i += used
+        self._at = i
 
 
 def _unicode_escape(source: str, i: int) -> tuple[str | None, int]:

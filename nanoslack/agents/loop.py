@@ -225,7 +225,7 @@ class DraftFollower:
 
     def __init__(self, draft: drafts.Draft) -> None:
         self._draft = draft
-        self._args = ""
+        self._args = drafts.StringFieldReader("text")
         self._part: int | None = None  # the part of the response being followed
         self._done = False  # the first send_message has been followed to its end
 
@@ -259,8 +259,7 @@ class DraftFollower:
             return
         if not delta:
             return
-        self._args += delta
-        text = drafts.partial_string_field(self._args, "text")
+        text = self._args.feed(delta)
         if text:
             self._draft(text)
 
