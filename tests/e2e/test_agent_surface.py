@@ -382,3 +382,29 @@ async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_
     assert not emu.is_streaming(im, whole["ts"])
     assert emu.stream_calls(im)["chat.startStream"] == 1
     assert _turns(room) == ["abandoned", "done"]
+
+
+async def test_a_command_agents_dm_reply_grows_line_by_line_as_it_prints(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The command prints its first line, waits for the test to say go, prints the rest."""
+    emu = room.emu
+    gate = room.tmp / "go"
+    command = (
+        f"cat >/dev/null; printf 'First, the short answer.\\n'; "
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; printf 'Then the details.\\n'"
+    )
+    await fleet_factory(["dana"], SLACK_OWNER=room.human.id, NANOSLACK_AGENT_COMMAND=command)
+    im = _im(room)
+    await emu.post_as_user(room.human.id, im, "how does it work?")
+    await emu.wait_for(
+        lambda: [m["text"] for m in _bot_messages(room, im)] == ["First, the short answer."], timeout=20
+    )
+    [draft] = _bot_messages(room, im)
+    assert emu.is_streaming(im, draft["ts"])
+    gate.touch()
+    await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=20)
+    [reply] = _bot_messages(room, im)
+    assert reply["ts"] == draft["ts"]
+    assert reply["text"] == "First, the short answer.\nThen the details."
+    assert reply["metadata"]["event_type"] == "nanoslack_turn"
