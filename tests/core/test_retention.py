@@ -277,27 +277,8 @@ def test_old_assistant_pane_contexts_and_abandoned_reply_drafts_are_pruned_but_r
             instance=INSTANCE, channel="D1", thread_ts=thread, user_id="U1", context_channel=channel
         )
     sql(f"UPDATE assistant_threads SET updated_at = updated_at - {30 * DAY} WHERE thread_ts = '1.0'")
-    old_turn = store.turns.start(
-        instance=INSTANCE,
-        channel="D1",
-        thread_key="",
-        reply_thread_ts="",
-        sender_id="slack:U1",
-        through_ts="1.0",
-        messages=1,
-        wrapping_up=False,
-    )
+    old_turn, running = (_dm_turn(store, through) for through in ("1.0", "2.0"))
     store.turns.finish(old_turn, "halted")
-    running = store.turns.start(
-        instance=INSTANCE,
-        channel="D1",
-        thread_key="",
-        reply_thread_ts="",
-        sender_id="slack:U1",
-        through_ts="2.0",
-        messages=1,
-        wrapping_up=False,
-    )
     store.reply_drafts.open(INSTANCE, old_turn, "D1", "1.0")
     store.reply_drafts.open(INSTANCE, running, "D1", "2.0")
     sql(f"UPDATE reply_drafts SET started_at = started_at - {30 * DAY}")
@@ -308,3 +289,16 @@ def test_old_assistant_pane_contexts_and_abandoned_reply_drafts_are_pruned_but_r
     assert viewing is not None and viewing.channel == "C_NEW"
     assert store.reply_drafts.of_turn(INSTANCE, old_turn) is None
     assert store.reply_drafts.of_turn(INSTANCE, running) is not None
+
+
+def _dm_turn(store: Store, through_ts: str) -> int:
+    return store.turns.start(
+        instance=INSTANCE,
+        channel="D1",
+        thread_key="",
+        reply_thread_ts="",
+        sender_id="slack:U1",
+        through_ts=through_ts,
+        messages=1,
+        wrapping_up=False,
+    )

@@ -219,18 +219,31 @@ async def test_a_sigkill_mid_stream_and_a_restart_leave_one_message_with_the_who
         room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **agent.env()
     )
     im = _im(room)
-    first = FleetProcess.start(env_file, failpoints="stream.appended=kill@1")
-    await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
-    await emu.post_as_user(alice, im, "the long answer, please")
-    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
-    [partial] = _bot_messages(room, im)
-    assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
-
+    partial = await _killed_mid_stream(room, env_file, im, "stream.appended", answer)
     second = FleetProcess.start(env_file)
     try:
         await second.wait_for_event("post recovered: stream finished", within=30)
     finally:
         assert await second.stop() == 0
+    _assert_one_whole_message(room, im, partial, answer)
+
+
+async def _killed_mid_stream(
+    room: Room, env_file: Path, im: str, failpoint: str, answer: str
+) -> dict[str, Any]:
+    """A fleet killed after the first append at ``failpoint``: the partial message it left."""
+    emu = room.emu
+    first = FleetProcess.start(env_file, failpoints=f"{failpoint}=kill@1")
+    await emu.wait_for(lambda: emu.connections(room.apps["dana"].app_id) >= 1, timeout=60)
+    await emu.post_as_user(room.human.id, im, "the long answer, please")
+    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+    [partial] = _bot_messages(room, im)
+    assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
+    return partial
+
+
+def _assert_one_whole_message(room: Room, im: str, partial: dict[str, Any], answer: str) -> None:
+    emu = room.emu
     [whole] = _bot_messages(room, im)
     assert whole["ts"] == partial["ts"] and whole["text"] == answer
     assert whole["metadata"]["event_type"] == "nanoslack_turn"
@@ -363,24 +376,14 @@ async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_
             room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
         )
         im = _im(room)
-        first = FleetProcess.start(env_file, failpoints="draft.appended=kill@1")
-        await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=60)
-        await emu.post_as_user(alice, im, "the long answer, please")
-        assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
-        [partial] = _bot_messages(room, im)
-        assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
-
+        partial = await _killed_mid_stream(room, env_file, im, "draft.appended", answer)
         second = FleetProcess.start(env_file)
         try:
             # A restart on a busy machine takes a while: the turn runs again once it is up.
             await second.wait_for_event("posted", within=120)
         finally:
             assert await second.stop() == 0
-    [whole] = _bot_messages(room, im)
-    assert whole["ts"] == partial["ts"] and whole["text"] == answer
-    assert whole["metadata"]["event_type"] == "nanoslack_turn"
-    assert not emu.is_streaming(im, whole["ts"])
-    assert emu.stream_calls(im)["chat.startStream"] == 1
+    _assert_one_whole_message(room, im, partial, answer)
     assert _turns(room) == ["abandoned", "done"]
 
 
