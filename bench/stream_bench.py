@@ -2,11 +2,13 @@
 visible characters of the answer, beside the time to the whole answer, streamed
 (``NANOSLACK_STREAM=1``) and posted whole (``0``).
 
-One in-process emulator and fleet, one instance (``dana``, ``script`` back end answering every
-DM with ``--chars`` characters), ``--people`` people who each DM it ``--rounds`` times, one DM
-every ``--gap`` seconds, a round's answers in before the next round. The emulator's watchers
-see each change of dana's messages: the first one with text is "first visible", the one that
-has the whole answer and no longer streams is "whole".
+One in-process emulator and fleet, one instance (``dana``, ``openai`` back end on the test
+model server, which writes its ``send_message`` call of ``--chars`` characters in pieces of
+``--piece`` characters, one every ``--piece-ms``: a model producing tokens over time; asked
+not to stream, it answers after the same time), ``--people`` people who each DM it
+``--rounds`` times, one DM every ``--gap`` seconds, a round's answers in before the next
+round. The emulator's watchers see each change of dana's messages: the first one with text
+is "first visible", the one that has the whole answer and no longer streams is "whole".
 
     .venv/bin/python bench/stream_bench.py --people 20 --rounds 5
 """
@@ -28,6 +30,7 @@ from nanoslack.config import load_settings
 from nanoslack.emulator import Emulator
 from nanoslack.slack.fleet import Fleet
 from tests.e2e.helpers import write_fleet_env
+from tests.llm_server import Answer, LLMServer, Request, backend_env, openai_answer, openai_text, send
 
 
 def answer(chars: int) -> str:
@@ -35,9 +38,27 @@ def answer(chars: int) -> str:
     return (line * (chars // len(line) + 1))[:chars].rstrip() + "."
 
 
-async def run(streamed: bool, people: int, rounds: int, chars: int, gap: float) -> dict[str, Any]:
-    text = answer(chars)
-    async with Emulator(ack_timeout=3.0) as emu:
+def model(text: str, piece: int, piece_s: float) -> Any:
+    """The model: a ``send_message`` of ``text`` written over time, then done."""
+    pieces = len(text) // piece + 1
+
+    def answer_to(request: Request) -> Answer:
+        messages = (request.json or {}).get("messages") or [{}]
+        if messages[-1].get("role") == "tool":  # its send_message went out: done
+            return openai_text()
+        call = openai_answer(send(text))
+        if (request.json or {}).get("stream"):
+            return Answer(json=call.json, chunk_chars=piece, chunk_delay=piece_s)
+        return Answer(json=call.json, delay=pieces * piece_s)
+
+    return answer_to
+
+
+async def run(streamed: bool, args: argparse.Namespace) -> dict[str, Any]:
+    people, rounds, gap = args.people, args.rounds, args.gap
+    text = answer(args.chars)
+    async with Emulator(ack_timeout=3.0) as emu, LLMServer() as llm:
+        llm.openai.default = model(text, args.piece, args.piece_ms / 1000)
         humans = [emu.add_user(f"p{i}") for i in range(people)]
         dana = emu.add_app("dana")
         ims = [emu.create_conversation([h.id, dana.bot_user_id], kind="im").id for h in humans]
@@ -59,16 +80,13 @@ async def run(streamed: bool, people: int, rounds: int, chars: int, gap: float) 
 
         emu.engine.watchers.append(watch)
         with tempfile.TemporaryDirectory() as tmp:
-            rules = Path(tmp) / "rules.json"
-            rules.write_text(json.dumps({"rules": [{"match": ".", "from": "human", "reply": text}]}))
             env = write_fleet_env(
                 Path(tmp) / ".env",
                 emu,
                 [dana],
                 Path(tmp) / "data" / "nanoslack.db",
                 SLACK_OWNER=",".join(h.id for h in humans),
-                NANOSLACK_AGENT="script",
-                NANOSLACK_AGENT_SCRIPT=str(rules),
+                **backend_env("openai", llm, "sk-bench-0123456789"),
                 NANOSLACK_STREAM="1" if streamed else "0",
                 NANOSLACK_WORKING_REACTION="",
                 NANOSLACK_POST_RATE="0",
@@ -108,10 +126,12 @@ async def main() -> int:
         "--chars", type=int, default=3800, help="at most 3,900: a whole post is then one message too"
     )
     p.add_argument("--gap", type=float, default=0.05, help="seconds between two DMs")
+    p.add_argument("--piece", type=int, default=40, help="characters the model writes at a time")
+    p.add_argument("--piece-ms", type=float, default=20.0, help="milliseconds between two pieces")
     args = p.parse_args()
     drop_proxies()
     for streamed in (True, False):
-        result = await run(streamed, args.people, args.rounds, args.chars, args.gap)
+        result = await run(streamed, args)
         print(json.dumps(result))
         sys.stdout.flush()
     return 0

@@ -90,6 +90,13 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering (a slow model, a read timeout)
     drop: bool = False  # close the connection without answering
+    # Asked to stream (``"stream": true``), a JSON answer goes out as the API's server-sent
+    # events, its texts and tool arguments cut into pieces of ``chunk_chars``, one every
+    # ``chunk_delay`` seconds; after ``hold_at`` events the server waits for ``gate``.
+    chunk_chars: int = 32
+    chunk_delay: float = 0.0
+    gate: asyncio.Event | None = None
+    hold_at: int = 0
 
 
 Script = Answer | Callable[[Request], Answer]
@@ -103,6 +110,7 @@ class Endpoint:
         self._queue: deque[Script] = deque()
         self.default: Script | None = None
         self.requests: list[Request] = []
+        self.finished = 0  # streamed answers sent to their end
 
     def push(self, *answers: Script) -> None:
         self._queue.extend(answers)
@@ -178,9 +186,30 @@ class LLMServer:
             assert http.transport is not None
             http.transport.close()
             return web.Response(status=500)  # never reaches the client: the connection is gone
+        if answer.json is not None and answer.status == 200 and _asks_stream(request):
+            return await self._stream(http, endpoint, answer)
         if answer.json is not None:
             return web.json_response(answer.json, status=answer.status, headers=answer.headers)
         return web.Response(status=answer.status, text=answer.text or "", headers=answer.headers)
+
+    async def _stream(self, http: web.Request, endpoint: Endpoint, answer: Answer) -> web.StreamResponse:
+        events = (openai_events if endpoint is self.openai else anthropic_events)(
+            answer.json, answer.chunk_chars
+        )
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **answer.headers})
+        await response.prepare(http)
+        try:
+            for i, event in enumerate(events):
+                if answer.gate is not None and i == answer.hold_at:
+                    await answer.gate.wait()
+                elif answer.chunk_delay and i:
+                    await asyncio.sleep(answer.chunk_delay)
+                await response.write(event.encode())
+            await response.write_eof()
+        except ConnectionError:
+            return response  # the client went away mid-answer (a killed fleet)
+        endpoint.finished += 1
+        return response
 
     def _endpoint(self, method: str, path: str) -> Endpoint | None:
         if method != "POST":
@@ -190,6 +219,86 @@ class LLMServer:
         if path.endswith("/messages"):
             return self.anthropic
         return None
+
+
+# -- streamed answers (server-sent events) ------------------------------------------------------
+
+
+def _asks_stream(request: Request) -> bool:
+    body = request.json
+    return isinstance(body, dict) and bool(body.get("stream"))
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))] or [""]
+
+
+def openai_events(answer: dict[str, Any], size: int) -> list[str]:
+    """A ``chat.completion`` as Chat Completions' ``chat.completion.chunk`` events."""
+    head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice = answer["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = head | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": piece}) for piece in _cut(message.get("content") or "", size) if piece]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        start = {
+            "index": i,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": function["name"], "arguments": ""},
+        }
+        events.append(chunk({"tool_calls": [start]}))
+        events += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in _cut(function["arguments"], size)
+        ]
+    events.append(chunk({}, choice["finish_reason"]))
+    events.append(f"data: {json.dumps(head | {'choices': [], 'usage': answer['usage']})}\n\n")
+    return [*events, "data: [DONE]\n\n"]
+
+
+def anthropic_events(answer: dict[str, Any], size: int) -> list[str]:
+    """A Messages answer as its ``message_start`` … ``message_stop`` events."""
+
+    def event(kind: str, body: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **body})}\n\n"
+
+    usage = answer["usage"]
+    start = answer | {
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0},
+    }
+    events = [event("message_start", {"message": start})]
+    for i, block in enumerate(answer["content"]):
+        if block["type"] == "text":
+            events.append(
+                event("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}})
+            )
+            events += [
+                event("content_block_delta", {"index": i, "delta": {"type": "text_delta", "text": piece}})
+                for piece in _cut(block["text"], size)
+            ]
+        else:
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            events.append(event("content_block_start", {"index": i, "content_block": opened}))
+            events += [
+                event(
+                    "content_block_delta",
+                    {"index": i, "delta": {"type": "input_json_delta", "partial_json": piece}},
+                )
+                for piece in _cut(json.dumps(block["input"]), size)
+            ]
+        events.append(event("content_block_stop", {"index": i}))
+    stop = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
+    events.append(event("message_delta", {"delta": stop, "usage": {"output_tokens": usage["output_tokens"]}}))
+    return [*events, event("message_stop", {})]
 
 
 # -- answers in each API's shape ----------------------------------------------------------------

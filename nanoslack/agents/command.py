@@ -29,7 +29,8 @@ Contract with the program:
   ``send_message`` comes before its stdout's posts. Without an endpoint (a back end
   run alone) neither is set, even when the fleet's own environment has them.
 - **stdout**: the reply. A line ``---`` separates posts; each post is stripped and
-  empty ones are dropped; no output is silence.
+  empty ones are dropped; no output is silence. In a DM the first post streams into
+  Slack line by line as it is printed (docs/agent-surface.md).
 - **exit status**: non-zero is a failed turn (nothing posted): the error carries the
   exit code and the last 200 characters of stderr, tokens scrubbed.
 - **timeout** (default 120 s): the whole process group is killed (the shell *and*
@@ -45,13 +46,14 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Protocol
 
 import structlog
 
+from nanoslack.agents import drafts
 from nanoslack.agents.prompt import opening, render_thread
 from nanoslack.agents.redact import tail
 from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
@@ -61,6 +63,8 @@ log = structlog.get_logger("nanoslack.agents")
 DEFAULT_TIMEOUT_S = 120.0
 SEPARATOR = "---"
 STDERR_TAIL = 200
+# Read from a command's stdout at a time, while its first post is followed.
+STDOUT_READ = 65_536
 TURN_FOLDER_PREFIX = "nanoslack-turn-"
 # nanoslack-turn-<host>.<pid>-<tempfile's random part>: whose folder it is.
 _TURN_FOLDER_RE = re.compile(r"^nanoslack-turn-(?P<host>.+)\.(?P<pid>\d+)-[^.-]+$")
@@ -145,9 +149,9 @@ class CommandAgent:
                 system_file = Path(tmp) / "system.md"
                 system_file.write_text(opening(turn), encoding="utf-8")
                 env = turn_env(turn, system_file) | mcp_env
-                stdout, stderr, code = await self._execute(render_thread(turn), env)
+                token = mcp_env.get(MCP_TOKEN_ENV)
+                stdout, stderr, code = await self._execute(render_thread(turn), env, _first_post(token))
         # A client that dumps its request must not put the token in a log or a post.
-        token = mcp_env.get(MCP_TOKEN_ENV)
         if code != 0:
             reason = tail(stderr, STDERR_TAIL, secrets=(token,))
             log.warning("agent command failed", instance=self.instance, exit_code=code, stderr=reason)
@@ -164,7 +168,9 @@ class CommandAgent:
         async with self.mcp.grant(tools, instance=self.instance) as endpoint:
             yield {MCP_URL_ENV: endpoint.url, MCP_TOKEN_ENV: endpoint.token, **_no_proxy_for_loopback()}
 
-    async def _execute(self, stdin: str, env: dict[str, str]) -> tuple[str, str, int]:
+    async def _execute(
+        self, stdin: str, env: dict[str, str], follow: Callable[[str], None] | None = None
+    ) -> tuple[str, str, int]:
         proc = await asyncio.create_subprocess_shell(
             self.command,
             stdin=asyncio.subprocess.PIPE,
@@ -176,7 +182,9 @@ class CommandAgent:
             start_new_session=True,
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin.encode("utf-8")), self.timeout)
+            data = stdin.encode("utf-8")
+            talk = _communicate(proc, data, follow) if follow else proc.communicate(data)
+            out, err = await asyncio.wait_for(talk, self.timeout)
         except TimeoutError:
             await kill_group(proc)
             log.warning("agent command timed out", instance=self.instance, timeout_s=self.timeout)
@@ -186,6 +194,47 @@ class CommandAgent:
             raise
         code = proc.returncode if proc.returncode is not None else -1
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code
+
+
+def _first_post(token: str | None) -> Callable[[str], None] | None:
+    """Where the stdout so far goes while the command runs: its first post, to the turn's
+    draft (a DM's streamed reply, docs/agent-surface.md); None when nothing follows it."""
+    draft = drafts.current()
+    if draft is None:
+        return None
+
+    def follow(stdout: str) -> None:
+        posts = split_posts(stdout.replace(token, "***") if token else stdout)
+        if posts:
+            draft(posts[0])
+
+    return follow
+
+
+async def _communicate(
+    proc: asyncio.subprocess.Process, data: bytes, follow: Callable[[str], None]
+) -> tuple[bytes, bytes]:
+    """``proc.communicate``, telling ``follow`` the stdout so far after every whole line."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+
+    async def feed() -> None:
+        with suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+        stdin.close()
+
+    async def lines() -> bytes:
+        out = bytearray()
+        while chunk := await stdout.read(STDOUT_READ):
+            out += chunk
+            if b"\n" in chunk:
+                follow(out[: out.rfind(b"\n")].decode("utf-8", "replace"))
+        return bytes(out)
+
+    _, out, err = await asyncio.gather(feed(), lines(), stderr.read())
+    await proc.wait()
+    return out, err
 
 
 def _no_proxy_for_loopback() -> dict[str, str]:

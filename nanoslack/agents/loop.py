@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -42,7 +42,15 @@ from pydantic_ai.exceptions import (
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessage,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    ToolCallPart,
+    ToolCallPartDelta,
+)
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
@@ -50,6 +58,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.usage import UsageLimits
 
+from nanoslack.agents import drafts
 from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool
@@ -239,6 +248,51 @@ def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000
 
 
+class DraftFollower:
+    """Follows the turn's first ``send_message`` call as the model streams it and hands
+    the ``text`` argument so far to the turn's draft (docs/agent-surface.md)."""
+
+    def __init__(self, draft: drafts.Draft) -> None:
+        self._draft = draft
+        self._args = drafts.StringFieldReader("text")
+        self._part: int | None = None  # the part of the response being followed
+        self._done = False  # the first send_message has been followed to its end
+
+    async def __call__(self, ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in events:
+            if self._done:
+                continue
+            if isinstance(event, PartStartEvent):
+                self._started(event)
+            elif isinstance(event, PartDeltaEvent) and event.index == self._part:
+                if isinstance(event.delta, ToolCallPartDelta):
+                    self._grow(event.delta.args_delta)
+        if self._part is not None:
+            self._done = True  # a response ended: later posts are not drafted
+
+    def _started(self, event: PartStartEvent) -> None:
+        part = event.part
+        if self._part is not None:
+            if event.index != self._part:
+                self._done = True  # the next part began: the call is whole
+            return
+        if isinstance(part, ToolCallPart) and part.tool_name == SEND_MESSAGE:
+            self._part = event.index
+            self._grow(part.args if isinstance(part.args, str) else part.args_as_dict())
+
+    def _grow(self, delta: str | dict[str, Any] | None) -> None:
+        if isinstance(delta, dict):
+            text = delta.get("text")
+            if isinstance(text, str):
+                self._draft(text)
+            return
+        if not delta:
+            return
+        text = self._args.feed(delta)
+        if text:
+            self._draft(text)
+
+
 @dataclass
 class LoopResult:
     posts: int  # ``send_message`` calls that posted
@@ -274,12 +328,15 @@ async def run_tool_loop(
         retries=TOOL_RETRIES,
         model_settings=settings,
     )
+    # A turn whose reply may stream (a DM) asks the model to stream, to follow its post.
+    draft = drafts.current()
     with capture_run_messages() as messages:
         try:
             await agent.run(
                 prompt,
                 message_history=list(history) or None,
                 usage_limits=UsageLimits(request_limit=tools.max_steps),
+                event_stream_handler=DraftFollower(draft) if draft is not None else None,
             )
         except UsageLimitExceeded:
             log.warning("turn step limit reached", instance=instance, steps=steps.calls)

@@ -241,6 +241,24 @@ class Engine:
         await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
         return msg
 
+    def delete_message(self, app: App, channel: str, ts: str) -> None:
+        """An app deletes its own message (a stream too). The emulator sends no
+        ``message_deleted`` event: nothing in the fleet reads one."""
+        ch, msg = self._member_message(app.bot_user_id, channel, ts)
+        if msg.get("user") != app.bot_user_id:
+            raise EmulatorError("cant_delete_message")
+        del ch.by_ts[ts]
+        parent_ts = msg.get("thread_ts")
+        if parent_ts and parent_ts != ts:
+            reps = ch.replies.get(parent_ts, [])
+            reps[:] = [r for r in reps if r["ts"] != ts]
+            parent = ch.by_ts.get(parent_ts)
+            if parent is not None:
+                parent["reply_count"] = len(reps)
+        else:
+            ch.top[:] = [m for m in ch.top if m["ts"] != ts]
+        self.surface.streams.pop((channel, ts), None)
+
     async def add_reaction(self, user: User, channel: str, ts: str, name: str) -> None:
         """``user`` reacts to a message; apps subscribed to ``reaction_added`` hear of it."""
         ch, msg = self._member_message(user.id, channel, ts)

@@ -481,6 +481,16 @@ async def chat_update(c: Ctx) -> JSON:
     return {"channel": ch.conv.id, "ts": ts, "text": msg.get("text", ""), "message": dict(msg)}
 
 
+@api("chat.delete")
+async def chat_delete(c: Ctx) -> JSON:
+    ch = c.channel()
+    ts = c.opt("ts")
+    if not ts:
+        raise EmulatorError("message_not_found")
+    c.engine.delete_message(c.bot, ch.conv.id, ts)
+    return {"channel": ch.conv.id, "ts": ts}
+
+
 @api("users.info")
 async def users_info(c: Ctx) -> JSON:
     uid = c.opt("user")
@@ -626,15 +636,21 @@ async def chat_start_stream(c: Ctx) -> JSON:
     return {"channel": ch.conv.id, "ts": msg["ts"]}
 
 
-@api("chat.appendStream")
-async def chat_append_stream(c: Ctx) -> JSON:
+def _stream_call(c: Ctx) -> tuple[Channel, str, str, list[JSON]]:
+    """What ``chat.appendStream`` and ``chat.stopStream`` both take and check: the
+    channel, the stream's ts, its text and chunks."""
     _needs(c, ASSISTANT_SCOPE)
     ch = c.member_channel()
     ts = c.opt("ts")
     if not ts:
         raise EmulatorError("message_not_found")
     chunks = checked_chunks(c.jsonish("chunks"))
-    text = chunk_text(checked_text(c.opt("markdown_text")), chunks)
+    return ch, ts, chunk_text(checked_text(c.opt("markdown_text")), chunks), chunks
+
+
+@api("chat.appendStream")
+async def chat_append_stream(c: Ctx) -> JSON:
+    ch, ts, text, chunks = _stream_call(c)
     if not text and not chunks:
         raise EmulatorError("no_text")
     c.engine.append_stream(c.bot, ch.conv.id, ts, text, chunks)
@@ -643,13 +659,7 @@ async def chat_append_stream(c: Ctx) -> JSON:
 
 @api("chat.stopStream")
 async def chat_stop_stream(c: Ctx) -> JSON:
-    _needs(c, ASSISTANT_SCOPE)
-    ch = c.member_channel()
-    ts = c.opt("ts")
-    if not ts:
-        raise EmulatorError("message_not_found")
-    chunks = checked_chunks(c.jsonish("chunks"))
-    text = chunk_text(checked_text(c.opt("markdown_text")), chunks)
+    ch, ts, text, chunks = _stream_call(c)
     blocks = c.jsonish("blocks")
     if blocks is not None and not isinstance(blocks, list):
         raise EmulatorError("invalid_blocks")

@@ -84,6 +84,8 @@ class SlackInstance:
             if surface is not None
             else None
         )
+        if surface is not None:
+            surface.replies = streams
         self._poster = Poster(
             self.name,
             post_client,

@@ -12,12 +12,23 @@ death between Slack's answer to the start and that write leaves a message with n
 metadata yet: it is found as the instance's own message in the thread, newer than the
 attempt, without a key (only streams lack one while they grow), and finished the same way.
 
+While the model is still writing, the turn's first post streams already (``LiveDraft``,
+fed by ``agents.drafts``): the stream starts with its first words and grows, an append at
+most every ``APPEND_INTERVAL_S``; its ts is in the store (``reply_drafts``) from the
+start's answer on. The poster sending that post then finishes the same message: the rest
+appended and ``chat.stopStream`` with the metadata when what Slack shows is the start of
+the post, else ``chat.update`` with the whole text. A turn that ends without a post
+deletes its draft; a turn a crash left is run again and its reply finishes that message.
+
 Rooms are never streamed: siblings must read a bot's message whole, once. A row is
 streamed only when it is a turn's reply in an IM, to a person's Slack message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +39,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack import failpoints
 from nanoslack.inbound import InboxKey
 from nanoslack.logs import get_logger
+from nanoslack.replies import STREAM_MAX_CHARS
 from nanoslack.slack.surface import Refusals, slack_error
 from nanoslack.store import OutboxRow, Store
 from nanoslack.turns.signals import UNSHOWN_TOOLS
@@ -38,6 +50,10 @@ log = get_logger(__name__)
 PIECE_CHARS = 1_000
 SEARCH_PAGE = 15
 NOT_STREAMING = frozenset({"message_not_in_streaming_state", "message_not_found"})
+# A growing draft is appended to at most this often (Slack rate-limits the stream methods).
+APPEND_INTERVAL_S = 0.3
+# How far our clock may be ahead of Slack's, looking for a draft whose ts was not recorded.
+CLOCK_SKEW_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +86,38 @@ class ReplyStreams:
         self._enabled = enabled
         # A reply that fell back to a plain post: the status of its thread is cleared.
         self._on_plain_fallback = on_plain_fallback
+        # Drafts streaming while their turns run, until the poster takes them over.
+        self._live: dict[int, LiveDraft] = {}
 
     def target(self, row: OutboxRow) -> StreamTarget | None:
         """Where ``row`` streams to; None when it is posted as a plain message."""
+        if row.purpose != "reply" or row.kind != "post" or row.thread_ts or not row.channel:
+            return None
+        if not row.turn_id:
+            return None
+        return self.turn_target(row.channel, row.turn_id)
+
+    def turn_target(self, channel: str, turn_id: int) -> StreamTarget | None:
+        """Where a turn's reply in ``channel`` streams to: the thread of the person's DM
+        message that woke it; None when it is posted plainly."""
         if not self._enabled or self.refusals.is_off("stream") or not self._team_id:
             return None
-        if (
-            row.purpose != "reply"
-            or row.kind != "post"
-            or row.thread_ts
-            or not row.channel
-            or not row.turn_id
-        ):
-            return None
-        turn = self._store.turns.get(row.turn_id)
+        turn = self._store.turns.get(turn_id)
         if turn is None or not turn.through_ts:
             return None
-        waking = self._store.inbox.message(InboxKey(self._instance, row.channel, turn.through_ts))
+        waking = self._store.inbox.message(InboxKey(self._instance, channel, turn.through_ts))
         if waking is None or not waking.is_dm or waking.is_bot or not waking.user:
             return None
-        return StreamTarget(row.channel, waking.thread_ts or waking.ts, waking.user, self._team_id)
+        return StreamTarget(channel, waking.thread_ts or waking.ts, waking.user, self._team_id)
+
+    def live(self, channel: str, turn_id: int) -> LiveDraft | None:
+        """The turn's first post as it is written, streamed; None where replies do not stream."""
+        target = self.turn_target(channel, turn_id)
+        if target is None:
+            return None
+        draft = LiveDraft(self._client, self._store, self._instance, turn_id, target, self)
+        self._live[turn_id] = draft
+        return draft
 
     async def send(
         self,
@@ -99,7 +127,16 @@ class ReplyStreams:
         started: Callable[[str], Awaitable[None]],
     ) -> str | None:
         """Stream the row's text; its ts, or None when Slack refused streams (then the
-        row is still ``sending`` with no ts: the caller posts it plainly)."""
+        row is still ``sending`` with no ts: the caller posts it plainly). The turn's
+        first post finishes the draft its turn streamed, when it did."""
+        drafted = await self._drafted(row, target)
+        if drafted is not None:
+            ts, shown = drafted
+            await started(ts)
+            await self._complete(row, target, ts, shown, metadata)
+            assert row.turn_id is not None
+            self._store.reply_drafts.drop(self._instance, row.turn_id)
+            return ts
         pieces = _pieces(row.text)
         tasks = self._tool_steps(row)
         try:
@@ -126,6 +163,40 @@ class ReplyStreams:
         await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
         return ts
 
+    async def _drafted(self, row: OutboxRow, target: StreamTarget) -> tuple[str, str | None] | None:
+        """The ts of the draft the row's turn streamed, and the text Slack shows of it when
+        this run streamed it (None: unknown, a previous run's)."""
+        if row.turn_id is None or not row.dedupe_key.endswith(":0"):
+            return None
+        live = self._live.pop(row.turn_id, None)
+        if live is not None:
+            await live.settled()
+            if live.ts:
+                return live.ts, live.shown
+        draft = self._store.reply_drafts.of_turn(self._instance, row.turn_id)
+        if draft is None:
+            return None
+        ts = draft.ts or await self._find_in_thread(
+            draft.channel, draft.thread_ts, f"{draft.started_at - CLOCK_SKEW_S:.6f}"
+        )
+        if not ts:
+            self._store.reply_drafts.drop(self._instance, row.turn_id)
+            return None
+        return ts, None
+
+    async def _complete(
+        self, row: OutboxRow, target: StreamTarget, ts: str, shown: str | None, metadata: dict[str, Any]
+    ) -> None:
+        """The draft becomes the row's whole text: the rest appended when Slack shows the
+        start of it, else an update."""
+        if shown is None or not row.text.startswith(shown):
+            await self.finish(row, ts, metadata)
+            return
+        for piece in _pieces(row.text[len(shown) :]) if len(row.text) > len(shown) else []:
+            await self._client.chat_appendStream(channel=target.channel, ts=ts, markdown_text=piece)
+            failpoints.hit("stream.appended")
+        await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
+
     def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
         """Slack said no to the stream's start (nothing was posted): the row goes out as a
         plain post. A refusal of the feature turns streams off for the instance; any other
@@ -144,6 +215,9 @@ class ReplyStreams:
         """The turn's tool calls as Slack's ``task_update`` cards, on its first reply only."""
         if row.turn_id is None or not row.dedupe_key.endswith(":0"):
             return []
+        return self.tool_steps_of(row.turn_id)
+
+    def tool_steps_of(self, turn_id: int) -> list[dict[str, Any]]:
         return [
             {
                 "type": "task_update",
@@ -151,7 +225,7 @@ class ReplyStreams:
                 "title": step.name,
                 "status": "error" if step.error else "complete",
             }
-            for step in self._store.steps.of(row.turn_id)
+            for step in self._store.steps.of(turn_id)
             if step.kind == "tool" and step.name not in UNSHOWN_TOOLS
         ]
 
@@ -172,19 +246,155 @@ class ReplyStreams:
         target = self.target(row)
         if target is None:
             return None
+        return await self._find_in_thread(target.channel, target.thread_ts, oldest)
+
+    async def _find_in_thread(self, channel: str, thread_ts: str, oldest: str) -> str | None:
         resp = await self._client.conversations_replies(
-            channel=target.channel,
-            ts=target.thread_ts,
-            oldest=oldest,
-            limit=SEARCH_PAGE,
-            include_all_metadata=True,
+            channel=channel, ts=thread_ts, oldest=oldest, limit=SEARCH_PAGE, include_all_metadata=True
         )
         for message in resp.get("messages") or []:
-            if message.get("ts") == target.thread_ts or message.get("user") != self._bot_user_id:
+            if message.get("ts") == thread_ts or message.get("user") != self._bot_user_id:
                 continue
             if not message.get("metadata"):
                 return str(message.get("ts"))
         return None
+
+    def forget(self, turn_id: int) -> None:
+        self._live.pop(turn_id, None)
+
+
+class LiveDraft:
+    """One turn's first post streaming while the model writes it (a task of its own:
+    never in the turn's way). ``grow`` takes the text so far; ``end`` says whether the
+    turn posts (the poster then takes the stream over) or not (the draft is deleted)."""
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        store: Store,
+        instance: str,
+        turn_id: int,
+        target: StreamTarget,
+        streams: ReplyStreams,
+    ) -> None:
+        self._client = client
+        self._store = store
+        self._instance = instance
+        self._streams = streams
+        self._turn_id = turn_id
+        self._target = target
+        self._text = ""
+        self.ts = ""
+        # What Slack shows of the post; None once it is not the start of the text any more.
+        self.shown: str | None = ""
+        self._ended: bool | None = None  # None while the turn runs, then: did it post
+        self._changed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def grow(self, text: str) -> None:
+        self._text = text
+        self._changed.set()
+
+    def end(self, posted: bool) -> None:
+        self._ended = posted
+        self._changed.set()
+
+    async def settled(self) -> None:
+        """The draft's own calls are over (the turn has ended): the poster goes on."""
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._task)
+
+    async def _run(self) -> None:
+        store, instance = self._store, self._instance
+        try:
+            left = store.reply_drafts.adopt(instance, self._target.channel, self._turn_id)
+            if left is not None:
+                # A crash left this reply's draft: the poster finishes that message.
+                self.ts, self.shown = left.ts, None
+                await self._until_end()
+            else:
+                await self._stream()
+        except Exception as exc:  # a draft is only shown: the poster still posts the reply
+            self.shown = None
+            log.debug("draft not streamed", instance=instance, error=slack_error(exc) or type(exc).__name__)
+            await self._until_end()
+        if self._ended is False:
+            await self._delete()
+
+    async def _until_end(self) -> None:
+        while self._ended is None:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def _stream(self) -> None:
+        while self._ended is None and not self._text.strip():
+            self._changed.clear()
+            await self._changed.wait()
+        if self._ended is not None:
+            return  # nothing written while the turn ran: the poster streams the post whole
+        if not await self._start():
+            await self._until_end()
+            return
+        last = time.monotonic()
+        while self._ended is None:
+            self._changed.clear()
+            text = self._text
+            if self.shown is not None and text.startswith(self.shown) and len(text) > len(self.shown):
+                await asyncio.sleep(max(0.0, APPEND_INTERVAL_S - (time.monotonic() - last)))
+                await self._append()
+                last = time.monotonic()
+                continue
+            if self.shown is not None and not text.startswith(self.shown):
+                self.shown = None  # the model began again: the poster updates the message
+            await self._changed.wait()
+
+    async def _start(self) -> bool:
+        target, drafts = self._target, self._store.reply_drafts
+        text = self._text[:PIECE_CHARS]
+        drafts.open(self._instance, self._turn_id, target.channel, target.thread_ts)
+        tasks = self._streams.tool_steps_of(self._turn_id)
+        try:
+            resp = await self._client.chat_startStream(
+                channel=target.channel,
+                thread_ts=target.thread_ts,
+                markdown_text=text,
+                recipient_user_id=target.recipient_user_id,
+                recipient_team_id=target.recipient_team_id,
+                chunks=tasks or None,
+                task_display_mode="timeline" if tasks else None,
+            )
+        except Exception as exc:
+            drafts.drop(self._instance, self._turn_id)
+            if not self._streams.refusals.refused("stream", exc):
+                log.debug("draft not streamed", instance=self._instance, error=slack_error(exc))
+            self.shown = None
+            return False
+        self.ts = str(resp.get("ts"))
+        self.shown = text
+        drafts.started(self._instance, self._turn_id, self.ts)
+        return True
+
+    async def _append(self) -> None:
+        assert self.shown is not None
+        room = STREAM_MAX_CHARS - len(self.shown)
+        piece = self._text[len(self.shown) :][: min(PIECE_CHARS, max(0, room))]
+        if not piece:
+            self.shown = None if room <= 0 else self.shown  # past one stream's text: updated whole
+            return
+        await self._client.chat_appendStream(
+            channel=self._target.channel, ts=self.ts, markdown_text=piece
+        )
+        self.shown += piece
+        failpoints.hit("draft.appended")
+
+    async def _delete(self) -> None:
+        """The turn ended without a post: its draft goes from Slack and from the store."""
+        self._streams.forget(self._turn_id)
+        if not self.ts:
+            return
+        with contextlib.suppress(Exception):
+            await self._client.chat_delete(channel=self._target.channel, ts=self.ts)
+            self._store.reply_drafts.drop(self._instance, self._turn_id)
 
 
 def _pieces(text: str, size: int = PIECE_CHARS) -> list[str]:

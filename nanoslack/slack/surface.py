@@ -20,14 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from nanoslack.agents.drafts import Draft
 from nanoslack.logs import get_logger
 from nanoslack.slack.presence import SlackPresence
 from nanoslack.turns.signals import Outcome, TurnSignal, Waking
+
+if TYPE_CHECKING:
+    from nanoslack.slack.streams import LiveDraft, ReplyStreams
 
 log = get_logger(__name__)
 
@@ -91,6 +95,9 @@ class _NoSignal:
     def end(self, outcome: Outcome) -> None:
         pass
 
+    def drafts(self) -> Draft | None:
+        return None
+
 
 class _ReactionSignal:
     """A room's turn (or a DM's, with the status refused): the working reaction."""
@@ -108,6 +115,9 @@ class _ReactionSignal:
 
     def end(self, outcome: Outcome) -> None:
         self._reaction.done(self._waking.channel, self._waking.ts)
+
+    def drafts(self) -> Draft | None:
+        return None
 
 
 class SurfacePresence:
@@ -130,6 +140,8 @@ class SurfacePresence:
         self.refresh = refresh
         # Replies in DMs are streamed (NANOSLACK_STREAM): their first words clear the status.
         self.streams = streams
+        # Where a DM turn's reply streams while it is written (set by the instance's edge).
+        self.replies: ReplyStreams | None = None
 
     def begin(self, waking: Waking) -> TurnSignal:
         if waking.dm and not self.refusals.is_off("status"):
@@ -175,8 +187,25 @@ class _StatusSignal:
         self._outcome: Outcome | None = None
         self._changed = asyncio.Event()
         self._fallback: TurnSignal | None = None
+        self._live: LiveDraft | None = None
+        self._drafting = True  # until the draft is found not to stream
         self._task = asyncio.get_running_loop().create_task(self._run())
         _keep(self._task)
+
+    def drafts(self) -> Draft | None:
+        presence = self._presence
+        if not presence.streams or presence.replies is None or not self._waking.turn:
+            return None
+        return self._draft
+
+    def _draft(self, text: str) -> None:
+        """The turn's first post so far: streamed into the thread (started on its first words)."""
+        if self._live is None and self._drafting and self._outcome is None:
+            replies, waking = self._presence.replies, self._waking
+            self._live = replies.live(waking.channel, waking.turn) if replies is not None else None
+            self._drafting = self._live is not None
+        if self._live is not None:
+            self._live.grow(text)
 
     def using(self, tool: str) -> None:
         self._show(using(tool))
@@ -187,6 +216,8 @@ class _StatusSignal:
     def end(self, outcome: Outcome) -> None:
         self._outcome = outcome
         self._changed.set()
+        if self._live is not None:
+            self._live.end(outcome == "posted")
 
     def _show(self, status: str) -> None:
         self._status = status

@@ -21,6 +21,7 @@ from nanoslack.store.db import (
     Transaction,
     store_unavailable,
 )
+from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.history import History, HistoryRow
@@ -56,6 +57,7 @@ __all__ = [
     "HopCount",
     "MessageRow",
     "OutboxRow",
+    "ReplyDraft",
     "MemberRow",
     "NoteRow",
     "RoomRow",
@@ -101,6 +103,7 @@ class Store:
         self.handoffs = Handoffs(db)
         self.room_kinds = RoomKinds(db)
         self.assistant_threads = AssistantThreads(db)
+        self.reply_drafts = ReplyDrafts(db)
         self.rounds = Rounds(db)
         # Team rooms (docs/team-rooms.md): the board's tasks, and votes.
         self.tasks = Tasks(db)

@@ -32,7 +32,7 @@ from sqlmodel import SQLModel
 # Imported for its side effect: it registers every table on SQLModel.metadata.
 from nanoslack.store import tables  # noqa: F401
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class StoreError(RuntimeError):
@@ -326,6 +326,17 @@ def _v10_routines(conn: Connection) -> None:
     _create_tables(conn)
 
 
+def _v11_reply_drafts(conn: Connection) -> None:
+    """Version 11: ``reply_drafts``, the stream a turn opened while its model was still
+    writing (``nanoslack.store.drafts``). Plain SQL, the same on SQLite and PostgreSQL."""
+    conn.exec_driver_sql(
+        "CREATE TABLE IF NOT EXISTS reply_drafts ("
+        " instance VARCHAR NOT NULL, turn_id INTEGER NOT NULL, channel VARCHAR NOT NULL,"
+        " thread_ts VARCHAR NOT NULL, ts VARCHAR NOT NULL, started_at FLOAT NOT NULL,"
+        " PRIMARY KEY (instance, turn_id))"
+    )
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -333,6 +344,7 @@ def _v10_routines(conn: Connection) -> None:
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
 # Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
+# Version 11: ``_v11_reply_drafts``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -344,6 +356,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v8_memory,
     _v9_assistant_threads,
     _v10_routines,
+    _v11_reply_drafts,
 ]
 
 

@@ -22,6 +22,8 @@ never goes, nor a board (one message per room, edited for as long as the room li
 An agent's own conversation (``agent_history``) goes by age like the messages it showed;
 notes (``memories``) never do, only the drafts of turns that will never be recorded.
 A routine's runs go by age, except each routine's newest (its clock goes on from it).
+What the assistant pane said a person was viewing goes by age; so do the drafts of
+streamed replies that no turn will finish (docs/agent-surface.md).
 """
 
 from __future__ import annotations
@@ -130,6 +132,19 @@ _ROUTINE_RUNS = text(
     " WHERE n.instance = r.instance AND n.routine = r.routine AND n.due_at > r.due_at) LIMIT :batch)"
 )
 
+# The channel a person viewed with the assistant pane open: past the retention it no longer
+# says what they look at (the next turn is not told a weeks-old ``[Viewing …]``).
+_ASSISTANT_THREADS = text(
+    "DELETE FROM assistant_threads WHERE (instance, channel, thread_ts) IN ("
+    " SELECT instance, channel, thread_ts FROM assistant_threads WHERE updated_at < :cutoff LIMIT :batch)"
+)
+# A draft whose turn will never post it (a halted turn's; a crash's no turn adopted).
+_REPLY_DRAFTS = text(
+    "DELETE FROM reply_drafts WHERE (instance, turn_id) IN (SELECT d.instance, d.turn_id FROM reply_drafts d"
+    " WHERE d.started_at < :cutoff"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status = 'running') LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
@@ -146,6 +161,8 @@ TABLES: dict[str, TextClause] = {
     "agent_history": _HISTORY,
     "memories": _NOTE_DRAFTS,
     "routine_runs": _ROUTINE_RUNS,
+    "assistant_threads": _ASSISTANT_THREADS,
+    "reply_drafts": _REPLY_DRAFTS,
 }
 
 

@@ -28,8 +28,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
+from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
-from nanoslack.control import Halts
+from nanoslack.control import Halts, is_acknowledgement
 from nanoslack.inbound import FLEET_SENDER
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
@@ -326,10 +327,12 @@ class TurnScheduler:
         )
         recorder = self._recorder
         tools = self._toolboxes.for_turn(turn_id, turn, msgs)
-        signal = self._signal(turn, msgs)
+        signal = self._signal(turn_id, turn, msgs)
         shown: Outcome = "failed"
         try:
-            reply = await self._agent.run(turn, tools if signal is None else SignalledTools(tools, signal))
+            shown_tools = tools if signal is None else SignalledTools(tools, signal)
+            with drafting(signal.drafts() if signal is not None else None):
+                reply = await self._agent.run(turn, shown_tools)
         except asyncio.CancelledError:
             if key in self._halting:
                 recorder.halted(turn_id)
@@ -345,7 +348,9 @@ class TurnScheduler:
             outcome = functools.partial(recorder.failure, turn_id, turn, msgs, error, recall)
         else:
             outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply, tools.effects, recall)
-            shown = "posted" if any(p.strip() for p in (*reply.posts, *tools.effects.posts)) else "silent"
+            # What the recorder will post: an acknowledgement alone is silence (its status is cleared).
+            posts = (*reply.posts, *tools.effects.posts)
+            shown = "posted" if any(p.strip() and not is_acknowledgement(p) for p in posts) else "silent"
         finally:
             if signal is not None:
                 signal.end(shown)
@@ -353,7 +358,7 @@ class TurnScheduler:
         # would cost a second call. Recording twice is harmless (a turn finishes once).
         await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
-    def _signal(self, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
+    def _signal(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
         """The waking message's signal; none for a handoff (it is not in Slack)."""
         waking = msgs[-1]
         if waking.internal or self._presence is None:
@@ -365,7 +370,7 @@ class TurnScheduler:
             with contextlib.suppress(Exception):  # a store outage: the message's own thread
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
-        return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
+        return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
     # -- routines (docs/routines.md) ------------------------------------------------------------
 
     async def _routine_turn(self, run: QueuedRun) -> None:

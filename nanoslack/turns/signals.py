@@ -3,7 +3,8 @@
 The scheduler opens a ``TurnSignal`` for the message that woke a turn (``Presence.begin``),
 tells it when a tool starts and ends (``SignalledTools`` wraps the turn's tools, so every
 back end's calls are seen, MCP and host tools alike), and ends it with the turn's outcome.
-In a room that is the working reaction; in a DM the status line (docs/agent-surface.md).
+In a room that is the working reaction; in a DM the status line (docs/agent-surface.md), and
+the reply streamed while it is written (``drafts``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from nanoslack.agents import Tools
+from nanoslack.agents.drafts import Draft
 from nanoslack.agents.tool import Tool
 from nanoslack.agents.types import ToolResult
 
@@ -30,6 +32,7 @@ class Waking:
     # The thread the message is in: its parent's ts, or its own when it is top level.
     thread_ts: str
     dm: bool  # an IM (the status line), else a room (the working reaction)
+    turn: int = 0  # the turn's id (its reply's draft is the turn's)
 
 
 class TurnSignal(Protocol):
@@ -38,6 +41,10 @@ class TurnSignal(Protocol):
     def thinking(self) -> None: ...
 
     def end(self, outcome: Outcome) -> None: ...
+
+    def drafts(self) -> Draft | None:
+        """Where the turn's first post goes while it is written (a DM's streamed reply)."""
+        ...
 
 
 class Presence(Protocol):

@@ -267,3 +267,38 @@ def test_old_routine_runs_are_pruned_but_each_routines_newest_and_running_rows_s
     assert [r.due_at for r in store.routines.history(INSTANCE, "plan")] == [300.0]
     assert [r.due_at for r in store.routines.history(INSTANCE, "beat")] == [100.0]
     assert {r.id for r in store.routines.history(INSTANCE, "slow")} >= {running}
+
+
+def test_old_assistant_pane_contexts_and_abandoned_reply_drafts_are_pruned_but_recent_ones_stay(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    for thread, channel in (("1.0", "C_OLD"), ("2.0", "C_NEW")):
+        store.assistant_threads.record(
+            instance=INSTANCE, channel="D1", thread_ts=thread, user_id="U1", context_channel=channel
+        )
+    sql(f"UPDATE assistant_threads SET updated_at = updated_at - {30 * DAY} WHERE thread_ts = '1.0'")
+    old_turn, running = (_dm_turn(store, through) for through in ("1.0", "2.0"))
+    store.turns.finish(old_turn, "halted")
+    store.reply_drafts.open(INSTANCE, old_turn, "D1", "1.0")
+    store.reply_drafts.open(INSTANCE, running, "D1", "2.0")
+    sql(f"UPDATE reply_drafts SET started_at = started_at - {30 * DAY}")
+    report = Retention(store.db, days=14).prune_all()
+    assert report.deleted["assistant_threads"] == 1
+    assert report.deleted["reply_drafts"] == 1
+    viewing = store.assistant_threads.viewing(INSTANCE, "D1")
+    assert viewing is not None and viewing.channel == "C_NEW"
+    assert store.reply_drafts.of_turn(INSTANCE, old_turn) is None
+    assert store.reply_drafts.of_turn(INSTANCE, running) is not None
+
+
+def _dm_turn(store: Store, through_ts: str) -> int:
+    return store.turns.start(
+        instance=INSTANCE,
+        channel="D1",
+        thread_key="",
+        reply_thread_ts="",
+        sender_id="slack:U1",
+        through_ts=through_ts,
+        messages=1,
+        wrapping_up=False,
+    )

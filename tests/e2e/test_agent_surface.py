@@ -8,6 +8,7 @@ and a slow tool is the echo MCP server's ``slow``."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import json
@@ -24,7 +25,7 @@ from nanoslack.slack.surface import THINKING, using
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import LLMServer, openai_answer, openai_text, send
+from tests.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 
 SLOW_TOOL = "echo_slow"
@@ -218,18 +219,31 @@ async def test_a_sigkill_mid_stream_and_a_restart_leave_one_message_with_the_who
         room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **agent.env()
     )
     im = _im(room)
-    first = FleetProcess.start(env_file, failpoints="stream.appended=kill@1")
-    await emu.wait_for(lambda: emu.connections(dana.app_id) >= 1, timeout=30)
-    await emu.post_as_user(alice, im, "the long answer, please")
-    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
-    [partial] = _bot_messages(room, im)
-    assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
-
+    partial = await _killed_mid_stream(room, env_file, im, "stream.appended", answer)
     second = FleetProcess.start(env_file)
     try:
         await second.wait_for_event("post recovered: stream finished", within=30)
     finally:
         assert await second.stop() == 0
+    _assert_one_whole_message(room, im, partial, answer)
+
+
+async def _killed_mid_stream(
+    room: Room, env_file: Path, im: str, failpoint: str, answer: str
+) -> dict[str, Any]:
+    """A fleet killed after the first append at ``failpoint``: the partial message it left."""
+    emu = room.emu
+    first = FleetProcess.start(env_file, failpoints=f"{failpoint}=kill@1")
+    await emu.wait_for(lambda: emu.connections(room.apps["dana"].app_id) >= 1, timeout=60)
+    await emu.post_as_user(room.human.id, im, "the long answer, please")
+    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+    [partial] = _bot_messages(room, im)
+    assert emu.is_streaming(im, partial["ts"]) and len(partial["text"]) < len(answer)
+    return partial
+
+
+def _assert_one_whole_message(room: Room, im: str, partial: dict[str, Any], answer: str) -> None:
+    emu = room.emu
     [whole] = _bot_messages(room, im)
     assert whole["ts"] == partial["ts"] and whole["text"] == answer
     assert whole["metadata"]["event_type"] == "nanoslack_turn"
@@ -289,3 +303,111 @@ async def test_a_stream_slack_refuses_once_goes_out_as_a_plain_post_and_the_next
     plain, streamed = sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))
     assert (plain["text"], plain.get("thread_ts")) == ("answer 1", None)
     assert (streamed["text"], streamed["thread_ts"]) == ("answer 2", second)
+
+
+def _held(answer: Any, gate: asyncio.Event, *, at: int) -> Any:
+    """``answer`` streamed in small pieces, the model server waiting for ``gate`` after ``at`` of them."""
+    return dataclasses.replace(answer, gate=gate, hold_at=at, chunk_chars=16)
+
+
+async def test_a_dm_reply_grows_in_slack_while_the_model_is_still_writing_it(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    answer = 'Here is what I found, "in short":\n\n' + "\n".join(
+        f"- finding {i}, with its details é" for i in range(40)
+    )
+    gate = asyncio.Event()
+    async with LLMServer() as llm:
+        llm.openai.push(_held(openai_answer(send(answer)), gate, at=40), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        ts = await emu.post_as_user(room.human.id, im, "what did you find?")
+
+        def grown() -> bool:
+            return emu.stream_calls(im)["chat.appendStream"] >= 1
+
+        await emu.wait_for(grown, timeout=15)
+        [draft] = _bot_messages(room, im)
+        # The model server still holds the rest of its answer.
+        assert llm.openai.finished == 0 and not gate.is_set()
+        assert emu.is_streaming(im, draft["ts"])
+        assert draft["text"] and answer.startswith(draft["text"]) and len(draft["text"]) < len(answer)
+        gate.set()
+        await emu.wait_for(lambda: _turns(room) == ["done"], timeout=15)
+        await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=10)
+    [reply] = _bot_messages(room, im)
+    assert reply["ts"] == draft["ts"] and reply["thread_ts"] == ts
+    assert reply["text"] == answer
+    ((turn_id,),) = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
+    assert reply["metadata"]["event_payload"]["turn"] == turn_id
+    assert emu.stream_calls(im)["chat.startStream"] == 1
+    assert not [c for c in emu.api_calls if c.method in ("chat.postMessage", "chat.update")]
+    assert room.sql("SELECT count(*) FROM reply_drafts") == [(0,)]
+
+
+async def test_a_draft_of_a_turn_that_ends_silent_is_deleted_and_its_status_cleared(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The model begins a post, then only acknowledges: nothing is posted, the draft goes."""
+    emu = room.emu
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(send("Acknowledged.")), openai_text())
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        ts = await emu.post_as_user(room.human.id, im, "noted?")
+        await emu.wait_for(lambda: _turns(room) == ["silent"], timeout=15)
+        await emu.wait_for(lambda: emu.statuses_sent(im)[-1:] == [(ts, "")], timeout=5)
+        await emu.wait_for(lambda: not _bot_messages(room, im), timeout=5)
+    assert emu.status_of(im, ts) == ""
+    assert room.sql("SELECT count(*) FROM reply_drafts") == [(0,)]
+
+
+async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_with_the_whole_answer(
+    room: Room,
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(60))
+    async with LLMServer() as llm:
+        slow = dataclasses.replace(openai_answer(send(answer)), chunk_chars=16, chunk_delay=0.02)
+        llm.openai.push(slow, slow, openai_text())
+        env = backend_env("openai", llm, "sk-test-0123456789")
+        env_file = write_fleet_env(
+            room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
+        )
+        im = _im(room)
+        partial = await _killed_mid_stream(room, env_file, im, "draft.appended", answer)
+        second = FleetProcess.start(env_file)
+        try:
+            # A restart on a busy machine takes a while: the turn runs again once it is up.
+            await second.wait_for_event("posted", within=120)
+        finally:
+            assert await second.stop() == 0
+    _assert_one_whole_message(room, im, partial, answer)
+    assert _turns(room) == ["abandoned", "done"]
+
+
+async def test_a_command_agents_dm_reply_grows_line_by_line_as_it_prints(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The command prints its first line, waits for the test to say go, prints the rest."""
+    emu = room.emu
+    gate = room.tmp / "go"
+    command = (
+        f"cat >/dev/null; printf 'First, the short answer.\\n'; "
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; printf 'Then the details.\\n'"
+    )
+    await fleet_factory(["dana"], SLACK_OWNER=room.human.id, NANOSLACK_AGENT_COMMAND=command)
+    im = _im(room)
+    await emu.post_as_user(room.human.id, im, "how does it work?")
+    await emu.wait_for(
+        lambda: [m["text"] for m in _bot_messages(room, im)] == ["First, the short answer."], timeout=20
+    )
+    [draft] = _bot_messages(room, im)
+    assert emu.is_streaming(im, draft["ts"])
+    gate.touch()
+    await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=20)
+    [reply] = _bot_messages(room, im)
+    assert reply["ts"] == draft["ts"]
+    assert reply["text"] == "First, the short answer.\nThen the details."
+    assert reply["metadata"]["event_type"] == "nanoslack_turn"

@@ -1,0 +1,81 @@
+"""The streams a turn opened in Slack while its model was still writing its first post
+(docs/agent-surface.md): the message's ts, written as soon as Slack answers the start.
+
+A row names its turn. The poster that sends the turn's first reply finishes that message
+instead of posting another, then drops the row; a turn that ends without a post deletes
+the message and the row. A turn a crash left is run again under a new id: it adopts the
+row (``adopt``), so its reply still finishes the one message. A row written before the
+start (``ts`` empty) says a start was attempted: its message is looked for in the thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from nanoslack.store.db import Database
+
+_OPEN = text(
+    "INSERT INTO reply_drafts (instance, turn_id, channel, thread_ts, ts, started_at)"
+    " VALUES (:instance, :turn, :channel, :thread_ts, '', :now)"
+)
+_STARTED = text("UPDATE reply_drafts SET ts = :ts WHERE instance = :instance AND turn_id = :turn")
+_OF_TURN = text(
+    "SELECT turn_id, channel, thread_ts, ts, started_at FROM reply_drafts"
+    " WHERE instance = :instance AND turn_id = :turn"
+)
+# Drafts of turns that will never be recorded (left by a crash) in this conversation.
+_LEFT = text(
+    "SELECT d.turn_id FROM reply_drafts d WHERE d.instance = :instance AND d.channel = :channel"
+    " AND d.turn_id <> :turn"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status <> 'abandoned')"
+    " ORDER BY d.started_at LIMIT 1"
+)
+_ADOPT = text("UPDATE reply_drafts SET turn_id = :turn WHERE instance = :instance AND turn_id = :left")
+_DROP = text("DELETE FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyDraft:
+    turn_id: int
+    channel: str
+    thread_ts: str
+    ts: str  # "" when the start's answer was never recorded
+    started_at: float
+
+
+class ReplyDrafts:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def open(self, instance: str, turn_id: int, channel: str, thread_ts: str) -> None:
+        """Before Slack is called: a start is being attempted."""
+        params = {"instance": instance, "turn": turn_id, "channel": channel, "thread_ts": thread_ts}
+        with self._db.transaction() as conn:
+            conn.execute(_OPEN, {**params, "now": time.time()})
+
+    def started(self, instance: str, turn_id: int, ts: str) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_STARTED, {"instance": instance, "turn": turn_id, "ts": ts})
+
+    def of_turn(self, instance: str, turn_id: int) -> ReplyDraft | None:
+        with self._db.transaction() as conn:
+            row = conn.execute(_OF_TURN, {"instance": instance, "turn": turn_id}).first()
+        if row is None:
+            return None
+        return ReplyDraft(int(row[0]), str(row[1]), str(row[2]), str(row[3] or ""), float(row[4]))
+
+    def adopt(self, instance: str, channel: str, turn_id: int) -> ReplyDraft | None:
+        """The draft a turn a crash left in this conversation, now ``turn_id``'s."""
+        with self._db.transaction() as conn:
+            left = conn.execute(_LEFT, {"instance": instance, "channel": channel, "turn": turn_id}).scalar()
+            if left is None:
+                return None
+            conn.execute(_ADOPT, {"instance": instance, "turn": turn_id, "left": left})
+        return self.of_turn(instance, turn_id)
+
+    def drop(self, instance: str, turn_id: int) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(_DROP, {"instance": instance, "turn": turn_id})
