@@ -37,7 +37,7 @@ from nanoslack.rounds import RoundKeeper
 from nanoslack.routines.clock import QueuedRun, day_start
 from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown
-from nanoslack.store import MessageRow, Store, store_unavailable
+from nanoslack.store import MessageRow, Store
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
@@ -143,15 +143,7 @@ class TurnScheduler:
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError
                 self._wake.clear()
-                try:
-                    self._schedule()
-                except Exception as exc:
-                    trouble = store_unavailable(exc)
-                    if trouble is None:
-                        raise
-                    await self._outage.wait(trouble)  # the next poll asks again
-                    continue
-                self._outage.passed()
+                await self._outage.attempt(self._schedule_once)  # refused: the next poll asks again
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
@@ -192,6 +184,9 @@ class TurnScheduler:
         ):
             self._routine_halting = True
             self._routine[1].cancel()
+
+    async def _schedule_once(self) -> None:
+        self._schedule()
 
     def _schedule(self) -> None:
         if self._closing:
@@ -366,6 +361,7 @@ class TurnScheduler:
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm))
+
     # -- routines (docs/routines.md) ------------------------------------------------------------
 
     async def _routine_turn(self, run: QueuedRun) -> None:
