@@ -54,6 +54,7 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.control import Halts
+from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.inbound import Identity, Inbound, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
@@ -62,10 +63,10 @@ from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundKeeper, warn_chiefless
 from nanoslack.routines import spec as routine_spec
 from nanoslack.routines.clock import RoutineClock, RunQueue
+from nanoslack.routines.feature import RoutinesFeature
 from nanoslack.routines.runner import RoutineTurns
-from nanoslack.routines.tools import RoutineToolset
 from nanoslack.shutdown import Shutdown, cancel
-from nanoslack.store import Store
+from nanoslack.store import MessageRow, Store
 from nanoslack.team import Team, VoteClick
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
@@ -147,6 +148,8 @@ class EdgeParts:
     presence: Presence | None = None
     # Several hosts (docs/operations.md): whether this process still holds the lease.
     fence: Callable[[], bool] | None = None
+    # Who is in a room, for votes (``tools.team.Voters``); None: votes wait for nobody named.
+    voters: Voters | None = None
 
 
 class InstanceCore:
@@ -251,12 +254,6 @@ class InstanceCore:
         return closed
 
 
-class Clock(Protocol):
-    """A loop that runs with the instance (the team's clock, the routines' clock)."""
-
-    async def run(self) -> None: ...
-
-
 def build_instance(identity: Identity, agent: Agent, services: Services, edge: EdgeParts) -> InstanceCore:
     """One instance's core, wired in the order a message meets it."""
     store, name = services.store, identity.instance
@@ -268,10 +265,25 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     # The teammate's MCP servers, and the owners' Allow for its guarded tools (docs/agents.md).
     mcp = TeammateMcp.for_instance(services.teammates_dir, name, services.setting, services.tools)
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
-    # Room features (docs/team-rooms.md, docs/routines.md).
+    # The room features (``nanoslack.features``), registered in one list: the turns, the
+    # recorder, room control and the clicks ask each of them, in this order.
     rounds = RoundKeeper(store, instance=name, chief=services.tools.chief)
-    team = Team(store, identity, services.tools.team, voters=_voters(edge.directory), wake=services.wake)
     routine_turns = RoutineTurns(store, name, RunQueue(), owners=services.owners, tally=tally)
+    routine_clock = build_routine_clock(
+        identity,
+        services,
+        edge,
+        queue=routine_turns.queue,
+        halts=halts,
+        wake=lambda: turns.wake(),
+        tally=tally,
+    )
+    features: list[RoomFeature] = [
+        rounds,
+        MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
+        Team(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
+        RoutinesFeature(store, name, services.owners, turns=routine_turns, clock=routine_clock),
+    ]
     # Room control, guard, router and gate, in one transaction per batch (``nanoslack.pipeline``).
     pipeline = build_pipeline(
         identity,
@@ -283,6 +295,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         names=edge.directory,
         fence=edge.fence,
         rounds=rounds,
+        features=features,
     )
     turns = build_turns(
         identity,
@@ -292,15 +305,11 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         presence=edge.presence,
         halts=halts,
         budgets=budgets,
-        rounds=rounds,
-        team=team,
+        features=features,
         routines=routine_turns,
         mcp=mcp,
         approver=tool_approvals,
         tally=tally,
-    )
-    routine_clock = build_routine_clock(
-        identity, services, edge, queue=routine_turns.queue, halts=halts, wake=turns.wake, tally=tally
     )
     worker = BatchWorker(
         name,
@@ -315,7 +324,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         pipeline=pipeline,
         budgets=budgets,
         tool_approvals=tool_approvals,
-        votes=[team.click],
+        votes=[feature.click for feature in features],
         wake=turns.wake,
     )
     return InstanceCore(
@@ -330,7 +339,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         turns=turns,
         mcp=mcp,
         tool_approvals=tool_approvals,
-        clocks={"team-clock": team.clock, "routine-clock": routine_clock},
+        clocks={what: clock for feature in features for what, clock in feature.clocks().items()},
         tally=tally,
     )
 
@@ -353,11 +362,6 @@ def _react(turns: TurnScheduler, observers: Observers, log: Any, msg: Inbound, o
         observers.on_outcome(msg, outcome)
 
 
-def _voters(directory: Directory) -> Voters | None:
-    """The directory, when the edge's can say who may vote (the emulator's tests may not)."""
-    return directory if isinstance(directory, Voters) else None
-
-
 def build_turns(
     identity: Identity,
     agent: Agent,
@@ -367,8 +371,7 @@ def build_turns(
     presence: Presence | None = None,
     halts: Halts | None = None,
     budgets: Budgets | None = None,
-    rounds: RoundKeeper | None = None,
-    team: Team | None = None,
+    features: Sequence[RoomFeature] = (),
     routines: RoutineTurns | None = None,
     mcp: McpTools | None = None,
     approver: ToolApprover | None = None,
@@ -378,14 +381,13 @@ def build_turns(
     store, instance, tools, owners = services.store, identity.instance, services.tools, services.owners
     halts = halts or Halts(store)
     skills_dir = services.teammates_dir / SKILLS_DIRNAME
-    notes = Notes(instance, store, tools.memory, tuple(owners), lead_of=services.lead_of)
     transcripts = Transcripts(
         identity=identity,
         store=store,
         teammate=_teammate(services.teammates_dir, instance),
         skills_dir=skills_dir,
         directory=directory,
-        notes=[*([rounds.notes] if rounds else []), *([team.notes] if team else []), viewing_notes(store)],
+        notes=[*(feature.notes for feature in features), viewing_notes(store)],
         history_chars=tools.memory.history_chars,
         owners=owners,
         remembers=getattr(agent, "remembers", True),
@@ -405,9 +407,9 @@ def build_turns(
             bot_id=identity.bot_id,
             allow_broadcast=tools.allow_broadcast,
             on_handoff=services.wake,
-            on_recorded=rounds.turn_recorded if rounds else None,
+            on_recorded=functools.partial(_turn_recorded, tuple(features)),
             tally=tally,
-            appliers=[notes.apply, *([team.apply] if team else [])],
+            appliers=[feature.apply for feature in features],
             memory=transcripts.memory,
             dm_reply_chars=services.dm_reply_chars,
         ),
@@ -422,23 +424,26 @@ def build_turns(
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,
-            toolsets=[
-                notes.tools,
-                *([team.tools] if team else []),
-                RoutineToolset.factory(store, instance, tuple(owners)),
-            ],
+            toolsets=[toolset for feature in features for toolset in feature.toolsets()],
         ),
         limiter=services.limiter,
         halts=halts,
         room_budget=budgets.room if budgets else None,
         presence=presence,
-        rounds=rounds,
+        features=features,
         wake_instance=services.wake,
         options=services.turns,
         tally=tally,
         yield_to=services.backlog.yield_to,
         routines=routines,
     )
+
+
+def _turn_recorded(
+    features: Sequence[RoomFeature], instance: str, msgs: Sequence[MessageRow], turn_id: int, status: str
+) -> None:
+    for feature in features:
+        feature.turn_recorded(instance, msgs, turn_id, status)
 
 
 def build_routine_clock(

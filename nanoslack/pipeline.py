@@ -27,6 +27,7 @@ from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
 from nanoslack.control import Effect, Halts, RoomControl
+from nanoslack.features import RoomFeature
 from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
@@ -280,15 +281,17 @@ def build_pipeline(
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
     rounds: RoundKeeper | None = None,
+    features: Sequence[RoomFeature] = (),
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance.
     ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``;
-    ``rounds`` (shared with the instance's turns) defaults to a keeper with ``chief``."""
+    ``rounds`` (shared with the instance's turns) defaults to a keeper with ``chief``;
+    ``features`` are the room features room control tells of a halt (the rounds among them)."""
     instance = identity.instance
     asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
     rounds = rounds or RoundKeeper(store, instance=instance, chief=chief)
-    control = RoomControl(store, asks, halts or Halts(store), rounds=rounds)
+    control = RoomControl(store, asks, halts or Halts(store), features=features or (rounds,))
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,

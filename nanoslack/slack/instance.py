@@ -61,7 +61,7 @@ class Introduction:
 
     def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
         """What the core asks of the edge (``core.build_instance``)."""
-        return EdgeParts(directory=self.names, presence=self.presence, fence=fence)
+        return EdgeParts(directory=self.names, presence=self.presence, fence=fence, voters=self.names)
 
 
 class SlackInstance:
