@@ -220,6 +220,10 @@ class InstanceCore:
         """A person's click on one of a vote's buttons."""
         await self._clicks.ballot(click)
 
+    def wake(self) -> None:
+        """Something for this instance's turns committed elsewhere (a sibling's handoff)."""
+        self.turns.wake()
+
     def held_rooms(self) -> frozenset[str]:
         """Rooms whose agents' replies wait (halted), for the edge's poster."""
         return self.halts.rooms()
@@ -562,7 +566,7 @@ class FleetCore:
     def _wake(self, instance: str) -> None:
         core = self.instances.get(instance)
         if core is not None:
-            core.turns.wake()
+            core.wake()
 
     def agent_for(self, name: str) -> Agent | None:
         """The instance's back end; None (logged, with the key to fix) when it has none."""
