@@ -321,8 +321,8 @@ async def phase_fleet(
                 "redelivered": s["redelivered"] - base["redelivered"],
                 "outcomes": dict(outcomes.statuses),
                 "inbox_rows": rows,
-                "group_commits": sum(rt.core.inbox_batches for rt in fleet.instances.values()),
-                "group_commit_records": sum(rt.core.inbox_records for rt in fleet.instances.values()),
+                "group_commits": sum(t.inbox_commits for t in fleet.metrics.tallies.values()),
+                "group_commit_records": sum(t.inbox_records for t in fleet.metrics.tallies.values()),
                 # New connections during the phase: the watchdog's (a heartbeat missed, an
                 # idle socket) must stay 0 under backpressure.
                 "reconnects": sum(rt.reconnects for rt in fleet.instances.values()),

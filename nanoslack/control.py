@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -29,8 +30,8 @@ from nanoslack.logs import get_logger
 from nanoslack.rounds import ROUND
 from nanoslack.store import Store
 
-if TYPE_CHECKING:  # rounds need room control's halts in turn
-    from nanoslack.rounds import RoundKeeper
+if TYPE_CHECKING:
+    from nanoslack.features import RoomFeature
 
 log = get_logger(__name__)
 
@@ -153,12 +154,12 @@ class RoomControl:
     """
 
     def __init__(
-        self, store: Store, asks: OwnerAsks, halts: Halts, *, rounds: RoundKeeper | None = None
+        self, store: Store, asks: OwnerAsks, halts: Halts, *, features: Sequence[RoomFeature] = ()
     ) -> None:
         self._store = store
         self._asks = asks
         self.halts = halts
-        self._rounds = rounds
+        self._features = tuple(features)
         self.instance = asks.instance
 
     def decide(self, msg: Inbound) -> Control | None:
@@ -194,8 +195,8 @@ class RoomControl:
         """Halt the room; only the instance whose halt landed announces it."""
         if not self._store.rooms.halt(room, by=by_id(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
-        if self._rounds is not None:
-            self._rounds.stop(room)  # nobody still answering posts, the chief does not close
+        for feature in self._features:
+            feature.halted(room)  # a round: nobody still answering posts, the chief does not close
         halt = self._store.rooms.get(room)
         stamp = f"{halt.halted_at:.6f}" if halt else "0"
         self._notice(f"halt:{room}:{stamp}", room, HALT_TEXT.format(who=who(by_user)))

@@ -79,6 +79,8 @@ class Tally:
         "posts",
         "api_errors",
         "routine_runs",
+        "inbox_commits",
+        "inbox_records",
     )
 
     def __init__(self) -> None:
@@ -93,6 +95,10 @@ class Tally:
         self.api_errors: Counter[tuple[str, str]] = Counter()
         # (routine, status) → due times that ended so (docs/routines.md).
         self.routine_runs: Counter[tuple[str, str]] = Counter()
+        # The inbox's group commits and the messages they recorded (the benchmark's
+        # measure of batching; not exported).
+        self.inbox_commits = 0
+        self.inbox_records = 0
 
     # -- the edge ---------------------------------------------------------------------------
 

@@ -27,7 +27,8 @@ from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
 from nanoslack.control import Effect, Halts, RoomControl
-from nanoslack.gate import Gate, Verdict
+from nanoslack.features import RoomFeature
+from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
@@ -93,7 +94,6 @@ class Pipeline:
         self.gate = gate
         self._store = store
         self._router = router
-        self.rounds = rounds
         self._rounds = rounds
         self._names = names
         # Several hosts (docs/operations.md): whether this process still holds the instance's
@@ -113,6 +113,16 @@ class Pipeline:
             if self._fence is not None and not self._fence():
                 raise LeaseLost()
             return self._store.inbox.record_many(msgs)
+
+    def resume(self, room: str, *, by_user: str) -> bool:
+        """An owner's Resume click on a halt's question (``RoomControl.resume``), in its
+        own transaction; False when the room was not halted."""
+        with self._store.transaction():
+            return self.control.resume(room, by_user=by_user)
+
+    def decide_approval(self, approval_id: int, *, allow: bool, by_user: str) -> Decision:
+        """An owner's click on an approval request (``Gate.decide``)."""
+        return self.gate.decide(approval_id, allow=allow, by_user=by_user)
 
     def unfinished(self) -> list[Inbound]:
         return self._store.inbox.unfinished(self.instance)
@@ -141,7 +151,7 @@ class Pipeline:
         A store that cannot take the batch (``store_unavailable``: the connection lost,
         the disk full, a deadlock's victim) is no message's fault: that error is raised
         as it is, nothing is counted against the messages, and the caller tries the
-        batch again (``InstanceCore``).
+        batch again (``nanoslack.worker.BatchWorker``).
         """
         if self._names is not None:
             await self._names.ensure_many(msgs)
@@ -270,14 +280,18 @@ def build_pipeline(
     chief: str | None = None,
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
+    rounds: RoundKeeper | None = None,
+    features: Sequence[RoomFeature] = (),
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance.
-    ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``."""
+    ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``;
+    ``rounds`` (shared with the instance's turns) defaults to a keeper with ``chief``;
+    ``features`` are the room features room control tells of a halt (the rounds among them)."""
     instance = identity.instance
     asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    rounds = RoundKeeper(store, instance=instance, chief=chief)
-    control = RoomControl(store, asks, halts or Halts(store), rounds=rounds)
+    rounds = rounds or RoundKeeper(store, instance=instance, chief=chief)
+    control = RoomControl(store, asks, halts or Halts(store), features=features or (rounds,))
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from nanoslack.features import RoomFeature
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.store import MemberRow, MessageRow, RoomRow, RoundRow, Store
@@ -64,7 +65,11 @@ def named_bots(msg: Inbound, room: RoomRow, known_bots: frozenset[str]) -> list[
     return [user for user in msg.mentions if user in bots]
 
 
-class RoundKeeper:
+class RoundKeeper(RoomFeature):
+    """Rounds of ``round`` rooms: their routing (the router and the pipeline ask it) and,
+    as a room feature (``nanoslack.features``), a member's notes, a member's finish, the
+    close on each poll and the stop at a halt."""
+
     def __init__(self, store: Store, *, instance: str, chief: str | None) -> None:
         self._store = store
         self.instance = instance
@@ -107,7 +112,7 @@ class RoundKeeper:
 
     # -- the turns -------------------------------------------------------------------------
 
-    def waiting(self) -> frozenset[tuple[str, str]]:
+    def held(self) -> frozenset[tuple[str, str]]:
         """Questions whose round waits for the room's round under way (no turn answers them yet)."""
         return self._store.rounds.waiting()
 
@@ -224,7 +229,7 @@ class RoundKeeper:
 
     # -- room control ----------------------------------------------------------------------
 
-    def stop(self, room: str) -> None:
+    def halted(self, room: str) -> None:
         """Inside the halting transaction: the round under way ends, and nothing of it runs
         or posts after the resume."""
         for round_id in self._store.rounds.stop(room):

@@ -7,6 +7,7 @@ tests) can load different files in one interpreter.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import time
@@ -19,7 +20,15 @@ from typing import Any, Literal, cast
 from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
 from nanoslack.config.surface import SurfaceSettings, parse_surface_settings
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
-from nanoslack.config.values import ConfigError, positive_int, read_env_file, split_list, warn_malformed
+from nanoslack.config.values import (
+    TZ_KEY,
+    ConfigError,
+    positive_int,
+    read_env_file,
+    split_list,
+    time_zone,
+    warn_malformed,
+)
 from nanoslack.logs import get_logger
 from nanoslack.secret import Secret
 
@@ -34,6 +43,7 @@ DEFAULT_POST_RATE = 1.0
 DEFAULT_RETENTION_DAYS = 14
 DEFAULT_SHUTDOWN_GRACE = 20.0
 METRICS_ADDR_KEY = "NANOSLACK_METRICS_ADDR"
+ROOM_TOKENS_KEY = "NANOSLACK_ROOM_TOKENS"
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -125,6 +135,23 @@ class Settings:
 
     def a2a_source(self, *, clock: Callable[[], float] = time.monotonic) -> A2AConfigSource:
         return A2AConfigSource(self.env_file, environ=self.process_env, ttl=self.a2a_ttl, clock=clock)
+
+    def room_tokens(self) -> int | None:
+        """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, with a warning."""
+        raw = (self.value(ROOM_TOKENS_KEY) or "").strip()
+        if not raw:
+            return None
+        if raw.isdigit() and int(raw) > 0:
+            return int(raw)
+        warn_malformed(_log, ROOM_TOKENS_KEY, raw, "an integer > 0", "unlimited")
+        return None
+
+    def routine_tz(self) -> dt.tzinfo:
+        """NANOSLACK_TZ (default UTC); an unknown zone is UTC, with a warning naming the key."""
+        tz, problem = time_zone(self.value(TZ_KEY))
+        if problem:
+            _log.warning("malformed setting", key=TZ_KEY, problem=problem)
+        return tz
 
 
 # -- small parsers --------------------------------------------------------------------------

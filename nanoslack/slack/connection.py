@@ -1,28 +1,47 @@
 """One instance's Socket Mode connection: our client (``adapter.SocketModeClient``) and
 the envelope pump it feeds (``socket.EnvelopePump``), on the fleet's loop beside the core.
 
-The pump writes to the inbox before it acks (``InstanceCore.record``, synchronous),
-hands the recorded messages to the core in order (``InstanceCore.submit``) and an
-owner's click or ballot to the core (``answer``, ``ballot``).
+The pump writes to the inbox before it acks (``Core.record``, synchronous), hands the
+recorded messages to the core in order (``Core.submit``) and an owner's click or ballot
+to the core (``answer``, ``ballot``): the calls ``Core`` names, nothing more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from nanoslack.asks import Answer
 from nanoslack.config import InstanceSettings
-from nanoslack.core import InstanceCore
-from nanoslack.inbound import Inbound
+from nanoslack.inbound import Identity, Inbound
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.slack.adapter import SocketModeClient
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.socket import EnvelopePump, SocketOptions
 from nanoslack.store import Store
+from nanoslack.team import VoteClick
 
-# A recorded message, and whether the core is to check it first (``InstanceCore.submit``).
+# A recorded message, and whether the core is to check it first (``Core.submit``).
 Delivered = tuple[Inbound, bool]
+
+
+class Core(Protocol):
+    """What the connection calls on the instance's core (``nanoslack.core.InstanceCore``)."""
+
+    @property
+    def identity(self) -> Identity: ...
+
+    def record(self, msgs: Sequence[Inbound]) -> list[bool]: ...
+
+    def submit(self, msg: Inbound, *, recheck: bool = False) -> None: ...
+
+    def backlog(self) -> int: ...
+
+    async def answer(self, answer: Answer) -> None: ...
+
+    async def ballot(self, click: VoteClick) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +61,7 @@ class EdgeOptions:
 
 
 class Connection:
-    def __init__(self, settings: InstanceSettings, options: EdgeOptions, core: InstanceCore) -> None:
+    def __init__(self, settings: InstanceSettings, options: EdgeOptions, core: Core) -> None:
         self.name = settings.name
         self._core = core
         tally = options.tally(self.name)

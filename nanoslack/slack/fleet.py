@@ -1,6 +1,6 @@
 """The fleet: every configured instance in one asyncio process (``nanoslack run``).
 
-What the instances are made of is built by ``nanoslack.core.FleetCore``; the fleet
+What the instances are made of is built by ``nanoslack.core`` (``FleetCore``); the fleet
 takes each instance's lease, connects it to Slack (``SlackInstance``), serves its
 health and metrics when ``NANOSLACK_METRICS_ADDR`` asks for them, and stops it.
 
@@ -22,10 +22,9 @@ from slack_sdk.errors import SlackApiError
 
 from nanoslack.agents import Agent
 from nanoslack.config import InstanceSettings, Settings
-from nanoslack.core import Directory, FleetCore, InstanceCore, Observers, OnOutcome, OnPending
+from nanoslack.core import FleetCore, Observers, OnOutcome, OnPending
 from nanoslack.health import HealthServer
 from nanoslack.housekeeping import PruneSchedule, prune_forever
-from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.shutdown import Shutdown
@@ -36,7 +35,6 @@ from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
 from nanoslack.turns.scheduler import TurnsClosed
-from nanoslack.turns.signals import Presence
 
 log = get_logger(__name__)
 
@@ -143,12 +141,12 @@ class Fleet:
     async def _connect(self, settings: InstanceSettings, agent: Agent) -> bool:
         name = settings.name
         fence = functools.partial(self._holds_lease, name)
-
-        def build_core(identity: Identity, directory: Directory, presence: Presence | None) -> InstanceCore:
-            return self.core.instance(identity, agent, directory=directory, presence=presence, fence=fence)
-
         try:
-            rt = await SlackInstance.connect(settings, self._edge, build_core, self.settings.surface)
+            # Slack says who the instance is; the core is built from the edge's parts of
+            # it; the instance joins the two (docs/architecture.md).
+            intro = await SlackInstance.introduce(settings, self._edge, self.settings.surface)
+            core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
+            rt = SlackInstance(intro, self._edge, core)
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
             return False

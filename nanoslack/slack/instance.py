@@ -1,9 +1,13 @@
 """One instance on the wire: its Socket Mode connection (``connection.Connection``: our
 Socket Mode client and the envelope pump), its poster and its working reaction.
 
-Everything the instance decides lives in its core (``nanoslack.core.InstanceCore``):
-the pump hands the core recorded messages, the intake hands it owners' clicks, and the
-poster sends what the core queued in the outbox. This module only talks to Slack.
+Everything the instance decides lives in its core (``nanoslack.core.InstanceCore``).
+Building one takes two steps the fleet runs in turn: ``SlackInstance.introduce`` asks
+Slack who the instance is and makes what the core asks of the edge (``core.EdgeParts``:
+the directory of names, the presence); ``SlackInstance(intro, options, core)`` then
+joins the core to the wire: the pump hands the core recorded messages, the intake hands
+it clicks, and the poster sends what the core queued in the outbox. This module only
+talks to Slack.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -19,7 +24,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import InstanceSettings
 from nanoslack.config.surface import SurfaceSettings
-from nanoslack.core import STOP_GRACE_S, Directory, InstanceCore
+from nanoslack.core import STOP_GRACE_S, EdgeParts, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import Shutdown, cancel
@@ -35,32 +40,37 @@ from nanoslack.slack.socket import SocketOptions
 from nanoslack.slack.streams import ReplyStreams
 from nanoslack.slack.surface import Refusals, SurfacePresence
 from nanoslack.turns.scheduler import TurnsClosed
-from nanoslack.turns.signals import Presence
 
-__all__ = ["BuildCore", "EdgeOptions", "SlackInstance", "SocketOptions"]
+__all__ = ["EdgeOptions", "Introduction", "SlackInstance", "SocketOptions"]
 
 log = get_logger(__name__)
 
 # The poster's last drain at a stop may take this long (or what is left of the grace).
 DRAIN_S = 5.0
-# Builds the instance's core once Slack said who the instance is (``FleetCore.instance``).
-BuildCore = Callable[[Identity, Directory, Presence | None], InstanceCore]
+
+
+@dataclass(frozen=True)
+class Introduction:
+    """What Slack said of the instance (``auth.test``), and the edge's parts of it."""
+
+    settings: InstanceSettings
+    client: AsyncWebClient
+    identity: Identity
+    names: SlackNames
+    presence: SurfacePresence
+
+    def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
+        """What the core asks of the edge (``core.build_instance``)."""
+        return EdgeParts(directory=self.names, presence=self.presence, fence=fence, voters=self.names)
 
 
 class SlackInstance:
-    def __init__(
-        self,
-        settings: InstanceSettings,
-        options: EdgeOptions,
-        client: AsyncWebClient,
-        core: InstanceCore,
-        *,
-        surface: SurfacePresence | None = None,
-    ) -> None:
+    def __init__(self, intro: Introduction, options: EdgeOptions, core: InstanceCore) -> None:
+        settings, surface = intro.settings, intro.presence
         self.name = settings.name
         self.core = core
         self.identity = core.identity
-        self.client = client
+        self.client = intro.client
         tally = self.tally = options.tally(self.name)
         self.connection = Connection(settings, options, core)
         # One HTTP session for every post of the instance; closed by ``stop``.
@@ -70,19 +80,15 @@ class SlackInstance:
         )
         pacer = ChannelPacer(rate=options.post_rate)
         # Kept with streaming off too: a stream a crash left open is still finished, not reposted.
-        streams = (
-            ReplyStreams(
-                self.name,
-                post_client,
-                options.store,
-                team_id=self.identity.team_id,
-                bot_user_id=self.identity.bot_user_id,
-                refusals=surface.refusals,
-                enabled=surface.streams,
-                on_plain_fallback=surface.clear,
-            )
-            if surface is not None
-            else None
+        streams = ReplyStreams(
+            self.name,
+            post_client,
+            options.store,
+            team_id=self.identity.team_id,
+            bot_user_id=self.identity.bot_user_id,
+            refusals=surface.refusals,
+            enabled=surface.streams,
+            on_plain_fallback=surface.clear,
         )
         if surface is not None:
             surface.replies = streams
@@ -90,7 +96,7 @@ class SlackInstance:
             self.name,
             post_client,
             options.store,
-            held_rooms=core.halts.rooms,
+            held_rooms=core.held_rooms,
             pacer=pacer,
             tally=tally,
             streams=streams,
@@ -101,21 +107,17 @@ class SlackInstance:
             post_client,
             options.store,
             teammates_dir=core.teammates_dir,
-            refusals=surface.refusals if surface is not None else Refusals(self.name),
+            refusals=surface.refusals,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
-    @classmethod
-    async def connect(
-        cls,
-        settings: InstanceSettings,
-        options: EdgeOptions,
-        build_core: BuildCore,
-        surface: SurfaceSettings | None = None,
-    ) -> SlackInstance:
-        """Ask Slack who this instance is (``auth.test``; raises when it refuses), build
-        its core, then the instance. Connecting the socket is ``start``. ``surface``:
-        Slack's agent surface in DMs (docs/agent-surface.md), on by default."""
+    @staticmethod
+    async def introduce(
+        settings: InstanceSettings, options: EdgeOptions, surface: SurfaceSettings | None = None
+    ) -> Introduction:
+        """Ask Slack who this instance is (``auth.test``; raises when it refuses) and make
+        the edge's parts the core asks for. ``surface``: Slack's agent surface in DMs
+        (docs/agent-surface.md), on by default."""
         on_error = options.tally(settings.name).api_error
         client = make_web_client(settings.bot_token.reveal(), options.api_url, on_error=on_error)
         auth_test = await client.auth_test()
@@ -130,8 +132,7 @@ class SlackInstance:
             refresh=surface.status_refresh,
             streams=surface.stream,
         )
-        core = build_core(_identity(settings.name, auth_test), names, presence)
-        return cls(settings, options, client, core, surface=presence)
+        return Introduction(settings, client, _identity(settings.name, auth_test), names, presence)
 
     @property
     def reconnects(self) -> int:

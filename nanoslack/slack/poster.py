@@ -120,18 +120,10 @@ class Poster:
             except TimeoutError:
                 pass
             self._wake.clear()
-            try:
-                await self.drain()
-            except Exception as exc:
-                trouble = store_unavailable(exc)
-                if trouble is None:
-                    raise
+            if not await self._outage.attempt(self.drain):
                 # What was queued stays queued, what was being sent stays in doubt: the
                 # next drain, as soon as the store answers, takes them up.
-                await self._outage.wait(trouble)
                 self._wake.set()
-                continue
-            self._outage.passed()
 
     async def drain(self) -> int:
         async with self._draining:
@@ -226,6 +218,7 @@ class Poster:
             )
             self._tally.post("in_doubt")
             return False
+
     def _sent(self, row: OutboxRow, channel: str, ts: str) -> None:
         """Recorded as sent; a turn's top-level post in a room (a routine's) engages the
         instance in the thread it starts, so replies to it are answered (docs/routines.md)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from nanoslack.logs import get_logger
@@ -60,6 +60,21 @@ class StoreOutage:
         await asyncio.sleep(self._delay)
         self._delay = min(self._delay * 2, BACKOFF_MAX_S)
 
+    async def attempt(self, work: Callable[[], Awaitable[object]]) -> bool:
+        """``await work()`` once. True: the store took it (an outage under way is over);
+        False: it could not (logged, and waited out a while: the caller tries again).
+        Any other error is raised as it is. Every loop that writes retries through this."""
+        try:
+            await work()
+        except Exception as error:
+            trouble = store_unavailable(error)
+            if trouble is None:
+                raise
+            await self.wait(trouble)
+            return False
+        self.passed()
+        return True
+
     def passed(self) -> None:
         """The work went through: an outage under way is over."""
         if self._since is None:
@@ -72,14 +87,11 @@ class StoreOutage:
 async def until_stored(work: Callable[[], T], outage: StoreOutage) -> T:
     """``work()`` (a transaction), done again until the store takes it; any other error
     is raised as it is."""
-    while True:
-        try:
-            result = work()
-        except Exception as error:
-            trouble = store_unavailable(error)
-            if trouble is None:
-                raise
-            await outage.wait(trouble)
-            continue
-        outage.passed()
-        return result
+    done: list[T] = []
+
+    async def once() -> None:
+        done.append(work())
+
+    while not await outage.attempt(once):
+        pass
+    return done[0]

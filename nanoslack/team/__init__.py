@@ -1,29 +1,29 @@
 """Rooms that work as teams (docs/team-rooms.md): reports and the board, votes, directives.
 
-``Team`` is one instance's part, and meets the rest of the instance at four points
-(``nanoslack.core`` wires them):
+``Team`` is one instance's part, a room feature (``nanoslack.features``; the root
+registers it with the others):
 
-- ``tools``: each turn's team tools (``nanoslack.tools.team``), offered with the host
+- ``toolsets``: each turn's team tools (``nanoslack.tools.team``), offered with the host
   tools; what they mean to do waits in the turn's effects;
-- ``apply``: the recorder's effect applier, inside the turn's transaction: reports move
-  tasks (and the board), a vote is opened and its question queued, ballots are cast, a
-  refused directive's note is queued. Exactly once, with the turn;
+- ``apply``: inside the turn's transaction: reports move tasks (and the board), a vote is
+  opened and its question queued, ballots are cast, a refused directive's note is
+  queued. Exactly once, with the turn;
 - ``notes``: the lines every turn in a group room is shown (open votes, open tasks);
-- ``click``: a person's click on a vote's button (the edge parses it, the core routes it
-  here, next to an owner's answer);
-
-and its ``clock`` runs with the instance, posting what falls due.
+- ``click``: a person's click on a vote's button (the edge parses it, the click router
+  hands it here);
+- ``clocks``: the team clock, which runs with the instance, posting what falls due.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nanoslack.agents import Tool, Turn
 from nanoslack.config.team import TeamSettings
+from nanoslack.features import Clock, RoomFeature
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.store import MessageRow, Store
@@ -33,6 +33,7 @@ from nanoslack.team.notes import room_notes
 from nanoslack.team.votes import VoteKeeper
 from nanoslack.tools.host import TurnEffects
 from nanoslack.tools.team import Ballot, DirectiveRefused, Report, TeamTools, VoteOpen, Voters
+from nanoslack.tools.toolbox import ToolFamily
 from nanoslack.turns.transcript import ThreadKey
 
 __all__ = ["BoardKeeper", "Team", "TeamClock", "VoteClick", "VoteKeeper", "render"]
@@ -49,7 +50,7 @@ class VoteClick:
     by_user: str  # the clicking Slack user (U…)
 
 
-class Team:
+class Team(RoomFeature):
     def __init__(
         self,
         store: Store,
@@ -79,6 +80,12 @@ class Team:
             sender_id=sender,
             wake=wake,
         )
+
+    def toolsets(self) -> Sequence[ToolFamily]:
+        return (self.tools,)
+
+    def clocks(self) -> Mapping[str, Clock]:
+        return {"team-clock": self.clock}
 
     def tools(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects

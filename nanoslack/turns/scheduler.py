@@ -31,14 +31,14 @@ from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts, is_acknowledgement
+from nanoslack.features import RoomFeature
 from nanoslack.inbound import FLEET_SENDER
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.rounds import RoundKeeper
 from nanoslack.routines.clock import QueuedRun, day_start
 from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown
-from nanoslack.store import MessageRow, Store, store_unavailable
+from nanoslack.store import MessageRow, Store
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
@@ -84,7 +84,7 @@ class TurnScheduler:
         halts: Halts,
         room_budget: RoomBudget | None = None,
         presence: Presence | None = None,
-        rounds: RoundKeeper | None = None,
+        features: Sequence[RoomFeature] = (),
         wake_instance: Callable[[str], None] | None = None,
         options: TurnOptions | None = None,
         tally: Tally | None = None,
@@ -99,11 +99,12 @@ class TurnScheduler:
         self._recorder = recorder
         self._toolboxes = toolboxes
         self._presence = presence
-        self._rounds = rounds
+        # The room features (``nanoslack.features``): what they hold back, their ticks.
+        self._features = tuple(features)
         self._wake_instance = wake_instance
         self._limiter = limiter
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
-        # in go first (the pipelines' backlog, ``nanoslack.core.FleetBacklog``; bounded).
+        # in go first (the pipelines' backlog, ``nanoslack.worker.FleetBacklog``; bounded).
         self._yield_to = yield_to
         self._halts = halts
         self._room_budget = room_budget
@@ -144,15 +145,7 @@ class TurnScheduler:
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError
                 self._wake.clear()
-                try:
-                    self._schedule()
-                except Exception as exc:
-                    trouble = store_unavailable(exc)
-                    if trouble is None:
-                        raise
-                    await self._outage.wait(trouble)  # the next poll asks again
-                    continue
-                self._outage.passed()
+                await self._outage.attempt(self._schedule_once)  # refused: the next poll asks again
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
@@ -194,6 +187,9 @@ class TurnScheduler:
             self._routine_halting = True
             self._routine[1].cancel()
 
+    async def _schedule_once(self) -> None:
+        self._schedule()
+
     def _schedule(self) -> None:
         if self._closing:
             return
@@ -201,7 +197,7 @@ class TurnScheduler:
         halted = self._halts.rooms()
         for channel in halted:
             self.halt(channel)
-        self._tick_rounds()
+        self._tick_features()
         people_wait = False
         for key in self._pending_threads():
             if key in self._busy or key.channel in halted or self._over_budget(key):
@@ -235,28 +231,35 @@ class TurnScheduler:
 
     def _pending_threads(self) -> list[ThreadKey]:
         """The threads with pending messages, in the order their first one arrived."""
-        if self._rounds is not None and self._rounds.waiting():
-            # Questions held for a round are skipped message by message (rare: a round
-            # room with a round under way), so read the messages themselves.
-            return list(_threads(self._answerable(self._store.messages.pending(self.instance))))
+        held = self._held()
+        if held:
+            # Questions held (for a round: a round room with a round under way, rare) are
+            # skipped message by message, so read the messages themselves.
+            return list(_threads(self._answerable(self._store.messages.pending(self.instance), held)))
         # One row per thread: with thousands of turns queued, reading every pending
         # message on each wake made draining them quadratic (the bench).
         return [ThreadKey(c, t) for c, t in self._store.messages.pending_threads(self.instance)]
 
-    def _answerable(self, rows: Sequence[MessageRow]) -> list[MessageRow]:
-        """What a turn may answer now: not a question whose round waits for the room's
-        round under way (docs/team-rooms.md: one round at a time)."""
-        waiting = self._rounds.waiting() if self._rounds is not None else frozenset()
-        return [row for row in rows if (row.channel, row.ts) not in waiting] if waiting else list(rows)
+    def _held(self) -> frozenset[tuple[str, str]]:
+        """(room, ts) the features hold back (a question whose round waits for the room's
+        round under way: docs/team-rooms.md, one round at a time)."""
+        held: frozenset[tuple[str, str]] = frozenset()
+        for feature in self._features:
+            held |= feature.held()
+        return held
 
-    def _tick_rounds(self) -> None:
-        if self._rounds is None:
-            return
-        for chief in self._rounds.tick():
-            if chief == self.instance:
-                self._wake.set()
-            elif self._wake_instance is not None:
-                self._wake_instance(chief)
+    def _answerable(self, rows: Sequence[MessageRow], held: frozenset[tuple[str, str]]) -> list[MessageRow]:
+        """What a turn may answer now: not what a feature holds back."""
+        return [row for row in rows if (row.channel, row.ts) not in held] if held else list(rows)
+
+    def _tick_features(self) -> None:
+        """The features' timers on every poll (a round closes: its chief is woken)."""
+        for feature in self._features:
+            for instance in feature.tick():
+                if instance == self.instance:
+                    self._wake.set()
+                elif self._wake_instance is not None:
+                    self._wake_instance(instance)
 
     def _over_budget(self, key: ThreadKey) -> bool:
         """A room whose daily token budget is spent waits for an owner's answer."""
@@ -288,7 +291,8 @@ class TurnScheduler:
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
                 msgs = self._answerable(
-                    self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key)
+                    self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key),
+                    self._held(),
                 )
                 if msgs:
                     await self._run(key, msgs)
@@ -371,6 +375,7 @@ class TurnScheduler:
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
+
     # -- routines (docs/routines.md) ------------------------------------------------------------
 
     async def _routine_turn(self, run: QueuedRun) -> None:

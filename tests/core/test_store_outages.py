@@ -19,7 +19,7 @@ import structlog
 from sqlalchemy import event, text
 
 from nanoslack.config import load_settings
-from nanoslack.core import FleetCore, InstanceCore, Observers
+from nanoslack.core import EdgeParts, FleetCore, InstanceCore, Observers
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.store import Store, StoreUnavailable, sqlite_url, store_unavailable
@@ -62,7 +62,7 @@ def _core(tmp_path: Path, url: str, observers: Observers | None = None) -> tuple
     fleet = FleetCore(settings, Store.open(url), siblings=dict, observers=observers)
     agent = fleet.agent_for(INSTANCE)
     assert agent is not None
-    return fleet, fleet.instance(IDENTITY, agent, directory=Directory())
+    return fleet, fleet.instance(IDENTITY, agent, EdgeParts(directory=Directory()))
 
 
 def _bot_message(channel: str) -> Inbound:

@@ -13,16 +13,15 @@ import io
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
 
-from nanoslack.agents import Agent, OpenAIAgent, load_teammate
+from nanoslack.agents import Agent, OpenAIAgent, TokenLedger, load_teammate
 from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.prompt import NEW_SINCE
 from nanoslack.budgets import StoreLedger
-from nanoslack.core import build_turns
+from nanoslack.core import Services, build_turns
 from nanoslack.gate import Gate
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.ops import admin
@@ -61,18 +60,25 @@ def _names(store: Store) -> None:
     store.users.ensure(ELI, kind="bot", display_name="eli")
 
 
-def dispatcher(store: Store, agent: Agent, tmp_path: Path, **budget: Any) -> TurnScheduler:
-    return build_turns(
-        Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
-        store,
-        agent,
-        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
-        skills_dir=tmp_path / "teammates" / "_skills",
-        directory=Directory(),
+def dispatcher(
+    store: Store,
+    agent: Agent,
+    tmp_path: Path,
+    *,
+    ledger: TokenLedger | None = None,
+    daily_tokens: int | None = None,
+) -> TurnScheduler:
+    services = Services(
+        store=store,
+        teammates_dir=tmp_path / "teammates",
         siblings=lambda: {"dana": BOT_USER, "eli": ELI_USER},
         limiter=asyncio.Semaphore(2),
-        options=TurnOptions(poll_interval=0.05),
-        **budget,
+        turns=TurnOptions(poll_interval=0.05),
+        ledger=ledger,
+        daily_tokens=lambda _instance: daily_tokens,
+    )
+    return build_turns(
+        Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"), agent, services, directory=Directory()
     )
 
 

@@ -1,0 +1,98 @@
+"""Clicks on the core's buttons, routed to what asked (docs/architecture.md).
+
+An owner's click answers one of the instance's questions (``nanoslack.asks``): an
+approval goes to the gate, a halt's Resume to room control, a budget's Allow to the
+budgets, a guarded tool's Allow to the tool approver; anyone's click on a vote's button
+goes to the room features that take clicks (``Feature.click``, the team's votes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
+from nanoslack.budgets import Budgets
+from nanoslack.logs import get_logger
+from nanoslack.pipeline import Pipeline
+from nanoslack.team import VoteClick
+from nanoslack.tools.approvals import OwnerToolApprover
+
+log = get_logger(__name__)
+
+# Takes a person's click on a vote's button: True when it counted.
+OnVote = Callable[[VoteClick], bool]
+
+
+class ClickRouter:
+    def __init__(
+        self,
+        instance: str,
+        *,
+        asks: OwnerAsks,
+        pipeline: Pipeline,
+        budgets: Budgets,
+        tool_approvals: OwnerToolApprover,
+        votes: Sequence[OnVote],
+        wake: Callable[[], None],
+    ) -> None:
+        self.instance = instance
+        self._asks = asks
+        self._pipeline = pipeline
+        self._budgets = budgets
+        self._tool_approvals = tool_approvals
+        self._votes = tuple(votes)
+        # Something an answer released may run now: the instance's turns look again.
+        self._wake = wake
+
+    async def answer(self, answer: Answer) -> None:
+        """An owner's click on one of this instance's questions."""
+        kind = answer.kind
+        if kind is None:
+            return
+        try:
+            self._asks.authorize(answer.by_user)
+        except NotAnOwner:
+            log.info(
+                f"{kind.label} click refused",
+                instance=self.instance,
+                user=answer.by_user,
+                reason="not an owner",
+            )
+            return
+        if kind is APPROVAL:
+            self._decide_approval(answer)
+        elif kind is HALT:
+            if self._pipeline.resume(answer.ref, by_user=answer.by_user):
+                self._wake()
+        elif kind is BUDGET and self._budgets.answer(
+            answer.ref, allow=answer.choice == "budget_allow", by_user=answer.by_user
+        ):
+            self._wake()
+        elif kind is TOOL:
+            self._tool_approvals.answer(answer)
+
+    async def ballot(self, click: VoteClick) -> None:
+        """A person's click on one of a vote's buttons (any human in the room may answer;
+        a second click replaces the first)."""
+        for take in self._votes:
+            if take(click):
+                log.info("vote click", instance=self.instance, vote=click.vote_id, user=click.by_user)
+
+    def _decide_approval(self, answer: Answer) -> None:
+        try:
+            decision = self._pipeline.decide_approval(
+                int(answer.ref), allow=answer.choice == "approve", by_user=answer.by_user
+            )
+        except (PermissionError, ValueError, LookupError) as exc:
+            log.info("approval click refused", instance=self.instance, user=answer.by_user, reason=str(exc))
+            return
+        if decision.released:
+            self._wake()
+        log.info(
+            "approval decided",
+            instance=self.instance,
+            approval=answer.ref,
+            allow=answer.choice == "approve",
+            by=answer.by_user,
+            released=len(decision.released),
+        )

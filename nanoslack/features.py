@@ -1,0 +1,90 @@
+"""The one seam for room features (docs/architecture.md, "Room features").
+
+A room feature is something rooms can do beyond a turn's plain reply: rounds
+(``nanoslack.rounds``), the team's board and votes (``nanoslack.team``), memory notes
+(``MemoryFeature``), routines (``nanoslack.routines.feature``). Each says, through ``RoomFeature``,
+what it adds to a turn's prompt, which tools it offers, what it does when a turn's
+effects are committed and when a turn is recorded, its timers, and the clicks it takes.
+``nanoslack.core.build_instance`` registers them in one list; the turns, the recorder,
+room control and the click router ask every feature in that list, in its order, and
+know no feature by name.
+
+Every hook has a default that does nothing, so a feature says only what it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from nanoslack.agents import Turn
+    from nanoslack.store import MessageRow
+    from nanoslack.team import VoteClick
+    from nanoslack.tools.host import TurnEffects
+    from nanoslack.tools.memory import Notes
+    from nanoslack.tools.toolbox import ToolFamily
+    from nanoslack.turns.transcript import ThreadKey
+
+
+class Clock(Protocol):
+    """A loop that runs with the instance while it runs (the team's, the routines')."""
+
+    async def run(self) -> None: ...
+
+
+class RoomFeature(Protocol):
+    # -- a turn ------------------------------------------------------------------------------
+
+    def notes(self, instance: str, key: ThreadKey, msgs: Sequence[MessageRow]) -> Sequence[str]:
+        """Lines the turn's prompt shows (``Transcripts``)."""
+        return ()
+
+    def toolsets(self) -> Sequence[ToolFamily]:
+        """The tools it offers each turn (``Toolboxes``: each family gives a turn its tools)."""
+        return ()
+
+    def apply(self, turn_id: int, turn: Turn, effects: TurnEffects) -> None:
+        """Inside the turn's transaction: what its tools meant to do (``TurnRecorder``)."""
+        return None
+
+    def turn_recorded(self, instance: str, msgs: Sequence[MessageRow], turn_id: int, status: str) -> None:
+        """Inside the turn's transaction, once the turn's outcome is recorded."""
+        return None
+
+    def held(self) -> frozenset[tuple[str, str]]:
+        """(room, ts) of pending messages no turn may answer yet."""
+        return frozenset()
+
+    # -- its timers --------------------------------------------------------------------------
+
+    def tick(self) -> Sequence[str]:
+        """On every poll of the instance's turns: the instances to wake."""
+        return ()
+
+    def clocks(self) -> Mapping[str, Clock]:
+        """Loops of its own that run with the instance, by task name."""
+        return {}
+
+    # -- what people and owners do -----------------------------------------------------------
+
+    def click(self, click: VoteClick) -> bool:
+        """A person's click on one of its buttons: True when it took it."""
+        return False
+
+    def halted(self, room: str) -> None:
+        """An owner halted ``room`` (inside room control's transaction)."""
+        return None
+
+
+class MemoryFeature(RoomFeature):
+    """Memory notes (docs/memory.md): the note tools, and what they did, with the turn."""
+
+    def __init__(self, notes: Notes) -> None:
+        self._notes = notes
+
+    def toolsets(self) -> Sequence[ToolFamily]:
+        return (self._notes.tools,)
+
+    def apply(self, turn_id: int, turn: Turn, effects: TurnEffects) -> None:
+        self._notes.apply(turn_id, turn, effects)

@@ -1,0 +1,34 @@
+"""Routines as a room feature (``nanoslack.features``): the routine tools each turn is
+offered, and the clock that claims due times (the turns run them: ``RoutineTurns``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from nanoslack.features import Clock, RoomFeature
+from nanoslack.routines.clock import RoutineClock
+from nanoslack.routines.runner import RoutineTurns
+from nanoslack.routines.tools import RoutineToolset
+from nanoslack.store import Store
+from nanoslack.tools.toolbox import ToolFamily
+
+
+class RoutinesFeature(RoomFeature):
+    def __init__(
+        self,
+        store: Store,
+        instance: str,
+        owners: tuple[str, ...],
+        *,
+        turns: RoutineTurns,
+        clock: RoutineClock,
+    ) -> None:
+        self.turns = turns
+        self._clock = clock
+        self._toolset = RoutineToolset.factory(store, instance, owners)
+
+    def toolsets(self) -> Sequence[ToolFamily]:
+        return (self._toolset,)
+
+    def clocks(self) -> Mapping[str, Clock]:
+        return {"routine-clock": self._clock}

@@ -1,0 +1,203 @@
+"""One instance's ordered batch worker: recorded messages through the pipeline, in the
+order they were recorded, a burst in one transaction (docs/architecture.md).
+
+The edge hands in what the inbox recorded (``submit``); the worker takes what queued up
+meanwhile as one batch (at most ``MAX_BATCH``) into ``Pipeline.process_many`` and hands
+each message's ``Outcome`` to ``react`` (the instance's core: a turn, a halt). While the
+store cannot take a batch, the same batch is tried again and nothing queued behind it
+overtakes it (``StoreOutage.attempt``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nanoslack.inbound import Inbound, InboxKey
+from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
+from nanoslack.pipeline import Outcome, Pipeline
+from nanoslack.shutdown import cancel
+from nanoslack.store.outage import StoreOutage
+
+log = get_logger(__name__)
+
+# Messages processed in one transaction at most: enough to amortise a commit,
+# small enough that a burst does not delay the first reply.
+MAX_BATCH = 64
+# A failed message still open in the inbox is tried again after this long.
+RETRY_DELAY_S = 1.0
+# What the worker has queued (acked already) may finish within this long, grace or not.
+QUEUE_GRACE_S = 5.0
+# Turns wait while the fleet's pipelines have more than this many recorded messages
+# to process, for at most TURN_YIELD_MAX_S (then they run anyway: no starvation).
+TURN_YIELD_BACKLOG = 64
+TURN_YIELD_MAX_S = 1.0
+TURN_YIELD_POLL_S = 0.005
+
+OnPending = Callable[[Inbound], None]
+OnOutcome = Callable[[Inbound, Outcome], None]
+# What a committed decision sets going (the instance's core).
+React = Callable[[Inbound, Outcome], None]
+
+
+@dataclass(frozen=True)
+class Observers:
+    """Watch what the instances decide (tests, the playground): never change it."""
+
+    on_pending: OnPending | None = None
+    on_outcome: OnOutcome | None = None
+
+
+class FleetBacklog:
+    """Recorded messages every instance's pipeline has still to process.
+
+    A burst is where agent work and envelope work meet: turns that run while the
+    pipelines are behind take the CPU the sockets and pipelines need, and acks wait.
+    So a turn waits for the backlog to fall (``yield_to``), at most ``TURN_YIELD_MAX_S``,
+    and the burst's turns run once it is in (docs/architecture.md)."""
+
+    def __init__(self) -> None:
+        self._queues: list[asyncio.Queue[Any]] = []
+
+    def add(self, queue: asyncio.Queue[Any]) -> None:
+        self._queues.append(queue)
+
+    def remove(self, queue: asyncio.Queue[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(queue)
+
+    def size(self) -> int:
+        return sum(q.qsize() for q in self._queues)
+
+    async def yield_to(self) -> None:
+        if self.size() <= TURN_YIELD_BACKLOG:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TURN_YIELD_MAX_S
+        while self.size() > TURN_YIELD_BACKLOG and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+            await asyncio.sleep(TURN_YIELD_POLL_S)
+
+
+class BatchWorker:
+    def __init__(
+        self,
+        instance: str,
+        pipeline: Pipeline,
+        *,
+        react: React,
+        backlog: FleetBacklog,
+        tally: Tally,
+    ) -> None:
+        self.instance = instance
+        self._pipeline = pipeline
+        self._react = react
+        self._tally = tally
+        # Each message with whether it is to be checked before it is processed: still
+        # open in the inbox, and not already in its batch (see ``_to_process``).
+        self._queue: asyncio.Queue[tuple[Inbound, bool]] = asyncio.Queue()
+        self._outage = StoreOutage("pipeline", instance=instance)
+        self._fleet_backlog = backlog
+        backlog.add(self._queue)
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, msg: Inbound, *, recheck: bool = False) -> None:
+        """A recorded message, to be processed after those submitted before it (see
+        ``InstanceCore.submit`` for ``recheck``)."""
+        self._queue.put_nowait((msg, recheck))
+
+    def backlog(self) -> int:
+        return self._queue.qsize()
+
+    def start(self) -> None:
+        """Resume what a previous run left open in the inbox, then work."""
+        resumed = self._pipeline.unfinished()
+        for msg in resumed:
+            self._queue.put_nowait((msg, False))
+        if resumed:
+            log.info("inbox resumed", instance=self.instance, count=len(resumed))
+        self._task = asyncio.create_task(self._work(), name=f"{self.instance}-worker")
+
+    def drained(self) -> asyncio.Future[None]:
+        """Done once everything queued is processed (a stop waits for it, bounded)."""
+        return asyncio.ensure_future(self._queue.join())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await cancel(self._task)
+        self._fleet_backlog.remove(self._queue)
+
+    async def _work(self) -> None:
+        """Messages in arrival order: hop counts, resets and sticky threads depend
+        on the order messages happened in. What queued up meanwhile is processed
+        as one batch (one commit), which is how the fleet keeps up with a burst."""
+        queue = self._queue
+        while True:
+            items = [await queue.get()]
+            while len(items) < MAX_BATCH and not queue.empty():
+                items.append(queue.get_nowait())
+            batch = [msg for msg, _ in items]
+            try:
+                batch, outcomes = await self._process(items)
+            except Exception as exc:  # process_many handles message failures; this is a bug guard
+                log.error("pipeline crashed", instance=self.instance, error=f"{type(exc).__name__}: {exc}")
+                outcomes = []
+            for msg, outcome in zip(batch, outcomes, strict=False):
+                self._after(msg, outcome)
+            for _ in items:
+                queue.task_done()
+            # A queue that is not empty hands out the next batch without suspending:
+            # yield, so the sockets are read and acked between two batches (docs/architecture.md).
+            await asyncio.sleep(0)
+
+    async def _process(self, items: list[tuple[Inbound, bool]]) -> tuple[list[Inbound], list[Outcome]]:
+        """The batch through the pipeline. While the store cannot take it (a database
+        restart, a lost connection, a full disk, a deadlock's victim) the same batch is
+        tried again, and nothing queued behind it overtakes it: order matters (hops,
+        resets). Before a retry every message is checked (``_to_process``): an attempt
+        cut off at its commit may have finished some after all."""
+        batch = [msg for msg, _ in items]
+        check = [flag for _, flag in items]
+        outcomes: list[Outcome] = []
+
+        async def attempt() -> None:
+            nonlocal batch, check, outcomes
+            if any(check):
+                batch = self._to_process(batch, check)
+                check = [False] * len(batch)
+            outcomes = await self._pipeline.process_many(batch) if batch else []
+
+        while not await self._outage.attempt(attempt):
+            check = [True] * len(batch)
+        return batch, outcomes
+
+    def _to_process(self, batch: list[Inbound], check: list[bool]) -> list[Inbound]:
+        """``batch`` less the checked messages that are finished (parked after failures,
+        finished by a commit that was cut off) or that came earlier in the batch. A
+        checked copy queued behind an unchecked one is left out the same way once the
+        first is processed: messages are processed in the order they were queued."""
+        checked = [msg for msg, flag in zip(batch, check, strict=True) if flag]
+        still_open = {msg.key for msg in self._pipeline.still_open(checked)}
+        seen: set[InboxKey] = set()
+        kept: list[Inbound] = []
+        for msg, flag in zip(batch, check, strict=True):
+            if msg.key in seen or (flag and msg.key not in still_open):
+                continue
+            seen.add(msg.key)
+            kept.append(msg)
+        return kept
+
+    def _after(self, msg: Inbound, outcome: Outcome) -> None:
+        if outcome.status == "dropped":
+            self._tally.hop_drop(outcome.reason)
+        self._react(msg, outcome)
+        if outcome.status == "failed":
+            asyncio.get_running_loop().call_later(RETRY_DELAY_S, self._retry_later, msg)
+
+    def _retry_later(self, msg: Inbound) -> None:
+        """A message whose processing failed is queued again, to be checked first: the
+        failure may have parked it (``Inbox.note_failure``)."""
+        self._queue.put_nowait((msg, True))
