@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.store import MemberRow, MessageRow, RoomRow, RoundRow, Store
@@ -67,6 +68,7 @@ def named_bots(msg: Inbound, room: RoomRow, known_bots: frozenset[str]) -> list[
 class RoundKeeper:
     def __init__(self, store: Store, *, instance: str, chief: str | None) -> None:
         self._store = store
+        self._halts = Halts(store)
         self.instance = instance
         self._chief = chief
 
@@ -148,7 +150,7 @@ class RoundKeeper:
                 if chief is not None:
                     briefed.append(chief)
         for room in self._store.rounds.rooms_to_open():
-            if not self._store.rooms.is_halted(room):
+            if not self._halts.is_halted(room):
                 self._store.rounds.open_next(room)
         return briefed
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 Role = Literal["member", "admin"]
 

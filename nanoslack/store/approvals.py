@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _SELECT = (
     "SELECT a.id, a.agent_group_id, a.messaging_group_id, a.sender_id, a.status, a.owner_id,"

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _COLUMNS = (
     "id, kind, ref, instance, question, detail, status, choice, answered_by, verdict, created_at, answered_at"

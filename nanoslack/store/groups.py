@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_exists, hot_rows
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _ADD = text(
     "INSERT INTO handoffs"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
 
 _PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
 # Taken when free, lapsed, or ours; otherwise the row is left as it is.

@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
 
 SCOPES = ("self", "private", "room")
 _COLUMNS = "id, instance, scope, conversation, text, asked_by, turn_id, created_at"

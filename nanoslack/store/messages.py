@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
-from nanoslack.store.db import Database, hot_all, hot_execute, hot_first, hot_many
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_execute, hot_first, hot_many
 
 _COLUMNS = (
     "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
@@ -109,6 +110,7 @@ _THREAD_COUNT = text(
 )
 # Later than any ts Slack mints (compared as text, like every ts here).
 _LAST_TS = "999999999999.999999999"
+_PENDING_COUNT = text("SELECT count(*) FROM messages WHERE status = 'pending'")
 _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
 
 
@@ -369,3 +371,9 @@ class Messages:
             return {
                 str(r[0]): int(r[1]) for r in conn.execute(_COUNT_BY_STATUS, {"instance": instance}).all()
             }
+
+    def pending_count(self) -> int:
+        """Messages waiting for a turn, every instance's: the fleet's turn backlog."""
+        self.flush()
+        with self._db.transaction() as conn:
+            return int(conn.execute(_PENDING_COUNT).scalar() or 0)

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database, hot_all, hot_execute
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_execute
 
 _COLUMNS = (
     "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"

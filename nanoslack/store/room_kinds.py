@@ -8,7 +8,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
 
 KINDS = ("mention", "round", "chain")
 

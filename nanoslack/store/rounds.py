@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_first
 
 _COLUMNS = (
     "id, room, thread_key, question_ts, question, named, chief, status, created_at, closed_at, close_ts"

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 RUNNING = "running"
 FINISHED = ("done", "silent", "failed", "skipped", "missed")

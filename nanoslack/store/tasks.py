@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
 
 OPEN_STATUSES = ("working", "input_required")
 CLOSED_STATUSES = ("completed", "failed", "canceled")

@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_execute, hot_first
 
 _START = text(
     "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
 
 UserKind = Literal["human", "bot"]
 

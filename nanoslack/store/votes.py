@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
 
 _COLUMNS = (
     "id, room, thread_ts, instance, question, options, humans, bots, post_key, status, ts, posted_at,"

@@ -1,4 +1,5 @@
-"""Halted rooms (docs/operations.md).
+"""Halted rooms (docs/operations.md): ``room_halts``, one row per halted room. The fleet
+reads it through ``nanoslack.halts.Halts``.
 
 A halt and a resume are each a single insert or delete whose row count says who won:
 every instance in the room hears the owner's 🛑, the one whose insert landed announces.
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all, hot_exists
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_exists
 
 _HALT = text(
     "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (:room, :by, :now, :instance)"
@@ -30,7 +32,7 @@ class HaltRow:
     instance: str | None
 
 
-class Rooms:
+class RoomHalts:
     def __init__(self, db: Database) -> None:
         self._db = db
 
