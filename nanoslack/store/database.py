@@ -212,3 +212,17 @@ class Database:
         with self._lock:
             self._conn.close()
             self.engine.dispose()
+
+
+class Cached:
+    """A repository whose rows the router and the gate cache (``Store.cache_version``):
+    ``generation`` moves on each of its writes (``_bump``) and on every rollback, so a
+    rolled-back create never survives in anyone's cache."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.generation = 0
+        db.on_rollback(self._bump)
+
+    def _bump(self, *_: object) -> None:
+        self.generation += 1
