@@ -23,10 +23,6 @@ _DIALECTS: dict[str, Dialect] = {
     "sqlite": sqlite.dialect(paramstyle="named"),
     "postgresql": postgresql.psycopg.dialect(),  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
 }
-# Per dialect, a statement's text as its driver runs it. A plain dict: the lookup is on
-# the hot path, and the statements are the modules' constants (cleared should it grow).
-_SPELLED: dict[str, dict[str, str]] = {name: {} for name in _DIALECTS}
-_SPELLED_MAX = 2048
 
 
 def spell(sql: str, dialect: str) -> str:
@@ -39,15 +35,13 @@ def spell(sql: str, dialect: str) -> str:
 
 def _driver_sql(conn: Connection, stmt: TextClause) -> str | None:
     """What the driver runs for ``stmt``; None when only SQLAlchemy's path can run it
-    (another database)."""
-    cache = _SPELLED.get(conn.dialect.name)
-    if cache is None:
-        return None
-    sql = cache.get(stmt.text)
-    if sql is None:
-        if len(cache) >= _SPELLED_MAX:
-            cache.clear()
-        sql = cache[stmt.text] = spell(stmt.text, conn.dialect.name)
+    (another database). Kept on the statement itself, under its dialect's name: the
+    lookup is on the hot path (one dictionary read), and a statement built for one call
+    takes its spelling with it when it goes."""
+    name = conn.dialect.name
+    sql: str | None = stmt.__dict__.get(name)
+    if sql is None and name in _DIALECTS:
+        sql = stmt.__dict__[name] = spell(stmt.text, name)
     return sql
 
 
