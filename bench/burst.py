@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from _common import drop_proxies, proc_rss_mb, start_emulator, stop_process, wai
 from fleet_bench import Driver, silent_agent, write_fleet_env
 
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.store import Store, sqlite_url
 
 TARGET_EXTRA_MB = 100.0
 
@@ -36,14 +36,9 @@ TARGET_EXTRA_MB = 100.0
 def finished_rows(db: Path) -> int:
     if not db.exists():
         return 0
-    conn = sqlite3.connect(db, timeout=10)
-    try:
-        row = conn.execute("SELECT count(*) FROM inbox WHERE status IN ('done', 'dropped')").fetchone()
-        return int(row[0])
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return 0
-    finally:
-        conn.close()
+    with Store.open(sqlite_url(str(db))) as store:
+        counts = store.inbox.counts()
+    return counts.get("done", 0) + counts.get("dropped", 0)
 
 
 async def connected(drv: Driver, n: int) -> bool:

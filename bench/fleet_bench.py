@@ -58,8 +58,6 @@ from _common import (
     stop_process,
     wait_until,
 )
-from sqlalchemy import text
-from sqlmodel import SQLModel
 
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.fleetproc import FleetProcess
@@ -380,24 +378,20 @@ async def _stop_scraping(scraper: asyncio.Task[int] | None) -> int:
 
 
 def _inbox_rows(url: str) -> dict[str, int]:
-    with Store.open(url) as store, store.transaction() as conn:
-        rows = conn.execute(text("SELECT status, count(*) FROM inbox GROUP BY status")).all()
-    return {str(r[0]): int(r[1]) for r in rows}
+    with Store.open(url) as store:
+        return store.inbox.counts()
 
 
 def empty_tables(url: str) -> None:
     """A run must not find a previous run's rows (inbox keys, groups, leases)."""
-    with Store.open(url) as store, store.transaction() as conn:
-        for table in reversed(SQLModel.metadata.sorted_tables):
-            if table.name not in ("schema_meta", "cache_version"):
-                conn.execute(table.delete())
+    with Store.open(url) as store:
+        store.empty()
 
 
 def _pending(url: str) -> int:
     """Messages waiting for a turn: what the turn backlog is."""
-    with Store.open(url) as store, store.transaction() as conn:
-        pending = conn.execute(text("SELECT count(*) FROM messages WHERE status = 'pending'")).scalar()
-    return int(pending or 0)
+    with Store.open(url) as store:
+        return store.messages.pending_count()
 
 
 async def _no_pending(url: str) -> bool:

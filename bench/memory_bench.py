@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ from nanoslack.emulator import Emulator
 from nanoslack.logs import configure_logging
 from nanoslack.ops.envfile import write_env
 from nanoslack.slack.fleet import Fleet
+from nanoslack.store import Store
 from nanoslack.turns import history as history_module
 
 BLOCK = 128
@@ -190,12 +190,8 @@ async def run(turns: int) -> dict[str, Any]:
     await runner.cleanup()
 
     later = model.calls[4:]  # turns 3 and on
-    conn = sqlite3.connect(db)
-    size, rows = conn.execute(
-        "SELECT sum(length(prompt) + length(messages) + length(posts) + length(opening)"
-        " + length(notes_known) + 40), count(*) FROM agent_history"
-    ).fetchone()
-    conn.close()
+    with Store.open(f"sqlite:///{db}") as store:
+        size, rows = store.history.footprint()
     first = [x[0][1] for x in (recall_ms, record_ms, replay_ms, keep_ms)]
     recall_ms, record_ms, replay_ms, keep_ms = (x[1:] for x in (recall_ms, record_ms, replay_ms, keep_ms))
     pairs = list(zip(recall_ms, record_ms, replay_ms, keep_ms, strict=False))

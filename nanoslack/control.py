@@ -6,7 +6,7 @@ room-control stage (``RoomControl``), which the pipeline runs before the guard: 
 owner's 🛑 or bare ``stop`` halts a room (a notice there, and every owner asked
 whether to resume: ``nanoslack.asks``), ``resume`` resumes it, a halted room drops
 bot messages; and the pause notice the A2A policy asks for at the hop limit.
-``Halts`` is the one reader of which rooms are halted.
+``nanoslack.halts.Halts`` is the one reader of which rooms are halted.
 
 Acknowledgements (case, punctuation, emoji shortcodes, emoji and mentions ignored;
 a message made only of these phrases, e.g. "Ok, thanks!"):
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from nanoslack import mrkdwn
 from nanoslack.asks import HALT, OwnerAsks, by_id, who
+from nanoslack.halts import Halts as Halts  # re-exported: the stages take it from here
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.rounds import ROUND
@@ -130,21 +131,6 @@ class Control:
     effect: Effect | None = None  # what the instance must do after the commit
 
 
-class Halts:
-    """The one reader of the halt state. Room control, the turn scheduler and the
-    poster ask it; the store's ``room_halts`` rows are the truth, so a halt made by
-    another process (or ``nanoslack halt``) is seen on the next question."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def is_halted(self, room: str) -> bool:
-        return self._store.rooms.is_halted(room)
-
-    def rooms(self) -> frozenset[str]:
-        return self._store.rooms.halted_rooms()
-
-
 class RoomControl:
     """Runs before the guard, inside the batch transaction; the A2A policy calls
     ``hop_limit_reached`` in the same transaction as the failed hop reservation.
@@ -193,11 +179,11 @@ class RoomControl:
 
     def halt(self, room: str, *, by_user: str) -> Control:
         """Halt the room; only the instance whose halt landed announces it."""
-        if not self._store.rooms.halt(room, by=by_id(by_user), instance=self.instance):
+        if not self._store.room_halts.halt(room, by=by_id(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
         for feature in self._features:
             feature.halted(room)  # a round: nobody still answering posts, the chief does not close
-        halt = self._store.rooms.get(room)
+        halt = self.halts.get(room)
         stamp = f"{halt.halted_at:.6f}" if halt else "0"
         self._notice(f"halt:{room}:{stamp}", room, HALT_TEXT.format(who=who(by_user)))
         self._asks.open(HALT, room, HALT_DM_TEXT.format(who=who(by_user), room=mrkdwn.room(room)))
@@ -206,7 +192,7 @@ class RoomControl:
 
     def resume(self, room: str, *, by_user: str) -> bool:
         """False when the room was not halted (a second click, a stale button)."""
-        if not self._store.rooms.resume(room):
+        if not self._store.room_halts.resume(room):
             return False
         text = RESUME_TEXT.format(who=who(by_user))
         self._notice(f"resume:{room}:{time.time():.6f}", room, text)

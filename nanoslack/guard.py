@@ -19,7 +19,7 @@ from typing import Protocol
 
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.logs import get_logger
-from nanoslack.store.db import store_unavailable
+from nanoslack.store.errors import store_unavailable
 
 HumanObserver = Callable[[Inbound], None]
 Callback = Callable[[], None]

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from nanoslack.features import RoomFeature
+from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.store import MemberRow, MessageRow, RoomRow, RoundRow, Store
@@ -72,6 +73,7 @@ class RoundKeeper(RoomFeature):
 
     def __init__(self, store: Store, *, instance: str, chief: str | None) -> None:
         self._store = store
+        self._halts = Halts(store)
         self.instance = instance
         self._chief = chief
 
@@ -153,7 +155,7 @@ class RoundKeeper(RoomFeature):
                 if chief is not None:
                     briefed.append(chief)
         for room in self._store.rounds.rooms_to_open():
-            if not self._store.rooms.is_halted(room):
+            if not self._halts.is_halted(room):
                 self._store.rounds.open_next(room)
         return briefed
 

@@ -141,7 +141,7 @@ def _rooms(store: Store, _args: argparse.Namespace, env: dict[str, str], out: Te
     if kinds:
         print("", file=out)
         table(out, ("A2A ROOM", "KIND", "LEAD", "MEMBERS", "MISSION"), kinds, "")
-    halts = [(h.room, h.halted_by, when(h.halted_at)) for h in store.rooms.halted()]
+    halts = [(h.room, h.halted_by, when(h.halted_at)) for h in Halts(store).halted()]
     if halts:
         print("", file=out)
         table(out, ("HALTED ROOM", "BY", "SINCE"), halts, "")

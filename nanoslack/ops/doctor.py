@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import re
-import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -445,38 +444,9 @@ async def check_agents(settings: Settings, names: Sequence[str], report: Report,
 # -- the store ----------------------------------------------------------------------------------
 
 
-def _schema_version_sqlite(path: Path) -> int:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    try:
-        has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_meta'").fetchone()
-        if not has:
-            return 0
-        row = conn.execute("SELECT value FROM schema_meta WHERE key='version'").fetchone()
-        return int(row[0]) if row else 0
-    finally:
-        conn.close()
-
-
-def _schema_version_url(url: str) -> int:
-    from sqlalchemy import create_engine, inspect, text
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    args = {"connect_timeout": 5} if parsed.get_backend_name() == "postgresql" else {}
-    engine = create_engine(parsed, connect_args=args)
-    try:
-        with engine.connect() as conn:
-            if not inspect(conn).has_table("schema_meta"):
-                return 0
-            row = conn.execute(text("SELECT value FROM schema_meta WHERE key='version'")).first()
-            return int(row[0]) if row else 0
-    finally:
-        engine.dispose()
-
-
 def check_store(settings: Settings, report: Report) -> None:
+    from nanoslack.store.migrations import read_version
+
     url = settings.db_url
     subject = "store"
     try:
@@ -491,12 +461,12 @@ def check_store(settings: Settings, report: Report) -> None:
                     False, subject, f"{path} is read-only", f"make {path} writable for the fleet's user"
                 )
                 return
-            version = _schema_version_sqlite(path)
+            version = read_version(url)
         else:
             from sqlalchemy.engine import make_url
 
             shown = make_url(url).render_as_string(hide_password=True)
-            version = _schema_version_url(url)
+            version = read_version(url)
     except Exception as exc:
         report.add(
             False,
@@ -555,7 +525,7 @@ def _check_new_sqlite(path: Path, report: Report) -> None:
 
 
 def _report_version(shown: str, version: int, report: Report) -> None:
-    from nanoslack.store.db import SCHEMA_VERSION
+    from nanoslack.store.migrations import SCHEMA_VERSION
 
     if version > SCHEMA_VERSION:
         report.add(

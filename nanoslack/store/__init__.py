@@ -8,20 +8,15 @@ its gate decision, its outbox posts and its inbox entry atomically.
 
 from __future__ import annotations
 
+from nanoslack.store import tables
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.assistant import AssistantThreads
 from nanoslack.store.budgets import Grant, Grants
-from nanoslack.store.db import (
-    SCHEMA_VERSION,
-    Database,
-    StoreError,
-    StoreUnavailable,
-    Transaction,
-    store_unavailable,
-)
+from nanoslack.store.database import Database, Transaction
 from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
+from nanoslack.store.errors import StoreError, StoreUnavailable, store_unavailable
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.history import History, HistoryRow
@@ -30,10 +25,11 @@ from nanoslack.store.inbox import Inbox
 from nanoslack.store.leases import Leases
 from nanoslack.store.memories import Memories, NoteRow
 from nanoslack.store.messages import MessageRow, Messages
+from nanoslack.store.migrations import SCHEMA_VERSION
 from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
 from nanoslack.store.refusals import Refusals
+from nanoslack.store.room_halts import HaltRow, RoomHalts
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
-from nanoslack.store.rooms import HaltRow, Rooms
 from nanoslack.store.rounds import MemberRow, RoundRow, Rounds
 from nanoslack.store.routines import ListingRow, Routines, RoutineStateRow, RunRow
 from nanoslack.store.steps import StepRow, Steps
@@ -96,7 +92,7 @@ class Store:
         self.outbox = Outbox(db)
         self.turns = Turns(db)
         self.leases = Leases(db)
-        self.rooms = Rooms(db)
+        self.room_halts = RoomHalts(db)
         self.asks = Asks(db)
         self.grants = Grants(db)
         self.steps = Steps(db)
@@ -129,6 +125,13 @@ class Store:
         memberships may have changed: another connection's commit
         (``Database.external_version``) or a write of ours."""
         return (self.db.external_version(), self.groups.generation, self.agents.generation)
+
+    def empty(self) -> None:
+        """Delete every row but the schema's own (a bench starting afresh on one database)."""
+        with self.db.transaction() as conn:
+            for table in reversed(tables.METADATA.sorted_tables):
+                if table.name not in ("schema_meta", "cache_version"):
+                    conn.execute(table.delete())
 
     def ping(self) -> None:
         """Raises unless the database answers (``/readyz``): one trivial transaction."""

@@ -8,15 +8,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Cached
+from nanoslack.store.rows import Row
 
 Role = Literal["member", "admin"]
 
-_GET = text("SELECT id, instance, name, created_at FROM agent_groups WHERE instance = :instance")
+
+@dataclass(frozen=True, slots=True)
+class AgentGroupRow:
+    id: int
+    instance: str
+    name: str
+    created_at: float
+
+
+_AGENT_GROUP = Row(AgentGroupRow, table="agent_groups")
+_GET = text(f"SELECT {_AGENT_GROUP.sql} FROM agent_groups WHERE instance = :instance")
 _CREATE = text(
     "INSERT INTO agent_groups (instance, name, created_at) VALUES (:instance, :instance, :now)"
     " ON CONFLICT DO NOTHING"
@@ -35,27 +46,7 @@ _MEMBERS = text(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AgentGroupRow:
-    id: int
-    instance: str
-    name: str
-    created_at: float
-
-
-def _row(r: Any) -> AgentGroupRow:
-    return AgentGroupRow(int(r[0]), str(r[1]), str(r[2]), float(r[3]))
-
-
-class AgentGroups:
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self.generation = 0
-        db.on_rollback(self._bump)
-
-    def _bump(self, *_: object) -> None:
-        self.generation += 1
-
+class AgentGroups(Cached):
     def ensure(self, instance: str) -> AgentGroupRow:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"instance": instance}).first()
@@ -63,7 +54,7 @@ class AgentGroups:
                 conn.execute(_CREATE, {"instance": instance, "now": time.time()})
                 r = conn.execute(_GET, {"instance": instance}).one()
                 self._bump()
-        return _row(r)
+        return _AGENT_GROUP.read(r)
 
     def add_member(
         self, agent_group_id: int, user_id: str, role: Role = "member", added_by: str | None = None

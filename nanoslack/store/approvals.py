@@ -8,15 +8,38 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    id: int
+    agent_group_id: int
+    messaging_group_id: int
+    sender_id: str
+    status: str  # pending | approved | denied
+    owner_id: str | None
+    request_channel: str | None
+    request_ts: str | None
+    created_at: float
+    decided_at: float | None
+    decided_by: str | None
+    instance: str
+    platform_id: str | None  # the room the first held message came from
+
+
+_APPROVAL = Row(
+    ApprovalRow,
+    table="pending_sender_approvals",
+    prefix="a.",
+    columns={"instance": "g.instance", "platform_id": "m.platform_id"},
+)
 _SELECT = (
-    "SELECT a.id, a.agent_group_id, a.messaging_group_id, a.sender_id, a.status, a.owner_id,"
-    " a.request_channel, a.request_ts, a.created_at, a.decided_at, a.decided_by, g.instance, m.platform_id"
+    f"SELECT {_APPROVAL.sql}"
     " FROM pending_sender_approvals a"
     " JOIN agent_groups g ON g.id = a.agent_group_id"
     " LEFT JOIN messaging_groups m ON m.id = a.messaging_group_id"
@@ -41,41 +64,6 @@ _OVERRIDE = text(
 _SET_OWNER = text("UPDATE pending_sender_approvals SET owner_id = :owner WHERE id = :id")
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRow:
-    id: int
-    agent_group_id: int
-    messaging_group_id: int
-    sender_id: str
-    status: str  # pending | approved | denied
-    owner_id: str | None
-    request_channel: str | None
-    request_ts: str | None
-    created_at: float
-    decided_at: float | None
-    decided_by: str | None
-    instance: str
-    platform_id: str | None  # the room the first held message came from
-
-
-def _row(r: Any) -> ApprovalRow:
-    return ApprovalRow(
-        int(r[0]),
-        int(r[1]),
-        int(r[2]),
-        str(r[3]),
-        str(r[4]),
-        r[5],
-        r[6],
-        r[7],
-        float(r[8]),
-        None if r[9] is None else float(r[9]),
-        r[10],
-        str(r[11]),
-        r[12],
-    )
-
-
 class Approvals:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -92,17 +80,17 @@ class Approvals:
                 == 1
             )
             r = conn.execute(_BY_SENDER, key).one()
-        return _row(r), created
+        return _APPROVAL.read(r), created
 
     def get(self, approval_id: int) -> ApprovalRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": approval_id}).first()
-        return _row(r) if r else None
+        return _APPROVAL.first(r)
 
     def find(self, instance: str, sender_id: str) -> ApprovalRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_FIND, {"instance": instance, "sender_id": sender_id}).first()
-        return _row(r) if r else None
+        return _APPROVAL.first(r)
 
     def decide(self, approval_id: int, *, allow: bool, by: str, override: bool = False) -> ApprovalRow | None:
         """Record the answer; None when it was already decided (a double click).
@@ -119,7 +107,7 @@ class Approvals:
             if conn.execute(_OVERRIDE if override else _DECIDE, params).rowcount != 1:
                 return None
             r = conn.execute(_GET, {"id": approval_id}).one()
-        return _row(r)
+        return _APPROVAL.read(r)
 
     def set_owner(self, approval_id: int, owner_id: str) -> None:
         with self._db.transaction() as conn:
@@ -127,8 +115,8 @@ class Approvals:
 
     def pending(self) -> list[ApprovalRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_PENDING).all()]
+            return _APPROVAL.all(conn.execute(_PENDING).all())
 
     def list(self) -> list[ApprovalRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_ALL).all()]
+            return _APPROVAL.all(conn.execute(_ALL).all())

@@ -9,29 +9,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
-
-_COLUMNS = (
-    "id, kind, ref, instance, question, detail, status, choice, answered_by, verdict, created_at, answered_at"
-)
-_OPEN = text(
-    "INSERT INTO owner_asks (kind, ref, instance, question, detail, status, created_at)"
-    " VALUES (:kind, :ref, :instance, :question, :detail, 'open', :now)"
-    " ON CONFLICT DO NOTHING RETURNING id"
-)
-_GET = text(f"SELECT {_COLUMNS} FROM owner_asks WHERE id = :id")
-_OPEN_FOR = text(f"SELECT {_COLUMNS} FROM owner_asks WHERE kind = :kind AND ref = :ref AND status = 'open'")
-_LATEST = text(
-    f"SELECT {_COLUMNS} FROM owner_asks WHERE kind = :kind AND ref = :ref ORDER BY id DESC LIMIT 1"
-)
-_ANSWER = text(
-    "UPDATE owner_asks SET status = 'answered', choice = :choice, answered_by = :by, verdict = :verdict,"
-    " answered_at = :now WHERE id = :id AND status = :expected"
-)
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,21 +36,21 @@ class AskRow:
         return self.status == "open"
 
 
-def _row(r: Any) -> AskRow:
-    return AskRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        r[5],
-        str(r[6]),
-        r[7],
-        r[8],
-        r[9],
-        float(r[10]),
-        None if r[11] is None else float(r[11]),
-    )
+_ASK = Row(AskRow, table="owner_asks")
+_OPEN = text(
+    "INSERT INTO owner_asks (kind, ref, instance, question, detail, status, created_at)"
+    " VALUES (:kind, :ref, :instance, :question, :detail, 'open', :now)"
+    " ON CONFLICT DO NOTHING RETURNING id"
+)
+_GET = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE id = :id")
+_OPEN_FOR = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref AND status = 'open'")
+_LATEST = text(
+    f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref ORDER BY id DESC LIMIT 1"
+)
+_ANSWER = text(
+    "UPDATE owner_asks SET status = 'answered', choice = :choice, answered_by = :by, verdict = :verdict,"
+    " answered_at = :now WHERE id = :id AND status = :expected"
+)
 
 
 class Asks:
@@ -92,17 +74,17 @@ class Asks:
     def get(self, ask_id: int) -> AskRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": ask_id}).first()
-        return _row(r) if r else None
+        return _ASK.first(r)
 
     def open_for(self, kind: str, ref: str) -> AskRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_OPEN_FOR, {"kind": kind, "ref": ref}).first()
-        return _row(r) if r else None
+        return _ASK.first(r)
 
     def latest(self, kind: str, ref: str) -> AskRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_LATEST, {"kind": kind, "ref": ref}).first()
-        return _row(r) if r else None
+        return _ASK.first(r)
 
     def answer(self, ask_id: int, *, choice: str, by: str, verdict: str, again: bool = False) -> bool:
         """Close the ask with this answer; False when it was answered already. ``again``

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _RECORD = text(
     "INSERT INTO assistant_threads"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _GRANT = text(
     "SELECT allowed, stopped_by FROM budget_grants WHERE scope = :scope AND subject = :subject AND day = :day"

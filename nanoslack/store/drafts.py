@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 _OPEN = text(
     "INSERT INTO reply_drafts (instance, turn_id, channel, thread_ts, ts, started_at)"

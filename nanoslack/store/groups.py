@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_exists, hot_rows
+from nanoslack.store.database import Cached
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows
+from nanoslack.store.rows import Row
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -24,15 +26,36 @@ PLATFORM = "slack"
 GROUP_DEFAULTS = {"engage_mode": "mention-sticky", "engage_pattern": None, "policy": "request_approval"}
 DM_DEFAULTS = {"engage_mode": "pattern", "engage_pattern": ".", "policy": "decline_notify"}
 
-_COLUMNS = (
-    "id, platform, platform_id, instance, kind, name, engage_mode, engage_pattern,"
-    " unknown_sender_policy, created_at"
-)
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    id: int
+    platform: str
+    platform_id: str
+    instance: str
+    kind: str
+    name: str | None
+    engage_mode: str
+    engage_pattern: str | None
+    unknown_sender_policy: str
+    created_at: float
+
+    @property
+    def is_dm(self) -> bool:
+        return self.kind == "dm"
+
+    @property
+    def channel(self) -> str:
+        """The Slack conversation id inside ``slack:<id>``."""
+        return self.platform_id.split(":", 1)[1] if ":" in self.platform_id else self.platform_id
+
+
+_GROUP = Row(GroupRow, table="messaging_groups")
 _GET = text(
-    f"SELECT {_COLUMNS} FROM messaging_groups"
+    f"SELECT {_GROUP.sql} FROM messaging_groups"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
 )
-_LIST = text(f"SELECT {_COLUMNS} FROM messaging_groups ORDER BY platform_id, instance")
+_LIST = text(f"SELECT {_GROUP.sql} FROM messaging_groups ORDER BY platform_id, instance")
 _CREATE = text(
     "INSERT INTO messaging_groups"
     " (platform, platform_id, instance, kind, name, engage_mode, engage_pattern, unknown_sender_policy,"
@@ -63,50 +86,12 @@ _AMONG = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class GroupRow:
-    id: int
-    platform: str
-    platform_id: str
-    instance: str
-    kind: str
-    name: str | None
-    engage_mode: str
-    engage_pattern: str | None
-    unknown_sender_policy: str
-    created_at: float
-
-    @property
-    def is_dm(self) -> bool:
-        return self.kind == "dm"
-
-    @property
-    def channel(self) -> str:
-        """The Slack conversation id inside ``slack:<id>``."""
-        return self.platform_id.split(":", 1)[1] if ":" in self.platform_id else self.platform_id
-
-
-def _row(r: Any) -> GroupRow:
-    return GroupRow(
-        int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], str(r[6]), r[7], str(r[8]), float(r[9])
-    )
-
-
-class MessagingGroups:
-    def __init__(self, db: Database) -> None:
-        self._db = db
-        self.generation = 0
-        # A rolled-back create must not survive in anyone's cache.
-        db.on_rollback(self._bump)
-
-    def _bump(self, *_: object) -> None:
-        self.generation += 1
-
+class MessagingGroups(Cached):
     def get(self, platform_id: str, instance: str) -> GroupRow | None:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
         with self._db.transaction() as conn:
             r = conn.execute(_GET, params).first()
-        return _row(r) if r else None
+        return _GROUP.first(r)
 
     def create(
         self, platform_id: str, instance: str, *, kind: GroupKind, name: str | None = None
@@ -118,7 +103,7 @@ class MessagingGroups:
             conn.execute(_CREATE, {**key, **defaults, "kind": kind, "name": name, "now": time.time()})
             r = conn.execute(_GET, key).one()
             self._bump()
-        return _row(r)
+        return _GROUP.read(r)
 
     def ensure_public_room(self, platform_id: str, instance: str) -> GroupRow:
         """``open-room --public``: the room admits every sender, with no further step."""
@@ -138,11 +123,11 @@ class MessagingGroups:
             conn.execute(_MAKE_PUBLIC, key)
             r = conn.execute(_GET, key).one()
             self._bump()
-        return _row(r)
+        return _GROUP.read(r)
 
     def list(self) -> list[GroupRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_LIST).all()]
+            return _GROUP.all(conn.execute(_LIST).all())
 
     def engage_thread(self, group_id: int, thread_key: str) -> None:
         with self._db.transaction() as conn:

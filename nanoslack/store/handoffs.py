@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
-
-_ADD = text(
-    "INSERT INTO handoffs"
-    " (from_instance, to_instance, channel, thread_key, text, depth, turn_id, ts, created_at)"
-    " VALUES (:from_instance, :to_instance, :channel, :thread_key, :text, :depth, :turn_id, :ts, :now)"
-)
-_RECENT = text(
-    "SELECT id, from_instance, to_instance, channel, thread_key, text, depth, turn_id, ts, created_at"
-    " FROM handoffs ORDER BY id DESC LIMIT :limit"
-)
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,19 +25,13 @@ class HandoffRow:
     created_at: float
 
 
-def _row(r: Any) -> HandoffRow:
-    return HandoffRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        str(r[5]),
-        int(r[6]),
-        int(r[7]),
-        str(r[8]),
-        float(r[9]),
-    )
+_HANDOFF = Row(HandoffRow, table="handoffs")
+_ADD = text(
+    "INSERT INTO handoffs"
+    " (from_instance, to_instance, channel, thread_key, text, depth, turn_id, ts, created_at)"
+    " VALUES (:from_instance, :to_instance, :channel, :thread_key, :text, :depth, :turn_id, :ts, :now)"
+)
+_RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
 
 
 class Handoffs:
@@ -82,4 +66,4 @@ class Handoffs:
 
     def recent(self, limit: int = 50) -> list[HandoffRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_RECENT, {"limit": limit}).all()]
+            return _HANDOFF.all(conn.execute(_RECENT, {"limit": limit}).all())

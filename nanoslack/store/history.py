@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all, hot_execute
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_execute
 
 _SIZES = text(
     "SELECT id, chars FROM agent_history WHERE instance = :instance AND channel = :channel"
@@ -26,6 +27,11 @@ _BODIES = text(
     "SELECT id, turn_id, prompt, messages, posts, opening, notes_known, chars FROM agent_history"
     " WHERE instance = :instance AND channel = :channel AND thread_key = :thread_key"
     " AND (id = :first OR id >= :start) ORDER BY id"
+)
+# What the rows weigh: their text columns, plus ~40 bytes of ids and times each.
+_FOOTPRINT = text(
+    "SELECT sum(length(prompt) + length(messages) + length(posts) + length(opening)"
+    " + length(notes_known) + 40), count(*) FROM agent_history"
 )
 _ADD = text(
     "INSERT INTO agent_history (instance, channel, thread_key, turn_id, prompt, messages, posts, opening,"
@@ -84,6 +90,12 @@ def parse_row(r: Sequence[Any]) -> HistoryRow:
 class History:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    def footprint(self) -> tuple[int, int]:
+        """(bytes the rows hold, rows), every instance's."""
+        with self._db.transaction() as conn:
+            row = conn.execute(_FOOTPRINT).one()
+        return int(row[0] or 0), int(row[1])
 
     def sizes(self, instance: str, channel: str, thread_key: str) -> list[tuple[int, int]]:
         """``(row id, chars)`` of every turn kept for the thread, oldest first."""

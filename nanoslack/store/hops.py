@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import PG_LOCK_SPACE, Database, hot_execute, hot_exists, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.engine import PG_LOCK_SPACE
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_first
 
 # Held until the reserving transaction ends, so the count and the insert are one step
 # for every process; READ COMMITTED then sees the previous holder's committed row.

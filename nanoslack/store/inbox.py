@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import text
 
 from nanoslack.inbound import Inbound, InboxKey
-from nanoslack.store.db import Database, hot_execute, hot_first, hot_many, hot_rows
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_execute, hot_first, hot_many, hot_rows
 
 _RECORD = text(
     "INSERT INTO inbox (instance, channel, ts, event_type, event_id, payload, status, attempts, received_at)"
@@ -34,6 +35,7 @@ _ATTEMPT = text(
 _UNFINISHED = text(
     "SELECT payload FROM inbox WHERE instance = :instance AND status = 'received' ORDER BY received_at, ts"
 )
+_COUNTS = text("SELECT status, count(*) FROM inbox GROUP BY status")
 _PAYLOAD = text("SELECT payload FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
 _STATUS = text("SELECT status FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
 _NEWEST = text(
@@ -147,3 +149,8 @@ class Inbox:
         with self._db.transaction() as conn:
             rows = conn.execute(_UNFINISHED, {"instance": instance}).all()
         return [Inbound.from_payload(row[0]) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Rows per status, every instance's (what a bench checks its count of against)."""
+        with self._db.transaction() as conn:
+            return {str(r[0]): int(r[1]) for r in conn.execute(_COUNTS).all()}

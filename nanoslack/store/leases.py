@@ -13,8 +13,20 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
+from nanoslack.store.rows import Row
 
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    instance: str
+    holder: str
+    expires_at: float
+    heartbeat_at: float
+
+
+_LEASE = Row(LeaseRow, table="instance_leases")
 _PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
 # Taken when free, lapsed, or ours; otherwise the row is left as it is.
 _TAKE = text(
@@ -25,9 +37,7 @@ _TAKE = text(
     " WHERE instance_leases.holder = excluded.holder OR instance_leases.expires_at <= :now"
     " OR instance_leases.holder = :stale"
 )
-_GET = text(
-    "SELECT instance, holder, expires_at, heartbeat_at FROM instance_leases WHERE instance = :instance"
-)
+_GET = text(f"SELECT {_LEASE.sql} FROM instance_leases WHERE instance = :instance")
 _RENEW = text(
     "UPDATE instance_leases SET expires_at = :expires, heartbeat_at = :now"
     " WHERE instance = :instance AND holder = :holder"
@@ -37,14 +47,6 @@ _RENEW = text(
 _HOLDER = text("SELECT holder FROM instance_leases WHERE instance = :instance")
 _HOLDER_PG = text("SELECT holder FROM instance_leases WHERE instance = :instance FOR SHARE")
 _RELEASE = text("DELETE FROM instance_leases WHERE instance = :instance AND holder = :holder")
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRow:
-    instance: str
-    holder: str
-    expires_at: float
-    heartbeat_at: float
 
 
 class Leases:
@@ -71,12 +73,12 @@ class Leases:
             }
             conn.execute(_TAKE, params)
             r = conn.execute(_GET, {"instance": instance}).one()
-        return LeaseRow(str(r[0]), str(r[1]), float(r[2]), float(r[3]))
+        return _LEASE.read(r)
 
     def get(self, instance: str) -> LeaseRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"instance": instance}).first()
-        return LeaseRow(str(r[0]), str(r[1]), float(r[2]), float(r[3])) if r else None
+        return _LEASE.first(r)
 
     def renew(self, instance: str, holder: str, ttl: float) -> bool:
         """Extend our lease; False when it is no longer ours (it lapsed and was taken)."""

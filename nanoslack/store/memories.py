@@ -10,43 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
+from nanoslack.store.rows import Row
 
 SCOPES = ("self", "private", "room")
-_COLUMNS = "id, instance, scope, conversation, text, asked_by, turn_id, created_at"
-# What one turn may see: its own self notes, its private ones in an owner's DM, the
-# room's notes of its conversation. Newest first.
-_VISIBLE = text(
-    f"SELECT {_COLUMNS} FROM memories WHERE status = 'kept' AND ("
-    " (instance = :instance AND scope = 'self')"
-    " OR (instance = :instance AND scope = 'private' AND :private = 1)"
-    " OR (scope = 'room' AND conversation = :conversation))"
-    " ORDER BY id DESC"
-)
-_ADD = text(
-    "INSERT INTO memories (instance, scope, conversation, text, asked_by, turn_id, status, created_at)"
-    " VALUES (:instance, :scope, :conversation, :text, :asked_by, :turn_id, :status, :now) RETURNING id"
-)
-_KEEP = text("UPDATE memories SET status = 'kept' WHERE turn_id = :turn_id AND status = 'draft'")
-_GET = text(f"SELECT {_COLUMNS} FROM memories WHERE id = :id AND status = 'kept'")
-_DELETE = text("DELETE FROM memories WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
-# A scope's notes as its bound counts them: kept ones and this turn's drafts, oldest first.
-_IN_SCOPE = text(
-    "SELECT id, length(text) FROM memories WHERE scope = :scope"
-    " AND (status = 'kept' OR (status = 'draft' AND turn_id = :turn_id))"
-    " AND ((scope = 'room' AND conversation = :conversation) OR (scope != 'room' AND instance = :instance))"
-    " ORDER BY id"
-)
-_LIST = text(f"SELECT {_COLUMNS} FROM memories WHERE status = 'kept' ORDER BY id")
-_USAGE = text(
-    "SELECT scope, conversation, coalesce(sum(length(text)), 0), count(*) FROM memories"
-    " WHERE instance = :instance AND status = 'kept'"
-    " GROUP BY scope, conversation ORDER BY scope, conversation"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +37,36 @@ class NoteRow:
         return f"m{self.id}"
 
 
-def _row(r: Sequence[Any]) -> NoteRow:
-    return NoteRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3] or ""),
-        str(r[4]),
-        str(r[5]),
-        None if r[6] is None else int(r[6]),
-        float(r[7]),
-    )
+_NOTE = Row(NoteRow, table="memories", empty=("conversation",))
+# What one turn may see: its own self notes, its private ones in an owner's DM, the
+# room's notes of its conversation. Newest first.
+_VISIBLE = text(
+    f"SELECT {_NOTE.sql} FROM memories WHERE status = 'kept' AND ("
+    " (instance = :instance AND scope = 'self')"
+    " OR (instance = :instance AND scope = 'private' AND :private = 1)"
+    " OR (scope = 'room' AND conversation = :conversation))"
+    " ORDER BY id DESC"
+)
+_ADD = text(
+    "INSERT INTO memories (instance, scope, conversation, text, asked_by, turn_id, status, created_at)"
+    " VALUES (:instance, :scope, :conversation, :text, :asked_by, :turn_id, :status, :now) RETURNING id"
+)
+_KEEP = text("UPDATE memories SET status = 'kept' WHERE turn_id = :turn_id AND status = 'draft'")
+_GET = text(f"SELECT {_NOTE.sql} FROM memories WHERE id = :id AND status = 'kept'")
+_DELETE = text("DELETE FROM memories WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
+# A scope's notes as its bound counts them: kept ones and this turn's drafts, oldest first.
+_IN_SCOPE = text(
+    "SELECT id, length(text) FROM memories WHERE scope = :scope"
+    " AND (status = 'kept' OR (status = 'draft' AND turn_id = :turn_id))"
+    " AND ((scope = 'room' AND conversation = :conversation) OR (scope != 'room' AND instance = :instance))"
+    " ORDER BY id"
+)
+_LIST = text(f"SELECT {_NOTE.sql} FROM memories WHERE status = 'kept' ORDER BY id")
+_USAGE = text(
+    "SELECT scope, conversation, coalesce(sum(length(text)), 0), count(*) FROM memories"
+    " WHERE instance = :instance AND status = 'kept'"
+    " GROUP BY scope, conversation ORDER BY scope, conversation"
+)
 
 
 def parse_ref(ref: str) -> int | None:
@@ -92,7 +82,7 @@ class Memories:
     def visible(self, instance: str, conversation: str, *, private: bool) -> list[NoteRow]:
         params = {"instance": instance, "conversation": conversation, "private": 1 if private else 0}
         with self._db.transaction() as conn:
-            return [_row(r) for r in hot_all(conn, _VISIBLE, params)]
+            return _NOTE.all(hot_all(conn, _VISIBLE, params))
 
     def add(
         self,
@@ -128,7 +118,7 @@ class Memories:
     def get(self, note_id: int) -> NoteRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": note_id}).first()
-        return _row(r) if r else None
+        return _NOTE.first(r)
 
     def delete(self, note_ids: Sequence[int]) -> int:
         if not note_ids:
@@ -148,7 +138,7 @@ class Memories:
         """Every kept note, oldest first, of one instance (its room notes included) and/or
         one conversation's room notes."""
         with self._db.transaction() as conn:
-            rows = [_row(r) for r in conn.execute(_LIST).all()]
+            rows = _NOTE.all(conn.execute(_LIST).all())
         if instance is not None:
             rows = [r for r in rows if r.instance == instance]
         if conversation is not None:

@@ -17,12 +17,37 @@ from typing import Any
 from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
-from nanoslack.store.db import Database, hot_all, hot_execute, hot_first, hot_many
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_execute, hot_first, hot_many
+from nanoslack.store.rows import Row
 
-_COLUMNS = (
-    "instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status, hop, hop_limit,"
-    " created_at, handoff_depth"
-)
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    instance: str
+    channel: str
+    ts: str
+    thread_key: str  # "" in DMs
+    messaging_group_id: int | None
+    sender_id: str
+    text: str
+    status: str
+    hop: int
+    hop_limit: int
+    created_at: float
+    handoff_depth: int = 0  # > 0: handed over by another instance (send_to_agent)
+
+    @property
+    def key(self) -> InboxKey:
+        return InboxKey(self.instance, self.channel, self.ts)
+
+    @property
+    def internal(self) -> bool:
+        """Written by the fleet, not heard in Slack: a handoff, a round's closing brief."""
+        return self.handoff_depth > 0 or self.sender_id == FLEET_SENDER
+
+
+_MESSAGE = Row(MessageRow, table="messages", empty=("handoff_depth",))
 _ADD = text(
     "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
     " hop, hop_limit, created_at)"
@@ -30,13 +55,15 @@ _ADD = text(
     " :hop, :hop_limit, :now)"
     " ON CONFLICT DO NOTHING"
 )
-_GET = text(f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts")
+_GET = text(
+    f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts"
+)
 _SET_STATUS_FROM = text(
     "UPDATE messages SET status = :status"
     " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = :from_status"
 )
 _PENDING = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
+    f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
 )
 # The threads with pending messages, in the order their first one arrived: what the
 # turn scheduler asks on every wake (one row per thread, not per message).
@@ -47,7 +74,7 @@ _PENDING_THREADS_SQL = (
 _PENDING_THREADS = text(_PENDING_THREADS_SQL.format(indexed=""))
 _PENDING_THREADS_SQLITE = text(_PENDING_THREADS_SQL.format(indexed=" INDEXED BY messages_pending"))
 _HELD = text(
-    f"SELECT {_COLUMNS} FROM messages"
+    f"SELECT {_MESSAGE.sql} FROM messages"
     " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
     " ORDER BY ts"
 )
@@ -63,7 +90,7 @@ _MOVE_HELD = text(
 # message (a turn read the whole channel since its last turn there). DMs
 # (key "") are one thread.
 _THREAD = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE instance = :instance AND channel = :channel"
+    f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND ts >= :thread_key AND ts > :since AND ts <= :until"
     " AND status IN ('context', 'pending', 'done')"
     " ORDER BY ts DESC LIMIT :limit"
@@ -93,9 +120,9 @@ _PENDING_IN_THREAD_SQL = (
     "SELECT {columns} FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
 )
-_PENDING_IN_THREAD = text(_PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=""))
+_PENDING_IN_THREAD = text(_PENDING_IN_THREAD_SQL.format(columns=_MESSAGE.sql, indexed=""))
 _PENDING_IN_THREAD_SQLITE = text(
-    _PENDING_IN_THREAD_SQL.format(columns=_COLUMNS, indexed=" INDEXED BY messages_pending")
+    _PENDING_IN_THREAD_SQL.format(columns=_MESSAGE.sql, indexed=" INDEXED BY messages_pending")
 )
 # The last human message this instance saw in the room: a pause lasts until the next one.
 _LAST_HUMAN = text(
@@ -109,49 +136,8 @@ _THREAD_COUNT = text(
 )
 # Later than any ts Slack mints (compared as text, like every ts here).
 _LAST_TS = "999999999999.999999999"
+_PENDING_COUNT = text("SELECT count(*) FROM messages WHERE status = 'pending'")
 _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = :instance GROUP BY status")
-
-
-@dataclass(frozen=True, slots=True)
-class MessageRow:
-    instance: str
-    channel: str
-    ts: str
-    thread_key: str  # "" in DMs
-    messaging_group_id: int | None
-    sender_id: str
-    text: str
-    status: str
-    hop: int
-    hop_limit: int
-    created_at: float
-    handoff_depth: int = 0  # > 0: handed over by another instance (send_to_agent)
-
-    @property
-    def key(self) -> InboxKey:
-        return InboxKey(self.instance, self.channel, self.ts)
-
-    @property
-    def internal(self) -> bool:
-        """Written by the fleet, not heard in Slack: a handoff, a round's closing brief."""
-        return self.handoff_depth > 0 or self.sender_id == FLEET_SENDER
-
-
-def _row(r: Any) -> MessageRow:
-    return MessageRow(
-        str(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        None if r[4] is None else int(r[4]),
-        str(r[5]),
-        str(r[6]),
-        str(r[7]),
-        int(r[8]),
-        int(r[9]),
-        float(r[10]),
-        int(r[11] or 0),
-    )
 
 
 class Messages:
@@ -211,7 +197,7 @@ class Messages:
         self.flush()
         with self._db.transaction() as conn:
             r = conn.execute(_GET, key._asdict()).first()
-        return _row(r) if r else None
+        return _MESSAGE.first(r)
 
     def set_statuses(self, keys: Sequence[InboxKey], status: str, *, from_status: str) -> int:
         self.flush()
@@ -226,7 +212,7 @@ class Messages:
     def pending(self, instance: str) -> list[MessageRow]:
         self.flush()
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_PENDING, {"instance": instance}).all()]
+            return _MESSAGE.all(conn.execute(_PENDING, {"instance": instance}).all())
 
     def consume_everyones(self, channel: str, ts: list[str]) -> int:
         """Every instance's pending copy of these messages, consumed without a turn (a round
@@ -314,13 +300,14 @@ class Messages:
         self.flush()
         with self._db.transaction() as conn:
             stmt = _PENDING_IN_THREAD_SQLITE if self._db.is_sqlite else _PENDING_IN_THREAD
-            return [_row(r) for r in hot_all(conn, stmt, params)]
+            return _MESSAGE.all(hot_all(conn, stmt, params))
 
     def held(self, instance: str, sender_id: str) -> list[MessageRow]:
         self.flush()
         with self._db.transaction() as conn:
             return [
-                _row(r) for r in conn.execute(_HELD, {"instance": instance, "sender_id": sender_id}).all()
+                _MESSAGE.read(r)
+                for r in conn.execute(_HELD, {"instance": instance, "sender_id": sender_id}).all()
             ]
 
     def release_held(self, instance: str, sender_id: str, status: str) -> list[InboxKey]:
@@ -353,7 +340,7 @@ class Messages:
         }
         self.flush()
         with self._db.transaction() as conn:
-            rows = [_row(r) for r in hot_all(conn, _THREAD, params)]
+            rows = _MESSAGE.all(hot_all(conn, _THREAD, params))
         rows.reverse()
         return rows
 
@@ -369,3 +356,9 @@ class Messages:
             return {
                 str(r[0]): int(r[1]) for r in conn.execute(_COUNT_BY_STATUS, {"instance": instance}).all()
             }
+
+    def pending_count(self) -> int:
+        """Messages waiting for a turn, every instance's: the fleet's turn backlog."""
+        self.flush()
+        with self._db.transaction() as conn:
+            return int(conn.execute(_PENDING_COUNT).scalar() or 0)

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from nanoslack.logs import get_logger
-from nanoslack.store.db import StoreUnavailable, store_unavailable
+from nanoslack.store.errors import StoreUnavailable, store_unavailable
 
 log = get_logger(__name__)
 

@@ -16,74 +16,9 @@ from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.store.db import Database, hot_all, hot_execute
-
-_COLUMNS = (
-    "id, instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user, thread_ts,"
-    " update_ts, text, blocks, status, attempts, error, posted_channel, posted_ts, created_at, sent_at,"
-    " attempted_at, vote_id"
-)
-_ENQUEUE = text(
-    "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
-    " thread_ts, update_ts, text, status, attempts, created_at, vote_id)"
-    " VALUES (:instance, :dedupe_key, :kind, :purpose, :ask_id, :turn_id, :update_of, :channel, :dm_user,"
-    " :thread_ts, :update_ts, :text, 'queued', 0, :now, :vote_id)"
-    " ON CONFLICT DO NOTHING RETURNING id"
-)
-_QUEUED = text(
-    f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'queued' ORDER BY id LIMIT :limit"
-)
-_GET = text(f"SELECT {_COLUMNS} FROM outbox WHERE id = :id")
-_SENDING = text(
-    "UPDATE outbox SET status = 'sending', posted_channel = :channel, attempted_at = :now"
-    " WHERE id = :id AND status = 'queued'"
-)
-_IN_DOUBT = text(
-    f"SELECT {_COLUMNS} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
-)
-# A stream's ts, written as soon as Slack started it (the row stays in doubt until sent).
-_STREAMING = text("UPDATE outbox SET posted_ts = :ts WHERE id = :id AND status = 'sending'")
-_REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
-# What an instance already said in a thread: its next turn's transcript shows it.
-_SENT_POSTS = text(
-    "SELECT posted_ts, text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
-    " AND posted_channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND posted_ts > :since"
-    " ORDER BY posted_ts DESC LIMIT :limit"
-)
-# A turn's replies the poster has not sent yet: the next turn of the thread may start
-# before they reach Slack, and the agent must still see what it said.
-# A top-level post of this instance whose ts is a thread's key: the thread is its own.
-_OWN_ROOT = text(
-    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
-    " AND posted_channel = :channel AND coalesce(thread_ts, '') = '' AND posted_ts = :ts LIMIT 1"
-)
-_UNSENT_REPLIES = text(
-    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND purpose = 'reply'"
-    " AND status IN ('queued', 'sending') AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
-    " ORDER BY id"
-)
-_OF_TURNS = text(
-    "SELECT turn_id, text, status FROM outbox WHERE purpose = 'reply' AND kind = 'post' AND turn_id IN :ids"
-    " ORDER BY id"
-).bindparams(bindparam("ids", expanding=True))
-_CANCEL_REPLIES = text(
-    "UPDATE outbox SET status = 'cancelled' WHERE purpose = 'reply' AND status = 'queued'"
-    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
-)
-_ASKING = text(f"SELECT {_COLUMNS} FROM outbox WHERE ask_id = :ask_id AND kind = 'post' ORDER BY id")
-_BY_KEY = text(f"SELECT {_COLUMNS} FROM outbox WHERE dedupe_key = :key")
-_SENT = text(
-    "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
-    " error = NULL"
-    " WHERE id = :id"
-)
-_FAILED = text(
-    "UPDATE outbox SET attempts = attempts + 1, error = :error,"
-    " status = CASE WHEN :final THEN 'failed' ELSE 'queued' END WHERE id = :id"
-)
-_CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
-
-Purpose = Literal["reply", "notice", "ask", "post", "vote"]
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_execute
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,32 +52,69 @@ class OutboxRow:
         return json.loads(self.blocks) if self.blocks else None
 
 
-def _row(r: Any) -> OutboxRow:
-    return OutboxRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        None if r[5] is None else int(r[5]),
-        None if r[6] is None else int(r[6]),
-        r[7],
-        r[8],
-        r[9],
-        r[10],
-        r[11],
-        str(r[12]),
-        r[13],
-        str(r[14]),
-        int(r[15]),
-        r[16],
-        r[17],
-        r[18],
-        float(r[19]),
-        None if r[20] is None else float(r[20]),
-        None if r[21] is None else float(r[21]),
-        None if r[22] is None else int(r[22]),
-    )
+_OUTBOX = Row(OutboxRow, table="outbox")
+_ENQUEUE = text(
+    "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
+    " thread_ts, update_ts, text, status, attempts, created_at, vote_id)"
+    " VALUES (:instance, :dedupe_key, :kind, :purpose, :ask_id, :turn_id, :update_of, :channel, :dm_user,"
+    " :thread_ts, :update_ts, :text, 'queued', 0, :now, :vote_id)"
+    " ON CONFLICT DO NOTHING RETURNING id"
+)
+_QUEUED = text(
+    f"SELECT {_OUTBOX.sql} FROM outbox WHERE instance = :instance AND status = 'queued'"
+    " ORDER BY id LIMIT :limit"
+)
+_GET = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE id = :id")
+_SENDING = text(
+    "UPDATE outbox SET status = 'sending', posted_channel = :channel, attempted_at = :now"
+    " WHERE id = :id AND status = 'queued'"
+)
+_IN_DOUBT = text(
+    f"SELECT {_OUTBOX.sql} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
+)
+# A stream's ts, written as soon as Slack started it (the row stays in doubt until sent).
+_STREAMING = text("UPDATE outbox SET posted_ts = :ts WHERE id = :id AND status = 'sending'")
+_REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
+# What an instance already said in a thread: its next turn's transcript shows it.
+_SENT_POSTS = text(
+    "SELECT posted_ts, text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
+    " AND posted_channel = :channel AND coalesce(thread_ts, '') = :thread_ts AND posted_ts > :since"
+    " ORDER BY posted_ts DESC LIMIT :limit"
+)
+# A turn's replies the poster has not sent yet: the next turn of the thread may start
+# before they reach Slack, and the agent must still see what it said.
+# A top-level post of this instance whose ts is a thread's key: the thread is its own.
+_OWN_ROOT = text(
+    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
+    " AND posted_channel = :channel AND coalesce(thread_ts, '') = '' AND posted_ts = :ts LIMIT 1"
+)
+_UNSENT_REPLIES = text(
+    "SELECT text FROM outbox WHERE instance = :instance AND kind = 'post' AND purpose = 'reply'"
+    " AND status IN ('queued', 'sending') AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
+    " ORDER BY id"
+)
+_OF_TURNS = text(
+    "SELECT turn_id, text, status FROM outbox WHERE purpose = 'reply' AND kind = 'post' AND turn_id IN :ids"
+    " ORDER BY id"
+).bindparams(bindparam("ids", expanding=True))
+_CANCEL_REPLIES = text(
+    "UPDATE outbox SET status = 'cancelled' WHERE purpose = 'reply' AND status = 'queued'"
+    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
+)
+_ASKING = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE ask_id = :ask_id AND kind = 'post' ORDER BY id")
+_BY_KEY = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE dedupe_key = :key")
+_SENT = text(
+    "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
+    " error = NULL"
+    " WHERE id = :id"
+)
+_FAILED = text(
+    "UPDATE outbox SET attempts = attempts + 1, error = :error,"
+    " status = CASE WHEN :final THEN 'failed' ELSE 'queued' END WHERE id = :id"
+)
+_CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
+
+Purpose = Literal["reply", "notice", "ask", "post", "vote"]
 
 
 class Outbox:
@@ -203,17 +175,17 @@ class Outbox:
 
     def queued(self, instance: str, limit: int = 50) -> list[OutboxRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_QUEUED, {"instance": instance, "limit": limit}).all()]
+            return _OUTBOX.all(conn.execute(_QUEUED, {"instance": instance, "limit": limit}).all())
 
     def get(self, outbox_id: int) -> OutboxRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": outbox_id}).first()
-        return _row(r) if r else None
+        return _OUTBOX.first(r)
 
     def get_by_key(self, dedupe_key: str) -> OutboxRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_BY_KEY, {"key": dedupe_key}).first()
-        return _row(r) if r else None
+        return _OUTBOX.first(r)
 
     def mark_sent(self, outbox_id: int, channel: str, ts: str) -> None:
         with self._db.transaction() as conn:  # every post: the fast path, as enqueue
@@ -236,7 +208,7 @@ class Outbox:
     def in_doubt(self, instance: str) -> list[OutboxRow]:
         """Rows a previous run was sending when it stopped."""
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_IN_DOUBT, {"instance": instance}).all()]
+            return _OUTBOX.all(conn.execute(_IN_DOUBT, {"instance": instance}).all())
 
     def requeue(self, outbox_id: int) -> None:
         with self._db.transaction() as conn:
@@ -289,7 +261,7 @@ class Outbox:
     def asking(self, ask_id: int) -> list[OutboxRow]:
         """The DMs that put an owner ask to each owner."""
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_ASKING, {"ask_id": ask_id}).all()]
+            return _OUTBOX.all(conn.execute(_ASKING, {"ask_id": ask_id}).all())
 
     def update_post(self, post: OutboxRow, *, dedupe_key: str, text: str) -> bool:
         """Answer a post (an owner's DM with buttons): withdraw it if it has not gone

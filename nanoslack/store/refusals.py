@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
-
-_COUNT = text(
-    "INSERT INTO sender_refusals"
-    " (messaging_group_id, sender_id, reason, instance, count, first_seen, last_seen)"
-    " VALUES (:group_id, :sender_id, :reason, :instance, :n, :now, :now)"
-    " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
-    " count = sender_refusals.count + excluded.count, last_seen = excluded.last_seen"
-    " RETURNING count"
-)
-# Atomic claim, so two racing refusals cannot both send the decline notice.
-_CLAIM_NOTICE = text(
-    "UPDATE sender_refusals SET notified_at = :now"
-    " WHERE messaging_group_id = :group_id AND sender_id = :sender_id AND reason = :reason"
-    " AND (notified_at IS NULL OR notified_at <= :cutoff)"
-)
-_LIST = text(
-    "SELECT r.messaging_group_id, m.platform_id, r.instance, r.sender_id, r.reason, r.count,"
-    " r.first_seen, r.last_seen, r.notified_at"
-    " FROM sender_refusals r LEFT JOIN messaging_groups m ON m.id = r.messaging_group_id"
-    " ORDER BY r.last_seen DESC"
-)
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,18 +24,26 @@ class RefusalRow:
     notified_at: float | None
 
 
-def _row(r: Any) -> RefusalRow:
-    return RefusalRow(
-        int(r[0]),
-        r[1],
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        int(r[5]),
-        float(r[6]),
-        float(r[7]),
-        None if r[8] is None else float(r[8]),
-    )
+_REFUSAL = Row(RefusalRow, table="sender_refusals", prefix="r.", columns={"platform_id": "m.platform_id"})
+_COUNT = text(
+    "INSERT INTO sender_refusals"
+    " (messaging_group_id, sender_id, reason, instance, count, first_seen, last_seen)"
+    " VALUES (:group_id, :sender_id, :reason, :instance, :n, :now, :now)"
+    " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
+    " count = sender_refusals.count + excluded.count, last_seen = excluded.last_seen"
+    " RETURNING count"
+)
+# Atomic claim, so two racing refusals cannot both send the decline notice.
+_CLAIM_NOTICE = text(
+    "UPDATE sender_refusals SET notified_at = :now"
+    " WHERE messaging_group_id = :group_id AND sender_id = :sender_id AND reason = :reason"
+    " AND (notified_at IS NULL OR notified_at <= :cutoff)"
+)
+_LIST = text(
+    f"SELECT {_REFUSAL.sql}"
+    " FROM sender_refusals r LEFT JOIN messaging_groups m ON m.id = r.messaging_group_id"
+    " ORDER BY r.last_seen DESC"
+)
 
 
 class Refusals:
@@ -92,4 +79,4 @@ class Refusals:
 
     def list(self) -> list[RefusalRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_LIST).all()]
+            return _REFUSAL.all(conn.execute(_LIST).all())

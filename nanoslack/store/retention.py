@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import TextClause, text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
 
 DEFAULT_RETENTION_DAYS = 14
 BATCH = 500

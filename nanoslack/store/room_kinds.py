@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
+from nanoslack.store.rows import Row
 
 KINDS = ("mention", "round", "chain")
 
@@ -20,9 +21,6 @@ _SET = text(
     " member_users = coalesce(excluded.member_users, a2a_rooms.member_users),"
     " updated_at = excluded.updated_at"
 )
-_COLUMNS = "platform_id, kind, lead, mission, members, member_users"
-_GET = text(f"SELECT {_COLUMNS} FROM a2a_rooms WHERE platform_id = :platform_id")
-_ALL = text(f"SELECT {_COLUMNS} FROM a2a_rooms ORDER BY platform_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +45,22 @@ def _list(value: object) -> tuple[str, ...]:
     return tuple(m.strip() for m in str(value or "").split(",") if m.strip())
 
 
-def _row(r: Any) -> RoomRow:
-    kind = str(r[1]).strip().lower() if r[1] else "mention"
-    return RoomRow(
-        str(r[0]), kind if kind in KINDS else "mention", r[2] or None, r[3] or None, _list(r[4]), _list(r[5])
-    )
+def _kind(value: object) -> str:
+    kind = str(value).strip().lower() if value else "mention"
+    return kind if kind in KINDS else "mention"
+
+
+def _or_none(value: object) -> str | None:
+    return str(value) if value else None
+
+
+_ROOM = Row(
+    RoomRow,
+    table="a2a_rooms",
+    convert={"kind": _kind, "lead": _or_none, "mission": _or_none, "members": _list, "member_users": _list},
+)
+_GET = text(f"SELECT {_ROOM.sql} FROM a2a_rooms WHERE platform_id = :platform_id")
+_ALL = text(f"SELECT {_ROOM.sql} FROM a2a_rooms ORDER BY platform_id")
 
 
 class RoomKinds:
@@ -86,8 +95,8 @@ class RoomKinds:
         """The room's row, or a plain mention room when it has none."""
         with self._db.transaction() as conn:
             r = hot_first(conn, _GET, {"platform_id": f"slack:{channel}"})
-        return _row(r) if r else mention_room(channel)
+        return _ROOM.read(r) if r else mention_room(channel)
 
     def list(self) -> list[RoomRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_ALL).all()]
+            return _ROOM.all(conn.execute(_ALL).all())

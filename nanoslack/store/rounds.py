@@ -9,59 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all, hot_first
-
-_COLUMNS = (
-    "id, room, thread_key, question_ts, question, named, chief, status, created_at, closed_at, close_ts"
-)
-_OPEN_NEW = text(
-    "INSERT INTO rounds (room, thread_key, question_ts, question, named, chief, status, created_at)"
-    " SELECT :room, :thread_key, :question_ts, :question, :named, :chief,"
-    " CASE WHEN EXISTS (SELECT 1 FROM rounds WHERE room = :room AND status IN ('waiting', 'open', 'closing'))"
-    " THEN 'waiting' ELSE 'open' END, :now"
-    " ON CONFLICT (room, question_ts) DO NOTHING"
-)
-_BY_QUESTION = text(f"SELECT {_COLUMNS} FROM rounds WHERE room = :room AND question_ts = :ts")
-_GET = text(f"SELECT {_COLUMNS} FROM rounds WHERE id = :id")
-_OPEN = text(f"SELECT {_COLUMNS} FROM rounds WHERE status IN ('open', 'closing') ORDER BY id")
-_WAITING = text("SELECT room, question_ts FROM rounds WHERE status = 'waiting'")
-_JOIN = text(
-    "INSERT INTO round_members (round_id, instance, status, joined_at)"
-    " VALUES (:round_id, :instance, 'answering', :now)"
-    " ON CONFLICT DO NOTHING"
-)
-_MEMBERS = text(
-    "SELECT instance, status, turn_id, joined_at FROM round_members"
-    " WHERE round_id = :round_id ORDER BY joined_at"
-)
-_FINISH_MEMBER = text(
-    "UPDATE round_members SET status = :status, turn_id = :turn_id, finished_at = :now"
-    " WHERE round_id = :round_id AND instance = :instance AND status = 'answering'"
-)
-_MOVE = text(
-    "UPDATE rounds SET status = :to,"
-    " closed_at = CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"
-    " WHERE id = :id AND status = :from_status"
-)
-_NEXT = text(
-    "UPDATE rounds SET status = 'open', created_at = :now WHERE id = ("
-    " SELECT min(id) FROM rounds WHERE room = :room AND status = 'waiting')"
-    " AND NOT EXISTS (SELECT 1 FROM rounds WHERE room = :room AND status IN ('open', 'closing'))"
-)
-_CLOSING = text("UPDATE rounds SET close_ts = :ts WHERE id = :id")
-_BY_CLOSE = text(f"SELECT {_COLUMNS} FROM rounds WHERE room = :room AND close_ts = :ts")
-_WAITING_ROOMS = text(
-    "SELECT DISTINCT room FROM rounds w WHERE status = 'waiting' AND NOT EXISTS ("
-    " SELECT 1 FROM rounds o WHERE o.room = w.room AND o.status IN ('open', 'closing'))"
-)
-_STOP = text(
-    "UPDATE rounds SET status = 'stopped', closed_at = :now"
-    " WHERE room = :room AND status IN ('open', 'closing') RETURNING id"
-)
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_first
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +44,49 @@ class MemberRow:
         return self.status != "answering"
 
 
-def _row(r: Any) -> RoundRow:
-    return RoundRow(
-        int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), bool(r[5]), r[6], str(r[7]), float(r[8]),
-        None if r[9] is None else float(r[9]), r[10],
-    )  # fmt: skip
+_ROUND = Row(RoundRow, table="rounds")
+_MEMBER = Row(MemberRow, table="round_members")
+_OPEN_NEW = text(
+    "INSERT INTO rounds (room, thread_key, question_ts, question, named, chief, status, created_at)"
+    " SELECT :room, :thread_key, :question_ts, :question, :named, :chief,"
+    " CASE WHEN EXISTS (SELECT 1 FROM rounds WHERE room = :room AND status IN ('waiting', 'open', 'closing'))"
+    " THEN 'waiting' ELSE 'open' END, :now"
+    " ON CONFLICT (room, question_ts) DO NOTHING"
+)
+_BY_QUESTION = text(f"SELECT {_ROUND.sql} FROM rounds WHERE room = :room AND question_ts = :ts")
+_GET = text(f"SELECT {_ROUND.sql} FROM rounds WHERE id = :id")
+_OPEN = text(f"SELECT {_ROUND.sql} FROM rounds WHERE status IN ('open', 'closing') ORDER BY id")
+_WAITING = text("SELECT room, question_ts FROM rounds WHERE status = 'waiting'")
+_JOIN = text(
+    "INSERT INTO round_members (round_id, instance, status, joined_at)"
+    " VALUES (:round_id, :instance, 'answering', :now)"
+    " ON CONFLICT DO NOTHING"
+)
+_MEMBERS = text(f"SELECT {_MEMBER.sql} FROM round_members WHERE round_id = :round_id ORDER BY joined_at")
+_FINISH_MEMBER = text(
+    "UPDATE round_members SET status = :status, turn_id = :turn_id, finished_at = :now"
+    " WHERE round_id = :round_id AND instance = :instance AND status = 'answering'"
+)
+_MOVE = text(
+    "UPDATE rounds SET status = :to,"
+    " closed_at = CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"
+    " WHERE id = :id AND status = :from_status"
+)
+_NEXT = text(
+    "UPDATE rounds SET status = 'open', created_at = :now WHERE id = ("
+    " SELECT min(id) FROM rounds WHERE room = :room AND status = 'waiting')"
+    " AND NOT EXISTS (SELECT 1 FROM rounds WHERE room = :room AND status IN ('open', 'closing'))"
+)
+_CLOSING = text("UPDATE rounds SET close_ts = :ts WHERE id = :id")
+_BY_CLOSE = text(f"SELECT {_ROUND.sql} FROM rounds WHERE room = :room AND close_ts = :ts")
+_WAITING_ROOMS = text(
+    "SELECT DISTINCT room FROM rounds w WHERE status = 'waiting' AND NOT EXISTS ("
+    " SELECT 1 FROM rounds o WHERE o.room = w.room AND o.status IN ('open', 'closing'))"
+)
+_STOP = text(
+    "UPDATE rounds SET status = 'stopped', closed_at = :now"
+    " WHERE room = :room AND status IN ('open', 'closing') RETURNING id"
+)
 
 
 class Rounds:
@@ -118,24 +109,24 @@ class Rounds:
         }
         with self._db.transaction() as conn:
             conn.execute(_OPEN_NEW, params)
-            return _row(conn.execute(_BY_QUESTION, {"room": room, "ts": question_ts}).one())
+            return _ROUND.read(conn.execute(_BY_QUESTION, {"room": room, "ts": question_ts}).one())
 
     # The reads below run on every turn and every scheduler wake, in rooms of every kind:
     # on the driver's fast path (``hot_first``), as the other per-turn statements are.
     def of_question(self, room: str, question_ts: str) -> RoundRow | None:
         with self._db.transaction() as conn:
             r = hot_first(conn, _BY_QUESTION, {"room": room, "ts": question_ts})
-        return _row(r) if r else None
+        return _ROUND.first(r)
 
     def get(self, round_id: int) -> RoundRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": round_id}).first()
-        return _row(r) if r else None
+        return _ROUND.first(r)
 
     def under_way(self) -> list[RoundRow]:
         """Rounds open or closing, in every room."""
         with self._db.transaction() as conn:
-            return [_row(r) for r in hot_all(conn, _OPEN, {})]
+            return _ROUND.all(hot_all(conn, _OPEN, {}))
 
     def waiting(self) -> frozenset[tuple[str, str]]:
         """(room, question ts) of every question waiting for its room's round to close."""
@@ -149,9 +140,7 @@ class Rounds:
     def members(self, round_id: int) -> list[MemberRow]:
         with self._db.transaction() as conn:
             rows = conn.execute(_MEMBERS, {"round_id": round_id}).all()
-        return [
-            MemberRow(str(r[0]), str(r[1]), None if r[2] is None else int(r[2]), float(r[3])) for r in rows
-        ]
+        return _MEMBER.all(rows)
 
     def finish_member(self, round_id: int, instance: str, *, status: str, turn_id: int) -> bool:
         params = {
@@ -182,7 +171,7 @@ class Rounds:
     def of_close(self, room: str, close_ts: str) -> RoundRow | None:
         with self._db.transaction() as conn:
             r = hot_first(conn, _BY_CLOSE, {"room": room, "ts": close_ts})
-        return _row(r) if r else None
+        return _ROUND.first(r)
 
     def rooms_to_open(self) -> list[str]:
         """Rooms with a waiting question and no round under way (one was stopped, say)."""

@@ -11,80 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
 RUNNING = "running"
 FINISHED = ("done", "silent", "failed", "skipped", "missed")
-
-_UPSERT = text(
-    "INSERT INTO routines (instance, name, schedule, channel, next_due, active, paused, updated_at)"
-    " VALUES (:instance, :name, :schedule, :channel, :next_due, :yes, :no, :now)"
-    " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
-    " next_due = excluded.next_due, active = excluded.active, updated_at = excluded.updated_at"
-)
-_DEACTIVATE = text(
-    "UPDATE routines SET active = :no, next_due = NULL WHERE instance = :instance AND name = :name"
-)
-_STATES = text(
-    "SELECT name, schedule, channel, next_due, active, paused, paused_by, run_requested_at FROM routines"
-    " WHERE instance = :instance"
-)
-_NEXT_DUE = text("UPDATE routines SET next_due = :next_due WHERE instance = :instance AND name = :name")
-_PAUSE = text(
-    "UPDATE routines SET paused = :paused, paused_by = :by, updated_at = :now"
-    " WHERE instance = :instance AND name = :name"
-)
-_REQUEST = text(
-    "UPDATE routines SET run_requested_at = :now, updated_at = :now"
-    " WHERE instance = :instance AND name = :name"
-)
-_TAKE_REQUEST = text(
-    "UPDATE routines SET run_requested_at = NULL"
-    " WHERE instance = :instance AND name = :name AND run_requested_at = :at"
-)
-_CLAIM = text(
-    "INSERT INTO routine_runs (instance, routine, due_at, status, reason, tokens, started_at, ended_at)"
-    " VALUES (:instance, :routine, :due_at, :status, :reason, 0, :started_at, :ended_at)"
-    " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
-)
-_LAST_DUES = text("SELECT routine, max(due_at) FROM routine_runs WHERE instance = :instance GROUP BY routine")
-_IS_RUNNING = text(
-    "SELECT 1 FROM routine_runs WHERE instance = :instance AND routine = :routine"
-    " AND status = 'running' LIMIT 1"
-)
-_FINISH = text(
-    "UPDATE routine_runs SET status = :status, reason = :reason, turn_id = coalesce(:turn_id, turn_id),"
-    " tokens = :tokens, ended_at = :now WHERE id = :id AND status = 'running'"
-)
-_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id WHERE id = :id")
-_ABANDON = text(
-    "UPDATE routine_runs SET status = 'failed', reason = 'interrupted', ended_at = :now"
-    " WHERE instance = :instance AND status = 'running'"
-)
-_TOKENS_SINCE = text(
-    "SELECT coalesce(sum(t.tokens), 0) FROM routine_runs r JOIN turns t ON t.id = r.turn_id"
-    " WHERE r.instance = :instance AND r.routine = :routine AND r.due_at >= :since"
-)
-_RUN_COLUMNS = "id, instance, routine, due_at, status, reason, turn_id, tokens, started_at, ended_at"
-_HISTORY = text(
-    f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE instance = :instance AND routine = :routine"
-    " ORDER BY due_at DESC, id DESC LIMIT :limit"
-)
-_RECENT = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs ORDER BY id DESC LIMIT :limit")
-_GET_RUN = text(f"SELECT {_RUN_COLUMNS} FROM routine_runs WHERE id = :id")
-_LISTING = text(
-    "SELECT r.instance, r.name, r.schedule, r.channel, r.next_due, r.paused, r.active,"
-    " (SELECT x.status FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
-    "  ORDER BY x.due_at DESC, x.id DESC LIMIT 1),"
-    " (SELECT x.reason FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
-    "  ORDER BY x.due_at DESC, x.id DESC LIMIT 1)"
-    " FROM routines r ORDER BY r.instance, r.name"
-)
-_COUNT = text("SELECT status, count(*) FROM routine_runs WHERE instance = :instance GROUP BY status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,19 +60,75 @@ class ListingRow:
     last_reason: str | None
 
 
-def _run(r: Any) -> RunRow:
-    return RunRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        float(r[3]),
-        str(r[4]),
-        str(r[5] or ""),
-        None if r[6] is None else int(r[6]),
-        int(r[7] or 0),
-        None if r[8] is None else float(r[8]),
-        None if r[9] is None else float(r[9]),
-    )
+_STATE = Row(RoutineStateRow, table="routines", empty=("schedule", "channel"))
+_RUN = Row(RunRow, table="routine_runs", empty=("reason", "tokens"))
+# The latest run's status and reason: the same subquery for each.
+_LATEST_RUN = (
+    "(SELECT x.{} FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
+    " ORDER BY x.due_at DESC, x.id DESC LIMIT 1)"
+)
+_LISTED = Row(
+    ListingRow,
+    table="routines",
+    prefix="r.",
+    empty=("schedule", "channel"),
+    columns={"last_status": _LATEST_RUN.format("status"), "last_reason": _LATEST_RUN.format("reason")},
+)
+
+_UPSERT = text(
+    "INSERT INTO routines (instance, name, schedule, channel, next_due, active, paused, updated_at)"
+    " VALUES (:instance, :name, :schedule, :channel, :next_due, :yes, :no, :now)"
+    " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
+    " next_due = excluded.next_due, active = excluded.active, updated_at = excluded.updated_at"
+)
+_DEACTIVATE = text(
+    "UPDATE routines SET active = :no, next_due = NULL WHERE instance = :instance AND name = :name"
+)
+_STATES = text(f"SELECT {_STATE.sql} FROM routines WHERE instance = :instance")
+_NEXT_DUE = text("UPDATE routines SET next_due = :next_due WHERE instance = :instance AND name = :name")
+_PAUSE = text(
+    "UPDATE routines SET paused = :paused, paused_by = :by, updated_at = :now"
+    " WHERE instance = :instance AND name = :name"
+)
+_REQUEST = text(
+    "UPDATE routines SET run_requested_at = :now, updated_at = :now"
+    " WHERE instance = :instance AND name = :name"
+)
+_TAKE_REQUEST = text(
+    "UPDATE routines SET run_requested_at = NULL"
+    " WHERE instance = :instance AND name = :name AND run_requested_at = :at"
+)
+_CLAIM = text(
+    "INSERT INTO routine_runs (instance, routine, due_at, status, reason, tokens, started_at, ended_at)"
+    " VALUES (:instance, :routine, :due_at, :status, :reason, 0, :started_at, :ended_at)"
+    " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
+)
+_LAST_DUES = text("SELECT routine, max(due_at) FROM routine_runs WHERE instance = :instance GROUP BY routine")
+_IS_RUNNING = text(
+    "SELECT 1 FROM routine_runs WHERE instance = :instance AND routine = :routine"
+    " AND status = 'running' LIMIT 1"
+)
+_FINISH = text(
+    "UPDATE routine_runs SET status = :status, reason = :reason, turn_id = coalesce(:turn_id, turn_id),"
+    " tokens = :tokens, ended_at = :now WHERE id = :id AND status = 'running'"
+)
+_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id WHERE id = :id")
+_ABANDON = text(
+    "UPDATE routine_runs SET status = 'failed', reason = 'interrupted', ended_at = :now"
+    " WHERE instance = :instance AND status = 'running'"
+)
+_TOKENS_SINCE = text(
+    "SELECT coalesce(sum(t.tokens), 0) FROM routine_runs r JOIN turns t ON t.id = r.turn_id"
+    " WHERE r.instance = :instance AND r.routine = :routine AND r.due_at >= :since"
+)
+_HISTORY = text(
+    f"SELECT {_RUN.sql} FROM routine_runs WHERE instance = :instance AND routine = :routine"
+    " ORDER BY due_at DESC, id DESC LIMIT :limit"
+)
+_RECENT = text(f"SELECT {_RUN.sql} FROM routine_runs ORDER BY id DESC LIMIT :limit")
+_GET_RUN = text(f"SELECT {_RUN.sql} FROM routine_runs WHERE id = :id")
+_LISTING = text(f"SELECT {_LISTED.sql} FROM routines r ORDER BY r.instance, r.name")
+_COUNT = text("SELECT status, count(*) FROM routine_runs WHERE instance = :instance GROUP BY status")
 
 
 class Routines:
@@ -173,19 +163,7 @@ class Routines:
     def states(self, instance: str) -> dict[str, RoutineStateRow]:
         with self._db.transaction() as conn:
             rows = conn.execute(_STATES, {"instance": instance}).all()
-        return {
-            str(r[0]): RoutineStateRow(
-                str(r[0]),
-                str(r[1] or ""),
-                str(r[2] or ""),
-                None if r[3] is None else float(r[3]),
-                bool(r[4]),
-                bool(r[5]),
-                None if r[6] is None else str(r[6]),
-                None if r[7] is None else float(r[7]),
-            )
-            for r in rows
-        }
+        return {row.name: row for row in _STATE.all(rows)}
 
     def set_next_due(self, instance: str, name: str, next_due: float | None) -> None:
         with self._db.transaction() as conn:
@@ -275,35 +253,22 @@ class Routines:
     def get_run(self, run_id: int) -> RunRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET_RUN, {"id": run_id}).first()
-        return _run(r) if r else None
+        return _RUN.first(r)
 
     def recent(self, limit: int = 50) -> list[RunRow]:
         """The newest runs of every routine (the playground's notes)."""
         with self._db.transaction() as conn:
-            return [_run(r) for r in conn.execute(_RECENT, {"limit": limit}).all()]
+            return _RUN.all(conn.execute(_RECENT, {"limit": limit}).all())
 
     def history(self, instance: str, routine: str, limit: int = 50) -> list[RunRow]:
         with self._db.transaction() as conn:
             rows = conn.execute(_HISTORY, {"instance": instance, "routine": routine, "limit": limit}).all()
-        return [_run(r) for r in rows]
+        return _RUN.all(rows)
 
     def listing(self) -> list[ListingRow]:
         with self._db.transaction() as conn:
             rows = conn.execute(_LISTING).all()
-        return [
-            ListingRow(
-                str(r[0]),
-                str(r[1]),
-                str(r[2] or ""),
-                str(r[3] or ""),
-                None if r[4] is None else float(r[4]),
-                bool(r[5]),
-                bool(r[6]),
-                None if r[7] is None else str(r[7]),
-                None if r[8] is None else str(r[8]),
-            )
-            for r in rows
-        ]
+        return _LISTED.all(rows)
 
     def counts(self, instance: str) -> dict[str, int]:
         with self._db.transaction() as conn:

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
 
 ARGUMENTS_CHARS = 500
-
-_ADD = text(
-    "INSERT INTO turn_steps"
-    " (turn_id, step, kind, name, arguments, result_size, tokens, cached_tokens, ms, error, created_at)"
-    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :cached_tokens, :ms,"
-    " :error, :now)"
-)
-_OF = text(
-    "SELECT step, kind, name, arguments, result_size, tokens, ms, error, created_at, cached_tokens"
-    " FROM turn_steps"
-    " WHERE turn_id = :turn_id ORDER BY step, id"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +27,14 @@ class StepRow:
     cached_tokens: int = 0  # of ``tokens``, input read from the provider's prompt cache
 
 
-def _row(r: Any) -> StepRow:
-    return StepRow(
-        int(r[0]), str(r[1]), str(r[2]), r[3], int(r[4]), int(r[5]), float(r[6]), r[7], float(r[8]), int(r[9])
-    )
+_STEP = Row(StepRow, table="turn_steps")
+_ADD = text(
+    "INSERT INTO turn_steps"
+    " (turn_id, step, kind, name, arguments, result_size, tokens, cached_tokens, ms, error, created_at)"
+    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :cached_tokens, :ms,"
+    " :error, :now)"
+)
+_OF = text(f"SELECT {_STEP.sql} FROM turn_steps WHERE turn_id = :turn_id ORDER BY step, id")
 
 
 class Steps:
@@ -81,4 +73,4 @@ class Steps:
 
     def of(self, turn_id: int) -> list[StepRow]:
         with self._db.transaction() as conn:
-            return [_row(r) for r in conn.execute(_OF, {"turn_id": turn_id}).all()]
+            return _STEP.all(conn.execute(_OF, {"turn_id": turn_id}).all())

@@ -585,6 +585,8 @@ class MemoryNote(SQLModel, table=True):
     turn_id: int | None = None
     status: str = "kept"  # draft | kept
     created_at: float
+
+
 class RoutineState(SQLModel, table=True):
     """One routine of an instance as the fleet last read it from ``routines.toml``, and what
     operators set on it across processes: ``paused``, a run asked for now (docs/routines.md).
@@ -625,3 +627,7 @@ class RoutineRun(SQLModel, table=True):
     tokens: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     started_at: float | None = None
     ended_at: float | None = None
+
+
+# Every table above (and ``assistant_threads``, made by its migration, is not among them).
+METADATA = SQLModel.metadata

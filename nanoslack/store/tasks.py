@@ -9,71 +9,16 @@ what it last said. Times are passed in (``now``), so what is due is decided by o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
+from nanoslack.store.rows import Row
 
 OPEN_STATUSES = ("working", "input_required")
 CLOSED_STATUSES = ("completed", "failed", "canceled")
 STATUSES = (*OPEN_STATUSES, *CLOSED_STATUSES)
-
-_COLUMNS = (
-    "id, room, thread_ts, request_ts, instance, status, progress_done, progress_total, step, text,"
-    " created_at, updated_at, pinged_at, stale_at, closed_at"
-)
-# A report: the task's row made to say what the report says. A report starts a new
-# silence, so the ping and the staleness of the last one are forgotten.
-_REPORT = text(
-    "INSERT INTO tasks (room, thread_ts, request_ts, instance, status, progress_done, progress_total, step,"
-    " text, created_at, updated_at, closed_at)"
-    " VALUES (:room, :thread_ts, :request_ts, :instance, :status, :done, :total, :step, :text, :now, :now,"
-    " :closed_at)"
-    " ON CONFLICT (room, request_ts, instance) DO UPDATE SET status = excluded.status,"
-    " progress_done = coalesce(excluded.progress_done, tasks.progress_done),"
-    " progress_total = coalesce(excluded.progress_total, tasks.progress_total),"
-    " step = coalesce(excluded.step, tasks.step),"
-    " text = CASE WHEN excluded.text = '' THEN tasks.text ELSE excluded.text END,"
-    " updated_at = excluded.updated_at, pinged_at = NULL, stale_at = NULL, closed_at = excluded.closed_at"
-)
-_GET = text(
-    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND request_ts = :request_ts AND instance = :me"
-)
-# The tasks the board lists: open and not gone quiet for good.
-_OPEN_IN = text(
-    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND status IN ('working', 'input_required')"
-    " AND stale_at IS NULL ORDER BY created_at, id"
-)
-_MINE_IN_THREAD = text(
-    f"SELECT {_COLUMNS} FROM tasks WHERE room = :room AND thread_ts = :thread_ts AND instance = :me"
-    " AND status IN ('working', 'input_required') ORDER BY updated_at DESC, id DESC"
-)
-# Open tasks, in the rooms whose board this instance keeps, silent since before ``before``.
-_QUIET = text(
-    f"SELECT {', '.join('t.' + c.strip() for c in _COLUMNS.split(','))} FROM tasks t"
-    " JOIN boards b ON b.room = t.room"
-    " WHERE b.instance = :me AND t.status IN ('working', 'input_required') AND t.stale_at IS NULL"
-    " AND t.updated_at < :before ORDER BY t.updated_at"
-)
-_PINGED = text("UPDATE tasks SET pinged_at = :now WHERE id = :id AND pinged_at IS NULL AND updated_at = :at")
-_STALE = text("UPDATE tasks SET stale_at = :now WHERE id = :id AND stale_at IS NULL AND updated_at = :at")
-
-_BOARD_COLUMNS = "room, instance, post_key, ts, text, version, updated_at"
-_NEW_BOARD = text(
-    "INSERT INTO boards (room, instance, post_key, text, version, updated_at)"
-    " VALUES (:room, :instance, :post_key, '', 0, :now) ON CONFLICT DO NOTHING"
-)
-# Taken first in every transaction that rewrites a board: on PostgreSQL the row lock
-# makes two processes' edits of one board follow each other, each seeing the other's
-# tasks (SQLite's BEGIN IMMEDIATE serialises them anyway). The row comes from the UPDATE
-# itself: a plain SELECT after it could see a board another process committed in between,
-# one this transaction holds no lock on (READ COMMITTED), and edit it out of turn.
-_LOCK_BOARD = text(f"UPDATE boards SET version = version + 1 WHERE room = :room RETURNING {_BOARD_COLUMNS}")
-_GET_BOARD = text(f"SELECT {_BOARD_COLUMNS} FROM boards WHERE room = :room")
-_SAID = text("UPDATE boards SET text = :text, updated_at = :now WHERE room = :room")
-_BOARD_TS = text("UPDATE boards SET ts = :ts WHERE room = :room AND ts IS NULL")
-_BOARDS_OF = text(f"SELECT {_BOARD_COLUMNS} FROM boards WHERE instance = :me ORDER BY room")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,36 +55,59 @@ class BoardRow:
     updated_at: float
 
 
-def _opt_float(v: Any) -> float | None:
-    return None if v is None else float(v)
+_TASK = Row(TaskRow, table="tasks", empty=("text",))
+_BOARD = Row(BoardRow, table="boards", empty=("text",))
+_TASK_OF_T = Row(TaskRow, table="tasks", prefix="t.", empty=("text",))  # in a join, as ``t``
+# A report: the task's row made to say what the report says. A report starts a new
+# silence, so the ping and the staleness of the last one are forgotten.
+_REPORT = text(
+    "INSERT INTO tasks (room, thread_ts, request_ts, instance, status, progress_done, progress_total, step,"
+    " text, created_at, updated_at, closed_at)"
+    " VALUES (:room, :thread_ts, :request_ts, :instance, :status, :done, :total, :step, :text, :now, :now,"
+    " :closed_at)"
+    " ON CONFLICT (room, request_ts, instance) DO UPDATE SET status = excluded.status,"
+    " progress_done = coalesce(excluded.progress_done, tasks.progress_done),"
+    " progress_total = coalesce(excluded.progress_total, tasks.progress_total),"
+    " step = coalesce(excluded.step, tasks.step),"
+    " text = CASE WHEN excluded.text = '' THEN tasks.text ELSE excluded.text END,"
+    " updated_at = excluded.updated_at, pinged_at = NULL, stale_at = NULL, closed_at = excluded.closed_at"
+)
+_GET = text(
+    f"SELECT {_TASK.sql} FROM tasks WHERE room = :room AND request_ts = :request_ts AND instance = :me"
+)
+# The tasks the board lists: open and not gone quiet for good.
+_OPEN_IN = text(
+    f"SELECT {_TASK.sql} FROM tasks WHERE room = :room AND status IN ('working', 'input_required')"
+    " AND stale_at IS NULL ORDER BY created_at, id"
+)
+_MINE_IN_THREAD = text(
+    f"SELECT {_TASK.sql} FROM tasks WHERE room = :room AND thread_ts = :thread_ts AND instance = :me"
+    " AND status IN ('working', 'input_required') ORDER BY updated_at DESC, id DESC"
+)
+# Open tasks, in the rooms whose board this instance keeps, silent since before ``before``.
+_QUIET = text(
+    f"SELECT {_TASK_OF_T.sql} FROM tasks t"
+    " JOIN boards b ON b.room = t.room"
+    " WHERE b.instance = :me AND t.status IN ('working', 'input_required') AND t.stale_at IS NULL"
+    " AND t.updated_at < :before ORDER BY t.updated_at"
+)
+_PINGED = text("UPDATE tasks SET pinged_at = :now WHERE id = :id AND pinged_at IS NULL AND updated_at = :at")
+_STALE = text("UPDATE tasks SET stale_at = :now WHERE id = :id AND stale_at IS NULL AND updated_at = :at")
 
-
-def _opt_int(v: Any) -> int | None:
-    return None if v is None else int(v)
-
-
-def _task(r: Any) -> TaskRow:
-    return TaskRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        str(r[5]),
-        _opt_int(r[6]),
-        _opt_int(r[7]),
-        r[8],
-        str(r[9] or ""),
-        float(r[10]),
-        float(r[11]),
-        _opt_float(r[12]),
-        _opt_float(r[13]),
-        _opt_float(r[14]),
-    )
-
-
-def _board(r: Any) -> BoardRow:
-    return BoardRow(str(r[0]), str(r[1]), str(r[2]), r[3], str(r[4] or ""), int(r[5]), float(r[6]))
+_NEW_BOARD = text(
+    "INSERT INTO boards (room, instance, post_key, text, version, updated_at)"
+    " VALUES (:room, :instance, :post_key, '', 0, :now) ON CONFLICT DO NOTHING"
+)
+# Taken first in every transaction that rewrites a board: on PostgreSQL the row lock
+# makes two processes' edits of one board follow each other, each seeing the other's
+# tasks (SQLite's BEGIN IMMEDIATE serialises them anyway). The row comes from the UPDATE
+# itself: a plain SELECT after it could see a board another process committed in between,
+# one this transaction holds no lock on (READ COMMITTED), and edit it out of turn.
+_LOCK_BOARD = text(f"UPDATE boards SET version = version + 1 WHERE room = :room RETURNING {_BOARD.sql}")
+_GET_BOARD = text(f"SELECT {_BOARD.sql} FROM boards WHERE room = :room")
+_SAID = text("UPDATE boards SET text = :text, updated_at = :now WHERE room = :room")
+_BOARD_TS = text("UPDATE boards SET ts = :ts WHERE room = :room AND ts IS NULL")
+_BOARDS_OF = text(f"SELECT {_BOARD.sql} FROM boards WHERE instance = :me ORDER BY room")
 
 
 class Tasks:
@@ -180,28 +148,28 @@ class Tasks:
             conn.execute(_REPORT, params)
             r = conn.execute(_GET, {"room": room, "request_ts": request_ts, "me": instance}).first()
         assert r is not None
-        return _task(r)
+        return _TASK.read(r)
 
     def get(self, room: str, request_ts: str, instance: str) -> TaskRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"room": room, "request_ts": request_ts, "me": instance}).first()
-        return _task(r) if r else None
+        return _TASK.first(r)
 
     def open_in(self, room: str) -> list[TaskRow]:
         """What the board lists: the room's open tasks that still count, oldest first."""
         with self._db.transaction() as conn:
-            return [_task(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
+            return [_TASK.read(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def mine_in_thread(self, room: str, thread_ts: str, instance: str) -> list[TaskRow]:
         """This instance's open tasks in one thread, the most recently reported first."""
         params = {"room": room, "thread_ts": thread_ts, "me": instance}
         with self._db.transaction() as conn:
-            return [_task(r) for r in conn.execute(_MINE_IN_THREAD, params).all()]
+            return _TASK.all(conn.execute(_MINE_IN_THREAD, params).all())
 
     def quiet(self, keeper: str, before: float) -> list[TaskRow]:
         """Open tasks silent since before ``before`` in the rooms whose board ``keeper`` keeps."""
         with self._db.transaction() as conn:
-            return [_task(r) for r in conn.execute(_QUIET, {"me": keeper, "before": before}).all()]
+            return _TASK_OF_T.all(conn.execute(_QUIET, {"me": keeper, "before": before}).all())
 
     def claim_ping(self, task: TaskRow, now: float) -> bool:
         """The one ping of this silence is ours to post (False: already pinged, or the
@@ -230,12 +198,12 @@ class Boards:
         """Inside a transaction: the room's board, held until it commits."""
         with self._db.transaction() as conn:
             r = conn.execute(_LOCK_BOARD, {"room": room}).first()
-        return _board(r) if r else None
+        return _BOARD.first(r)
 
     def get(self, room: str) -> BoardRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET_BOARD, {"room": room}).first()
-        return _board(r) if r else None
+        return _BOARD.first(r)
 
     def said(self, room: str, text_: str, now: float) -> None:
         with self._db.transaction() as conn:
@@ -247,4 +215,4 @@ class Boards:
 
     def kept_by(self, instance: str) -> list[BoardRow]:
         with self._db.transaction() as conn:
-            return [_board(r) for r in conn.execute(_BOARDS_OF, {"me": instance}).all()]
+            return _BOARD.all(conn.execute(_BOARDS_OF, {"me": instance}).all())

@@ -10,12 +10,34 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_execute, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_execute, hot_first
+from nanoslack.store.rows import Row
 
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    id: int
+    instance: str
+    channel: str
+    thread_key: str
+    reply_thread_ts: str
+    sender_id: str
+    status: str
+    through_ts: str
+    messages: int
+    posts: int
+    tokens: int
+    wrapping_up: bool
+    error: str | None
+    started_at: float
+    finished_at: float | None
+
+
+_TURN = Row(TurnRow, table="turns")
 _START = text(
     "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"
     " messages, posts, tokens, wrapping_up, started_at)"
@@ -39,13 +61,9 @@ _LAST_THROUGH = text(
     "SELECT max(through_ts) FROM turns WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND status IN ('done', 'silent', 'failed', 'budget')"
 )
-_COLUMNS = (
-    "id, instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts, messages, posts,"
-    " tokens, wrapping_up, error, started_at, finished_at"
-)
-_RECENT = text(f"SELECT {_COLUMNS} FROM turns ORDER BY id DESC LIMIT :limit")
-_RECENT_OF = text(f"SELECT {_COLUMNS} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
-_GET = text(f"SELECT {_COLUMNS} FROM turns WHERE id = :id")
+_RECENT = text(f"SELECT {_TURN.sql} FROM turns ORDER BY id DESC LIMIT :limit")
+_RECENT_OF = text(f"SELECT {_TURN.sql} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
+_GET = text(f"SELECT {_TURN.sql} FROM turns WHERE id = :id")
 _ADD_USAGE = text(
     "INSERT INTO agent_usage (instance, day, tokens) VALUES (:instance, :day, :tokens)"
     " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
@@ -55,45 +73,6 @@ _USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day 
 _ROOM_TOKENS = text(
     "SELECT coalesce(sum(tokens), 0) FROM turns WHERE channel = :room AND started_at >= :since"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRow:
-    id: int
-    instance: str
-    channel: str
-    thread_key: str
-    reply_thread_ts: str
-    sender_id: str
-    status: str
-    through_ts: str
-    messages: int
-    posts: int
-    tokens: int
-    wrapping_up: bool
-    error: str | None
-    started_at: float
-    finished_at: float | None
-
-
-def _row(r: Any) -> TurnRow:
-    return TurnRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        str(r[5]),
-        str(r[6]),
-        str(r[7]),
-        int(r[8]),
-        int(r[9]),
-        int(r[10]),
-        bool(r[11]),
-        None if r[12] is None else str(r[12]),
-        float(r[13]),
-        None if r[14] is None else float(r[14]),
-    )
 
 
 def utc_day(at: float | None = None) -> str:
@@ -165,7 +144,7 @@ class Turns:
     def get(self, turn_id: int) -> TurnRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": turn_id}).first()
-        return _row(r) if r else None
+        return _TURN.first(r)
 
     def recent(self, *, instance: str | None = None, limit: int = 20) -> list[TurnRow]:
         with self._db.transaction() as conn:
@@ -173,7 +152,7 @@ class Turns:
                 rows = conn.execute(_RECENT, {"limit": limit}).all()
             else:
                 rows = conn.execute(_RECENT_OF, {"instance": instance, "limit": limit}).all()
-        return [_row(r) for r in rows]
+        return _TURN.all(rows)
 
     def room_tokens(self, room: str, *, since: float) -> int:
         with self._db.transaction() as conn:

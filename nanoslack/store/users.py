@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_first
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
+from nanoslack.store.rows import Row
 
 UserKind = Literal["human", "bot"]
 
-_COLUMNS = "id, kind, display_name, slack_user_id, created_at, updated_at"
-_GET = text(f"SELECT {_COLUMNS} FROM users WHERE id = :id")
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    id: str
+    kind: str
+    display_name: str | None
+    slack_user_id: str | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def label(self) -> str:
+        """How operators and owners see this sender: name and id."""
+        return f"{self.display_name} ({self.id})" if self.display_name else self.id
+
+
+_USER = Row(UserRow, table="users")
+_GET = text(f"SELECT {_USER.sql} FROM users WHERE id = :id")
 _BY_SLACK_USER = text(
     "SELECT display_name FROM users WHERE slack_user_id = :uid AND display_name IS NOT NULL"
     " ORDER BY updated_at DESC LIMIT 1"
@@ -35,25 +53,6 @@ _ENSURE = text(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class UserRow:
-    id: str
-    kind: str
-    display_name: str | None
-    slack_user_id: str | None
-    created_at: float
-    updated_at: float
-
-    @property
-    def label(self) -> str:
-        """How operators and owners see this sender: name and id."""
-        return f"{self.display_name} ({self.id})" if self.display_name else self.id
-
-
-def _row(r: Any) -> UserRow:
-    return UserRow(str(r[0]), str(r[1]), r[2], r[3], float(r[4]), float(r[5]))
-
-
 class Users:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -61,7 +60,7 @@ class Users:
     def get(self, user_id: str) -> UserRow | None:
         with self._db.transaction() as conn:
             r = hot_first(conn, _GET, {"id": user_id})  # every turn's sender
-        return _row(r) if r else None
+        return _USER.first(r)
 
     def name_by_slack_user(self, slack_user_id: str) -> str | None:
         """The display name of whoever posts as this Slack user id (a bot's user id too)."""
@@ -87,7 +86,7 @@ class Users:
         with self._db.transaction() as conn:
             conn.execute(_ENSURE, params)
             r = conn.execute(_GET, {"id": user_id}).one()
-        return _row(r)
+        return _USER.read(r)
 
     def bot_user_ids(self) -> frozenset[str]:
         """The Slack user ids of every bot seen so far (a modern bot posts as its bot user)."""

@@ -14,44 +14,9 @@ from typing import Any
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all
-
-_COLUMNS = (
-    "id, room, thread_ts, instance, question, options, humans, bots, post_key, status, ts, posted_at,"
-    " reminded_at, closed_at, result, created_at"
-)
-_OPEN = text(
-    "INSERT INTO votes (room, thread_ts, instance, question, options, humans, bots, post_key, status,"
-    " created_at) VALUES (:room, :thread_ts, :instance, :question, :options, :humans, :bots, :post_key,"
-    " 'open', :now) RETURNING id"
-)
-_GET = text(f"SELECT {_COLUMNS} FROM votes WHERE id = :id")
-_BY_TS = text(f"SELECT {_COLUMNS} FROM votes WHERE room = :room AND ts = :ts")
-_OPEN_IN = text(
-    f"SELECT {_COLUMNS} FROM votes WHERE room = :room AND status = 'open' AND ts IS NOT NULL"
-    " ORDER BY posted_at DESC, id DESC"
-)
-_ASKED_BY = text(f"SELECT {_COLUMNS} FROM votes WHERE instance = :me AND status = 'open' ORDER BY id")
-_POSTED = text(
-    "UPDATE votes SET ts = :ts, posted_at = :now WHERE id = :id AND ts IS NULL AND status = 'open'"
-)
-_UNPOSTABLE = text("UPDATE votes SET status = 'failed', closed_at = :now WHERE id = :id AND status = 'open'")
-_REMIND = text(
-    "UPDATE votes SET reminded_at = :now WHERE id = :id AND reminded_at IS NULL AND status = 'open'"
-)
-_CLOSE = text(
-    "UPDATE votes SET status = 'closed', closed_at = :now, result = :result"
-    " WHERE id = :id AND status = 'open'"
-)
-_BALLOT = text(
-    "INSERT INTO ballots (vote_id, voter, kind, choice, cast_at)"
-    " VALUES (:vote_id, :voter, :kind, :choice, :now)"
-    " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
-    " cast_at = excluded.cast_at"
-)
-_BALLOTS = text(
-    "SELECT voter, kind, choice, cast_at FROM ballots WHERE vote_id = :id ORDER BY cast_at, voter"
-)
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,29 +68,40 @@ def _names(raw: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-def _opt(v: Any) -> float | None:
-    return None if v is None else float(v)
+_VOTE = Row(VoteRow, table="votes", convert={"options": _names, "humans": _names, "bots": _names})
+_BALLOT_ROW = Row(BallotRow, table="ballots")
 
 
-def _vote(r: Any) -> VoteRow:
-    return VoteRow(
-        int(r[0]),
-        str(r[1]),
-        str(r[2]),
-        str(r[3]),
-        str(r[4]),
-        _names(r[5]),
-        _names(r[6]),
-        _names(r[7]),
-        str(r[8]),
-        str(r[9]),
-        r[10],
-        _opt(r[11]),
-        _opt(r[12]),
-        _opt(r[13]),
-        r[14],
-        float(r[15]),
-    )
+_OPEN = text(
+    "INSERT INTO votes (room, thread_ts, instance, question, options, humans, bots, post_key, status,"
+    " created_at) VALUES (:room, :thread_ts, :instance, :question, :options, :humans, :bots, :post_key,"
+    " 'open', :now) RETURNING id"
+)
+_GET = text(f"SELECT {_VOTE.sql} FROM votes WHERE id = :id")
+_BY_TS = text(f"SELECT {_VOTE.sql} FROM votes WHERE room = :room AND ts = :ts")
+_OPEN_IN = text(
+    f"SELECT {_VOTE.sql} FROM votes WHERE room = :room AND status = 'open' AND ts IS NOT NULL"
+    " ORDER BY posted_at DESC, id DESC"
+)
+_ASKED_BY = text(f"SELECT {_VOTE.sql} FROM votes WHERE instance = :me AND status = 'open' ORDER BY id")
+_POSTED = text(
+    "UPDATE votes SET ts = :ts, posted_at = :now WHERE id = :id AND ts IS NULL AND status = 'open'"
+)
+_UNPOSTABLE = text("UPDATE votes SET status = 'failed', closed_at = :now WHERE id = :id AND status = 'open'")
+_REMIND = text(
+    "UPDATE votes SET reminded_at = :now WHERE id = :id AND reminded_at IS NULL AND status = 'open'"
+)
+_CLOSE = text(
+    "UPDATE votes SET status = 'closed', closed_at = :now, result = :result"
+    " WHERE id = :id AND status = 'open'"
+)
+_BALLOT = text(
+    "INSERT INTO ballots (vote_id, voter, kind, choice, cast_at)"
+    " VALUES (:vote_id, :voter, :kind, :choice, :now)"
+    " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
+    " cast_at = excluded.cast_at"
+)
+_BALLOTS = text(f"SELECT {_BALLOT_ROW.sql} FROM ballots WHERE vote_id = :id ORDER BY cast_at, voter")
 
 
 class Votes:
@@ -162,22 +138,22 @@ class Votes:
     def get(self, vote_id: int) -> VoteRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": vote_id}).first()
-        return _vote(r) if r else None
+        return _VOTE.first(r)
 
     def by_ts(self, room: str, ts: str) -> VoteRow | None:
         with self._db.transaction() as conn:
             r = conn.execute(_BY_TS, {"room": room, "ts": ts}).first()
-        return _vote(r) if r else None
+        return _VOTE.first(r)
 
     def open_in(self, room: str) -> list[VoteRow]:
         """The room's open votes whose question is out, the newest first."""
         with self._db.transaction() as conn:
-            return [_vote(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
+            return [_VOTE.read(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def asked_by(self, instance: str) -> list[VoteRow]:
         """Open votes this instance asked: its clock keeps them."""
         with self._db.transaction() as conn:
-            return [_vote(r) for r in conn.execute(_ASKED_BY, {"me": instance}).all()]
+            return _VOTE.all(conn.execute(_ASKED_BY, {"me": instance}).all())
 
     def posted(self, vote_id: int, ts: str, now: float) -> bool:
         """The question is out (its message ``ts``); True for the one call that adopted it."""
@@ -206,7 +182,4 @@ class Votes:
 
     def ballots(self, vote_id: int) -> list[BallotRow]:
         with self._db.transaction() as conn:
-            return [
-                BallotRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]))
-                for r in conn.execute(_BALLOTS, {"id": vote_id}).all()
-            ]
+            return _BALLOT_ROW.all(conn.execute(_BALLOTS, {"id": vote_id}).all())

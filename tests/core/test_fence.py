@@ -66,7 +66,7 @@ async def test_a_pipeline_whose_lease_was_taken_over_records_nothing_and_process
     assert sorted(m.ts for m in pipeline.unfinished()) == [m.ts for m in msgs]  # left for the new holder
     assert [store.messages.get(m.key) for m in msgs] == [None, None, None]
     assert store.hops.counts() == []
-    assert store.rooms.halted_rooms() == frozenset()
+    assert store.room_halts.halted_rooms() == frozenset()
     assert store.outbox.queued(INSTANCE) == []
     assert allowed(outcomes) == []
 
@@ -77,4 +77,4 @@ async def test_a_pipeline_whose_lease_was_taken_over_records_nothing_and_process
     assert pipeline.unfinished() == []
     assert allowed(outcomes) == [msgs[0].ts]
     assert [h.count for h in store.hops.counts()] == [1]
-    assert store.rooms.halted_rooms() == frozenset({ROOM})
+    assert store.room_halts.halted_rooms() == frozenset({ROOM})

@@ -23,7 +23,6 @@ from nanoslack.core import EdgeParts, FleetCore, InstanceCore, Observers
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.store import Store, StoreUnavailable, sqlite_url, store_unavailable
-from nanoslack.store.db import _driver
 from tests.core.core_helpers import BOT_USER, INSTANCE, bot_message
 from tests.e2e.helpers import SILENT_AGENT
 from tests.pg import PgServer
@@ -198,7 +197,7 @@ def test_a_rollback_that_fails_leaves_the_next_transaction_working(store: Store)
 def test_errors_that_mean_not_now_are_told_from_errors_that_mean_wrong(tmp_path: Path) -> None:
     url = sqlite_url(str(tmp_path / "s.db"))
     with Store.open(url) as store:
-        raw = _driver(store.db._conn)  # noqa: SLF001 - a per-connection fault
+        raw = store.db.driver()  # a per-connection fault
         raw.execute(f"PRAGMA max_page_count = {raw.execute('PRAGMA page_count').fetchone()[0]}")
         full = _error(lambda: [store.inbox.record(_bot_message(R1)) for _ in range(200)])
         raw.execute("PRAGMA max_page_count = 1073741823")

@@ -20,7 +20,6 @@ import structlog
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store
-from nanoslack.store.db import _driver
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import write_fleet_env
 from tests.pg import PgServer
@@ -288,7 +287,7 @@ def _cannot_write(store: Store, fault: str) -> None:
     ``full`` caps the file at the pages it has (SQLite answers "database or disk is
     full" as on a full disk), ``read-only`` refuses every write ("attempt to write a
     readonly database", as a file mounted read-only does: even BEGIN IMMEDIATE fails)."""
-    raw = _driver(store.db._conn)  # noqa: SLF001 - the fault must hit the fleet's connection
+    raw = store.db.driver()  # the fault must hit the fleet's connection
     if fault == "full":
         pages = raw.execute("PRAGMA page_count").fetchone()[0]
         raw.execute(f"PRAGMA max_page_count = {pages}")
@@ -297,7 +296,7 @@ def _cannot_write(store: Store, fault: str) -> None:
 
 
 def _can_write_again(store: Store, fault: str) -> None:
-    raw = _driver(store.db._conn)  # noqa: SLF001
+    raw = store.db.driver()
     raw.execute("PRAGMA max_page_count = 1073741823" if fault == "full" else "PRAGMA query_only = OFF")
 
 

@@ -197,7 +197,7 @@ def _store_report(env: Path) -> list[str]:
 
 def test_the_store_is_reported_with_its_schema_version(temu: ThreadedEmulator, tmp_path: Path) -> None:
     from nanoslack.store import Store
-    from nanoslack.store.db import SCHEMA_VERSION
+    from nanoslack.store.migrations import SCHEMA_VERSION
     from tests.e2e.helpers import sql
 
     env = _good(temu, tmp_path)

@@ -6,14 +6,14 @@ from nanoslack.store import Store
 
 
 def test_only_the_first_halt_and_the_first_resume_win(store: Store) -> None:
-    assert store.rooms.halt("G0ROOM", by="slack:U0OWNER", instance="dana")
-    assert not store.rooms.halt("G0ROOM", by="slack:U0OWNER", instance="eli")
-    assert store.rooms.is_halted("G0ROOM") and store.rooms.halted_rooms() == {"G0ROOM"}
-    (row,) = store.rooms.halted()
+    assert store.room_halts.halt("G0ROOM", by="slack:U0OWNER", instance="dana")
+    assert not store.room_halts.halt("G0ROOM", by="slack:U0OWNER", instance="eli")
+    assert store.room_halts.is_halted("G0ROOM") and store.room_halts.halted_rooms() == {"G0ROOM"}
+    (row,) = store.room_halts.halted()
     assert (row.room, row.halted_by, row.instance) == ("G0ROOM", "slack:U0OWNER", "dana")
-    assert store.rooms.resume("G0ROOM")
-    assert not store.rooms.resume("G0ROOM")
-    assert not store.rooms.is_halted("G0ROOM")
+    assert store.room_halts.resume("G0ROOM")
+    assert not store.room_halts.resume("G0ROOM")
+    assert not store.room_halts.is_halted("G0ROOM")
 
 
 def test_allow_only_ever_raises_the_days_cap_and_clears_a_stop(store: Store) -> None:

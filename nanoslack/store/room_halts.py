@@ -1,4 +1,5 @@
-"""Halted rooms (docs/operations.md).
+"""Halted rooms (docs/operations.md): ``room_halts``, one row per halted room. The fleet
+reads it through ``nanoslack.halts.Halts``.
 
 A halt and a resume are each a single insert or delete whose row count says who won:
 every instance in the room hears the owner's 🛑, the one whose insert landed announces.
@@ -11,15 +12,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-from nanoslack.store.db import Database, hot_all, hot_exists
-
-_HALT = text(
-    "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (:room, :by, :now, :instance)"
-    " ON CONFLICT DO NOTHING"
-)
-_RESUME = text("DELETE FROM room_halts WHERE room = :room")
-_IS_HALTED = text("SELECT 1 FROM room_halts WHERE room = :room")
-_HALTED = text("SELECT room, halted_by, halted_at, instance FROM room_halts ORDER BY halted_at")
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_all, hot_exists
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +25,17 @@ class HaltRow:
     instance: str | None
 
 
-class Rooms:
+_HALT_ROW = Row(HaltRow, table="room_halts")
+_HALT = text(
+    "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (:room, :by, :now, :instance)"
+    " ON CONFLICT DO NOTHING"
+)
+_RESUME = text("DELETE FROM room_halts WHERE room = :room")
+_IS_HALTED = text("SELECT 1 FROM room_halts WHERE room = :room")
+_HALTED = text(f"SELECT {_HALT_ROW.sql} FROM room_halts ORDER BY halted_at")
+
+
+class RoomHalts:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -52,7 +57,7 @@ class Rooms:
     def halted(self) -> list[HaltRow]:
         with self._db.transaction() as conn:
             rows = hot_all(conn, _HALTED, {})  # every turn poll asks
-        return [HaltRow(str(r[0]), str(r[1]), float(r[2]), r[3]) for r in rows]
+        return _HALT_ROW.all(rows)
 
     def get(self, room: str) -> HaltRow | None:
         return next((row for row in self.halted() if row.room == room), None)

@@ -1,0 +1,107 @@
+"""The fast path: per-message statements straight to the DB-API driver.
+
+SQLAlchemy's execute path costs ~35 µs a statement, more than a whole stage may spend on
+a message (docs/architecture.md), so the hot statements skip it and run on the
+transaction's own driver connection.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Dialect, TextClause, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from nanoslack.store.engine import driver
+from nanoslack.store.errors import StoreError
+
+# What each driver takes: sqlite3 reads ``:name`` itself (SQLAlchemy's own pysqlite
+# dialect would spell it ``?``), psycopg ``%(name)s``.
+_DIALECTS: dict[str, Dialect] = {
+    "sqlite": sqlite.dialect(paramstyle="named"),
+    "postgresql": postgresql.psycopg.dialect(),  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
+}
+
+
+def spell(sql: str, dialect: str) -> str:
+    """``sql``, a ``text()`` statement, compiled by SQLAlchemy for ``dialect``'s driver
+    exactly as its ordinary execute path would send it: ``%(name)s`` with ``%`` doubled
+    for psycopg, ``::`` casts and colons inside words kept, a backslash-escaped colon
+    read as a colon."""
+    return str(text(sql).compile(dialect=_DIALECTS[dialect]))
+
+
+def _driver_sql(conn: Connection, stmt: TextClause) -> str | None:
+    """What the driver runs for ``stmt``; None when only SQLAlchemy's path can run it
+    (another database). Kept on the statement itself, under its dialect's name: the
+    lookup is on the hot path (one dictionary read), and a statement built for one call
+    takes its spelling with it when it goes."""
+    name = conn.dialect.name
+    sql: str | None = stmt.__dict__.get(name)
+    if sql is None and name in _DIALECTS:
+        sql = stmt.__dict__[name] = spell(stmt.text, name)
+    return sql
+
+
+def hot_execute(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> int:
+    """Run a per-message write; its rowcount.
+
+    The statement goes straight to the driver (sqlite3 or psycopg) on the transaction's
+    own connection: SQLAlchemy's execute path costs ~35 µs a statement, more than a whole
+    stage may spend on a message (docs/architecture.md). Other databases take the
+    ordinary path.
+    """
+    sql = _driver_sql(conn, stmt)
+    if sql is None:
+        return int(conn.execute(stmt, params).rowcount)
+    return int(driver(conn).execute(sql, params).rowcount)
+
+
+def hot_first(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``hot_execute`` for a per-message read: the first row, or None."""
+    sql = _driver_sql(conn, stmt)
+    row = conn.execute(stmt, params).first() if sql is None else driver(conn).execute(sql, params).fetchone()
+    return tuple(row) if row is not None else None
+
+
+def hot_all(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """``hot_first`` for a read of several rows (a turn's thread, its pending messages)."""
+    sql = _driver_sql(conn, stmt)
+    if sql is None:
+        return [tuple(r) for r in conn.execute(stmt, params).all()]
+    return [tuple(r) for r in driver(conn).execute(sql, params).fetchall()]
+
+
+def hot_exists(conn: Connection, stmt: TextClause, params: dict[str, Any]) -> bool:
+    return hot_first(conn, stmt, params) is not None
+
+
+def hot_many(conn: Connection, stmt: TextClause, rows: Sequence[dict[str, Any]]) -> None:
+    """``hot_execute`` for a batch's rows of one statement: one call, and on PostgreSQL
+    one round trip (psycopg pipelines ``executemany``)."""
+    if not rows:
+        return
+    sql = _driver_sql(conn, stmt)
+    if sql is None:
+        conn.execute(stmt, list(rows))
+    elif conn.dialect.name == "sqlite":
+        driver(conn).executemany(sql, rows)
+    else:
+        driver(conn).cursor().executemany(sql, rows)
+
+
+def hot_rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """A statement with positional ``?`` parameters (a multi-row VALUES list), its rows."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        return [tuple(r) for r in driver(conn).execute(sql, params).fetchall()]
+    if name == "postgresql":
+        return [tuple(r) for r in driver(conn).execute(_pg_positional(sql), params).fetchall()]
+    raise StoreError(f"positional statements are not supported on {name}")
+
+
+@functools.lru_cache(maxsize=64)
+def _pg_positional(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")

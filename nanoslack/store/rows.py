@@ -1,0 +1,114 @@
+"""A row class says its columns once: ``Row(SomeRow)`` gives the SELECT list of the
+class's fields (in their order) and a reader that makes an instance of one fetched row,
+converting each value by the field's annotation. Both come from the class's fields, so a
+column added to the row class is selected and read without another word.
+
+The reader is compiled once per class into one plain function (the hot path reads turn,
+message and outbox rows for every message: a loop over converters would cost more than
+the hand-written mapping it replaces).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from nanoslack.store.tables import METADATA
+
+T = TypeVar("T")
+
+# How a value of each annotation is read: as the hand-written mappings did, one call a
+# value; ``empty`` fields read NULL as the type's empty value (a column a migration
+# added without a default, a hand edit).
+_READ = {str: "str({v})", int: "int({v})", float: "float({v})", bool: "bool({v})"}
+_READ_EMPTY = {
+    str: "('' if {v} is None else str({v}))",
+    int: "(0 if {v} is None else int({v}))",
+    float: "(0.0 if {v} is None else float({v}))",
+    bool: "bool({v})",
+}
+# A text column comes back as str or None from both drivers: taken as it is.
+_READ_OPTIONAL = {
+    str: "{v}",
+    int: "(None if {v} is None else int({v}))",
+    float: "(None if {v} is None else float({v}))",
+    bool: "(None if {v} is None else bool({v}))",
+}
+
+
+class Row(Generic[T]):
+    """The columns of ``cls`` and how a fetched row becomes one.
+
+    ``table``: the table whose columns the fields are (checked: a field that is no
+    column of it is an error at import, not a wrong query at run time); ``empty``: fields
+    whose NULL reads as "" or 0; ``prefix``: the
+    table's alias in a join (``"a."``); ``columns``: SQL for a field that is not a plain
+    column of the table (a joined table's, a subquery); ``convert``: a reader for a
+    field whose annotation is none of str, int, float, bool (or those or None)."""
+
+    __slots__ = ("cls", "names", "read", "sql")
+
+    def __init__(
+        self,
+        cls: type[T],
+        *,
+        table: str | None = None,
+        prefix: str = "",
+        columns: Mapping[str, str] | None = None,
+        convert: Mapping[str, Callable[[Any], Any]] | None = None,
+        empty: Sequence[str] = (),
+    ) -> None:
+        columns = columns or {}
+        convert = convert or {}
+        self.cls = cls
+        self.names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        if table is not None:
+            _check_columns(table, [n for n in self.names if n not in columns])
+        self.sql = ", ".join(columns.get(n, f"{prefix}{n}") for n in self.names)
+        self.read: Callable[[Sequence[Any]], T] = _compile(cls, self.names, convert, empty)
+
+    def all(self, rows: Sequence[Sequence[Any]]) -> list[T]:
+        read = self.read
+        return [read(r) for r in rows]
+
+    def first(self, row: Sequence[Any] | None) -> T | None:
+        return None if row is None else self.read(row)
+
+
+def _check_columns(table: str, names: Sequence[str]) -> None:
+    have = METADATA.tables[table].columns.keys()
+    missing = [n for n in names if n not in have]
+    if missing:
+        raise TypeError(f"{table} has no column {', '.join(missing)}")
+
+
+def _compile(
+    cls: type[T], names: Sequence[str], convert: Mapping[str, Callable[[Any], Any]], empty: Sequence[str]
+) -> Any:
+    hints = typing.get_type_hints(cls)
+    scope: dict[str, Any] = {"_cls": cls}
+    parts = []
+    for i, name in enumerate(names):
+        value = f"r[{i}]"
+        if name in convert:
+            scope[f"_c{i}"] = convert[name]
+            parts.append(f"_c{i}({value})")
+        else:
+            parts.append(_expression(cls, name, hints[name], value, empty=name in empty))
+    source = f"def read(r):\n    return _cls({', '.join(parts)})\n"
+    exec(source, scope)  # noqa: S102 - source built above from the class's own field names
+    return scope["read"]
+
+
+def _expression(cls: type, name: str, hint: Any, value: str, *, empty: bool) -> str:
+    if hint in _READ:
+        return (_READ_EMPTY if empty else _READ)[hint].format(v=value)
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        if inner in _READ_OPTIONAL:
+            return _READ_OPTIONAL[inner].format(v=value)
+    raise TypeError(f"{cls.__name__}.{name}: no reader for {hint!r}; give one in convert")

@@ -1,0 +1,60 @@
+"""``nanoslack.store.rows.Row``: a row class names its columns once; the SELECT list and the
+reading of a fetched row both come from its fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from nanoslack.store.rows import Row
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLike:
+    instance: str
+    holder: str | None
+    expires_at: float
+    heartbeat_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    instance: str
+    nickname: str
+
+
+def test_the_select_list_is_the_fields_in_order_with_the_alias_and_joined_columns() -> None:
+    rows = Row(LeaseLike, table="instance_leases", prefix="l.", columns={"heartbeat_at": "max(h.at)"})
+    assert rows.sql == "l.instance, l.holder, l.expires_at, max(h.at)"
+
+
+def test_a_fetched_row_is_converted_by_each_fields_annotation() -> None:
+    rows = Row(LeaseLike, table="instance_leases")
+    assert rows.read(("dana", None, "12.5", 3)) == LeaseLike("dana", None, 12.5, 3.0)
+    assert rows.read(("dana", "pid-1", 1, None)) == LeaseLike("dana", "pid-1", 1.0, None)
+    assert rows.first(None) is None
+    assert rows.all([("a", None, 1, None), ("b", "x", 2, 2)])[1] == LeaseLike("b", "x", 2.0, 2.0)
+
+
+def test_empty_fields_read_null_as_the_empty_value() -> None:
+    rows = Row(LeaseLike, table="instance_leases", empty=("instance", "expires_at"))
+    assert rows.read((None, None, None, None)) == LeaseLike("", None, 0.0, None)
+
+
+def test_a_field_that_is_no_column_of_its_table_fails_when_the_module_loads() -> None:
+    with pytest.raises(TypeError, match="instance_leases has no column nickname"):
+        Row(Unknown, table="instance_leases")
+    assert Row(Unknown, table="instance_leases", columns={"nickname": "'x'"}).sql == "instance, 'x'"
+
+
+def test_a_field_of_another_type_needs_its_own_reader() -> None:
+    @dataclass(frozen=True)
+    class Listed:
+        members: tuple[str, ...]
+
+    with pytest.raises(TypeError, match="no reader"):
+        Row(Listed)
+    assert Row(Listed, convert={"members": lambda v: tuple(v.split(","))}).read(("a,b",)) == Listed(
+        ("a", "b")
+    )
