@@ -152,6 +152,8 @@ class FleetBacklog:
 
     def __init__(self) -> None:
         self._queues: list[asyncio.Queue[Any]] = []
+        # The edge's sockets: each says whether it has read envelopes not acked yet.
+        self._sockets: list[Callable[[], bool]] = []
 
     def add(self, queue: asyncio.Queue[Any]) -> None:
         self._queues.append(queue)
@@ -160,15 +162,29 @@ class FleetBacklog:
         with contextlib.suppress(ValueError):
             self._queues.remove(queue)
 
+    def watch(self, socket_busy: Callable[[], bool]) -> Callable[[], None]:
+        """Turns also wait while a socket has work (envelopes read, not acked yet);
+        returns what stops watching it."""
+        self._sockets.append(socket_busy)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._sockets.remove(socket_busy)
+
+        return unwatch
+
     def size(self) -> int:
         return sum(q.qsize() for q in self._queues)
 
+    def behind(self) -> bool:
+        return self.size() > TURN_YIELD_BACKLOG or any(busy() for busy in self._sockets)
+
     async def yield_to(self) -> None:
-        if self.size() <= TURN_YIELD_BACKLOG:
+        if not self.behind():
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TURN_YIELD_MAX_S
-        while self.size() > TURN_YIELD_BACKLOG and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+        while self.behind() and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
             await asyncio.sleep(TURN_YIELD_POLL_S)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.config import InstanceSettings
-from nanoslack.core import InstanceCore
+from nanoslack.core import FleetBacklog, InstanceCore
 from nanoslack.inbound import Inbound
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.slack.adapter import SocketModeClient
@@ -36,6 +36,8 @@ class EdgeOptions:
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
     working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
     metrics: FleetMetrics | None = None
+    # The fleet's turns wait while a socket has work (``FleetBacklog.watch``).
+    backlog: FleetBacklog | None = None
 
     def tally(self, instance: str) -> Tally:
         return self.metrics.tally(instance) if self.metrics is not None else Tally()
@@ -56,6 +58,8 @@ class Connection:
             return str(answer["url"])
 
         self.client = SocketModeClient(open_url, instance=self.name, options=options.socket)
+        self._backlog = options.backlog
+        self._unwatch: Callable[[], None] | None = None
         intake = Intake(core.identity, on_answer=core.answer, on_vote=core.ballot)
         self._pump = EnvelopePump(
             self.client,
@@ -69,8 +73,13 @@ class Connection:
 
     async def connect(self) -> None:
         await self.client.connect(self._pump.on_frames)
+        if self._backlog is not None and self._unwatch is None:
+            self._unwatch = self._backlog.watch(self.client.has_work)
 
     async def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         await self.client.close()
 
     def is_connected(self) -> bool:
