@@ -37,6 +37,8 @@ QUEUE_GRACE_S = 5.0
 TURN_YIELD_BACKLOG = 64
 TURN_YIELD_MAX_S = 1.0
 TURN_YIELD_POLL_S = 0.005
+# While a socket has envelopes read and not acked, turns wait at most this long for it.
+TURN_YIELD_SOCKET_MAX_S = 0.05
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -62,6 +64,8 @@ class FleetBacklog:
 
     def __init__(self) -> None:
         self._queues: list[asyncio.Queue[Any]] = []
+        # The edge's sockets: each says whether it has read envelopes not acked yet.
+        self._sockets: list[Callable[[], bool]] = []
 
     def add(self, queue: asyncio.Queue[Any]) -> None:
         self._queues.append(queue)
@@ -70,15 +74,35 @@ class FleetBacklog:
         with contextlib.suppress(ValueError):
             self._queues.remove(queue)
 
+    def watch(self, socket_busy: Callable[[], bool]) -> Callable[[], None]:
+        """Turns also wait while a socket has work (envelopes read, not acked yet);
+        returns what stops watching it."""
+        self._sockets.append(socket_busy)
+
+        def unwatch() -> None:
+            with contextlib.suppress(ValueError):
+                self._sockets.remove(socket_busy)
+
+        return unwatch
+
     def size(self) -> int:
         return sum(q.qsize() for q in self._queues)
 
+    def behind(self, *, sockets: bool = True) -> bool:
+        if self.size() > TURN_YIELD_BACKLOG:
+            return True
+        return sockets and any(busy() for busy in self._sockets)
+
     async def yield_to(self) -> None:
-        if self.size() <= TURN_YIELD_BACKLOG:
+        if not self.behind():
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + TURN_YIELD_MAX_S
-        while self.size() > TURN_YIELD_BACKLOG and loop.time() < deadline:  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+        start = loop.time()
+        # A socket's batch is acked within milliseconds: waiting longer for a socket
+        # that is never idle (a steady stream) would only delay every turn.
+        while self.behind(sockets=loop.time() < start + TURN_YIELD_SOCKET_MAX_S):  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+            if loop.time() >= start + TURN_YIELD_MAX_S:
+                return
             await asyncio.sleep(TURN_YIELD_POLL_S)
 
 

@@ -22,6 +22,7 @@ from nanoslack.slack.intake import Intake
 from nanoslack.slack.socket import EnvelopePump, SocketOptions
 from nanoslack.store import Store
 from nanoslack.team import VoteClick
+from nanoslack.worker import FleetBacklog
 
 # A recorded message, and whether the core is to check it first (``Core.submit``).
 Delivered = tuple[Inbound, bool]
@@ -55,6 +56,8 @@ class EdgeOptions:
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
     working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
     metrics: FleetMetrics | None = None
+    # The fleet's turns wait while a socket has work (``FleetBacklog.watch``).
+    backlog: FleetBacklog | None = None
 
     def tally(self, instance: str) -> Tally:
         return self.metrics.tally(instance) if self.metrics is not None else Tally()
@@ -75,6 +78,8 @@ class Connection:
             return str(answer["url"])
 
         self.client = SocketModeClient(open_url, instance=self.name, options=options.socket)
+        self._backlog = options.backlog
+        self._unwatch: Callable[[], None] | None = None
         intake = Intake(core.identity, on_answer=core.answer, on_vote=core.ballot)
         self._pump = EnvelopePump(
             self.client,
@@ -88,8 +93,13 @@ class Connection:
 
     async def connect(self) -> None:
         await self.client.connect(self._pump.on_frames)
+        if self._backlog is not None and self._unwatch is None:
+            self._unwatch = self._backlog.watch(self.client.has_work)
 
     async def close(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         await self.client.close()
 
     def is_connected(self) -> bool:

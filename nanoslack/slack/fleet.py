@@ -74,6 +74,7 @@ class Fleet:
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
             metrics=self.metrics,
+            backlog=self.core.services.backlog,
         )
         self._stopping = asyncio.Event()
         self._shutdown: Shutdown | None = None

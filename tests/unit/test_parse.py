@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanoslack.inbound import Drop, Inbound
+from nanoslack.slack import parse as parse_module
 from nanoslack.slack.parse import extract_mentions, is_self, parse_event
 
 TEAM = "T0TEAM"
@@ -232,6 +233,35 @@ def test_parse_event_never_raises_on_arbitrary_json_like_input(payload: Any, tea
         assert isinstance(result.channel, str) and isinstance(result.ts, str) and isinstance(result.text, str)
         assert result.is_bot or result.sender_id == f"slack:{result.user}"
         assert not result.is_bot or result.sender_id == ""
+
+
+@settings(max_examples=600, deadline=None)
+@given(payload_like, st.none() | st.just(TEAM))
+def test_the_straight_path_keeps_exactly_what_the_full_checks_keep(payload: Any, team_id: str | None) -> None:
+    # The straight path may decline anything (the full checks then decide), but what it
+    # keeps must be what the full checks make of the same payload.
+    straight = parse_module._parse_plain(payload, "dana", team_id)
+    if straight is not None:
+        assert straight == parse_module._parse(payload, instance="dana", team_id=team_id)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        body(),
+        body(text="hi <@U0DANA> and <@W0X|x> <@U0DANA>"),
+        body(type="app_mention", thread_ts="1.000050"),
+        body(user=..., bot_id="B0ELI", subtype="bot_message", bot_profile={"name": "eli"}),
+        body(bot_id="B0ELI", metadata={"event_type": "nanoslack_room_intro"}),
+        body(attachments=[{"text": "quoted"}], files=[{"name": "a.txt"}]),
+        body(user_team="E0ORG", team="T0OTHER"),
+        {**body(), "authorizations": [{"team_id": TEAM}]},
+    ],
+)
+def test_plain_messages_take_the_straight_path(payload: Any) -> None:
+    straight = parse_module._parse_plain(payload, "dana", TEAM)
+    assert straight is not None
+    assert straight == parse_module._parse(payload, instance="dana", team_id=TEAM)
 
 
 # -- self filter ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
+from nanoslack.core import FleetBacklog
 from nanoslack.emulator import Emulator
 from nanoslack.slack.adapter import Frames, SocketModeClient, SocketOptions
 from nanoslack.slack.socket import _ack_frame, _loads
@@ -102,6 +103,33 @@ async def test_a_consumer_that_holds_the_reader_for_long_trips_no_heartbeat(
         seen.hold.set()
         await emu.wait_for(lambda: emu.stats(app_id).acked == len(posted), timeout=20)
         assert client.reconnects == 0  # what the short test ack timeout redelivered was acked too
+    finally:
+        await client.close()
+
+
+async def test_a_socket_has_work_from_the_read_to_the_ack_and_turns_wait_for_it(dana: Dana) -> None:
+    """Envelopes read and not acked yet are work the fleet's turns wait for
+    (``FleetBacklog.watch``); once acked, the turns go."""
+    emu, room, human = dana.emu, dana.room, dana.human
+    client = dana.client()
+    seen = Collector(client)
+    seen.hold.clear()
+    backlog = FleetBacklog()
+    unwatch = backlog.watch(client.has_work)
+    await client.connect(seen)
+    try:
+        assert not client.has_work() and not backlog.behind()
+        await emu.bulk_post(human, room, ["one"])
+        await emu.wait_for(client.has_work, timeout=10)
+        turn = asyncio.create_task(backlog.yield_to())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not turn.done()  # the turn waits while the envelope is unacked
+        seen.hold.set()
+        await asyncio.wait_for(turn, timeout=5)
+        await emu.wait_for(lambda: not client.has_work(), timeout=10)
+        unwatch()
+        assert not backlog.behind()
     finally:
         await client.close()
 

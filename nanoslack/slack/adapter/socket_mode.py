@@ -96,6 +96,8 @@ class SocketModeClient:
         self._quiet_since = _monotonic()
         self._last_text = _monotonic()
         self._last_ping = 0.0
+        # The consumer has a batch (recording and acking it).
+        self._pumping = False
         # New connections after the first, and of those the monitor's (a missed
         # heartbeat or an idle socket).
         self.reconnects = 0
@@ -130,6 +132,10 @@ class SocketModeClient:
     def connected(self) -> bool:
         ws = self._ws
         return ws is not None and not ws.closed
+
+    def has_work(self) -> bool:
+        """Envelopes read and not yet acked: what else runs on the loop may wait for them."""
+        return self._pumping or bool(self._frames)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -245,10 +251,13 @@ class SocketModeClient:
             frames, self._frames = self._frames, []
             has_frames.clear()
             has_room.set()
+            self._pumping = True
             try:
                 await on_frames(frames)
             except Exception as exc:  # the consumer acks only what it handled: Slack retries the rest
                 log.error("socket batch failed", instance=self._instance, error=type(exc).__name__)
+            finally:
+                self._pumping = False
 
     # -- watching ----------------------------------------------------------------------------
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Round three's before/after table in one go: the old build and this one, same machine, same
+# hour, alternating. Prints a markdown table (bench/round3_table.py) and keeps every JSON in OUT.
+#   bench/round3.sh [OLD_REF] [OUT]        (defaults: main, /tmp/round3)
+#   ROUNDS=5 MESSAGES=5000 PIPELINE_RUNS=3 bench/round3.sh main
+# OLD_REF is checked out as a throwaway `git worktree` (removed at the end); both builds run
+# with this tree's venv, each with its own bench scripts (PYTHONPATH, cwd).
+set -euo pipefail
+unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy
+NEW="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="$NEW/.venv/bin/python"
+OLD_REF="${1:-main}"
+OUT="${2:-/tmp/round3}"
+ROUNDS="${ROUNDS:-5}"
+MESSAGES="${MESSAGES:-5000}"
+PIPELINE_RUNS="${PIPELINE_RUNS:-3}"
+mkdir -p "$OUT"
+OLD="$(mktemp -d /tmp/round3-old.XXXXXX)"
+git -C "$NEW" worktree add -q --detach "$OLD" "$OLD_REF"
+trap 'git -C "$NEW" worktree remove --force "$OLD"' EXIT
+
+in_tree() {  # in_tree TREE NAME COMMAND…: stdout's JSON line to OUT/NAME.json, the load beside it
+  local tree="$1" name="$2"
+  shift 2
+  { uptime; } >"$OUT/$name.load"
+  (cd "$tree" && PYTHONPATH="$tree" "$PY" "$@") | grep -m1 '^{' >"$OUT/$name.json"
+  { uptime; } >>"$OUT/$name.load"
+}
+
+for build in old new; do
+  tree="$OLD"; [ "$build" = new ] && tree="$NEW"
+  in_tree "$tree" "fleet-$build" bench/fleet_bench.py --messages "$MESSAGES" --rounds "$ROUNDS" \
+    --skip-memory --skip-replies
+done
+for i in $(seq "$PIPELINE_RUNS"); do
+  for build in old new; do
+    tree="$OLD"; [ "$build" = new ] && tree="$NEW"
+    in_tree "$tree" "pipeline-$build-$i" bench/pipeline_bench.py --events 5000 --batch 64
+  done
+done
+for build in old new; do
+  tree="$OLD"; [ "$build" = new ] && tree="$NEW"
+  # the new build's bench script in both trees (the old tree has none)
+  in_tree "$tree" "pg-fleets-$build" "$NEW/bench/pg_fleets_bench.py" --apps 60 --processes 3 \
+    --messages "${PG_MESSAGES:-500}" --rounds "${PG_ROUNDS:-3}"
+done
+in_tree "$NEW" ack-write bench/ack_write_bench.py --acks 50000 --batch 64
+in_tree "$NEW" socket bench/socket_bench.py --messages 3000 --rounds 3
+{ uptime; "$NEW/bench/ir.sh" "$OLD" "$NEW"; "$NEW/bench/parse_ir.sh" "$OLD" "$NEW"; uptime; } >"$OUT/ir.txt"
+"$PY" "$NEW/bench/round3_table.py" "$OUT" "$OLD_REF"
