@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
+from nanoslack.config.lease import LeaseTimings
 from nanoslack.config.surface import SurfaceSettings, parse_surface_settings
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
 from nanoslack.config.values import (
@@ -152,6 +153,10 @@ class Settings:
         if problem:
             _log.warning("malformed setting", key=TZ_KEY, problem=problem)
         return tz
+
+    def lease_timings(self) -> LeaseTimings:
+        """NANOSLACK_LEASE_SECONDS and NANOSLACK_LEASE_HEARTBEAT (docs/operations.md)."""
+        return LeaseTimings.from_env(self.env)
 
 
 # -- small parsers --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.shutdown import Shutdown
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
-from nanoslack.slack.lease import LeaseKeeper, LeaseTimings
+from nanoslack.slack.lease import LeaseKeeper
 from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
@@ -81,7 +81,7 @@ class Fleet:
         self._started = False
         # Instances whose lease another process took while this one held it.
         self._lost: set[str] = set()
-        self.leases = LeaseKeeper(self.store, LeaseTimings.from_env(settings.env), on_lost=self._lease_lost)
+        self.leases = LeaseKeeper(self.store, settings.lease_timings(), on_lost=self._lease_lost)
         self.health_server: HealthServer | None = None
 
     def _holds_lease(self, name: str) -> bool:

@@ -16,41 +16,17 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 
 import structlog
 
-from nanoslack.config.values import positive_seconds
+from nanoslack.config.lease import LeaseTimings
 from nanoslack.store import Store, store_unavailable
 
 log = structlog.get_logger("nanoslack.lease")
 
-TTL_KEY = "NANOSLACK_LEASE_SECONDS"
-HEARTBEAT_KEY = "NANOSLACK_LEASE_HEARTBEAT"
-DEFAULT_TTL = 15.0
-DEFAULT_HEARTBEAT = 5.0
 # How long a clean stop waits for an instance still stopping after its lease was lost.
 LOST_STOP_WAIT_S = 20.0
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseTimings:
-    ttl: float = DEFAULT_TTL
-    heartbeat: float = DEFAULT_HEARTBEAT
-
-    @property
-    def poll(self) -> float:
-        return min(1.0, self.heartbeat)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LeaseTimings:
-        ttl = positive_seconds(env, TTL_KEY, DEFAULT_TTL, log)
-        heartbeat = positive_seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT, log)
-        if heartbeat >= ttl:
-            log.warning("lease heartbeat not below lease time", key=HEARTBEAT_KEY, using=ttl / 3)
-            heartbeat = ttl / 3
-        return cls(ttl, heartbeat)
 
 
 def process_holder() -> str:
