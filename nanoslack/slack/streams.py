@@ -131,9 +131,9 @@ class ReplyStreams:
         first post finishes the draft its turn streamed, when it did."""
         drafted = await self._drafted(row, target)
         if drafted is not None:
-            ts, shown = drafted
+            ts, shown, steps_shown = drafted
             await started(ts)
-            await self._complete(row, target, ts, shown, metadata)
+            await self._complete(row, target, ts, shown, metadata, steps_shown)
             assert row.turn_id is not None
             self._store.reply_drafts.drop(self._instance, row.turn_id)
             return ts
@@ -163,16 +163,18 @@ class ReplyStreams:
         await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
         return ts
 
-    async def _drafted(self, row: OutboxRow, target: StreamTarget) -> tuple[str, str | None] | None:
-        """The ts of the draft the row's turn streamed, and the text Slack shows of it when
-        this run streamed it (None: unknown, a previous run's)."""
+    async def _drafted(
+        self, row: OutboxRow, target: StreamTarget
+    ) -> tuple[str, str | None, set[str]] | None:
+        """The ts of the draft the row's turn streamed, the text Slack shows of it when
+        this run streamed it (None: unknown, a previous run's), and the tool cards it shows."""
         if row.turn_id is None or not row.dedupe_key.endswith(":0"):
             return None
         live = self._live.pop(row.turn_id, None)
         if live is not None:
             await live.settled()
             if live.ts:
-                return live.ts, live.shown
+                return live.ts, live.shown, live.steps_shown
         draft = self._store.reply_drafts.of_turn(self._instance, row.turn_id)
         if draft is None:
             return None
@@ -182,20 +184,28 @@ class ReplyStreams:
         if not ts:
             self._store.reply_drafts.drop(self._instance, row.turn_id)
             return None
-        return ts, None
+        return ts, None, set()
 
     async def _complete(
-        self, row: OutboxRow, target: StreamTarget, ts: str, shown: str | None, metadata: dict[str, Any]
+        self,
+        row: OutboxRow,
+        target: StreamTarget,
+        ts: str,
+        shown: str | None,
+        metadata: dict[str, Any],
+        steps_shown: set[str],
     ) -> None:
         """The draft becomes the row's whole text: the rest appended when Slack shows the
-        start of it, else an update."""
+        start of it (and the tool cards it does not show yet), else an update."""
         if shown is None or not row.text.startswith(shown):
             await self.finish(row, ts, metadata)
             return
         for piece in _pieces(row.text[len(shown) :]) if len(row.text) > len(shown) else []:
             await self._client.chat_appendStream(channel=target.channel, ts=ts, markdown_text=piece)
             failpoints.hit("stream.appended")
-        await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
+        assert row.turn_id is not None
+        steps = self.steps_not_in(row.turn_id, steps_shown)
+        await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None)
 
     def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
         """Slack said no to the stream's start (nothing was posted): the row goes out as a
@@ -228,6 +238,9 @@ class ReplyStreams:
             for step in self._store.steps.of(turn_id)
             if step.kind == "tool" and step.name not in UNSHOWN_TOOLS
         ]
+
+    def steps_not_in(self, turn_id: int, shown: set[str]) -> list[dict[str, Any]]:
+        return [t for t in self.tool_steps_of(turn_id) if t["id"] not in shown]
 
     async def finish(self, row: OutboxRow, ts: str, metadata: dict[str, Any]) -> None:
         """A stream a previous run left: stop it if it still streams, then make its text
@@ -288,6 +301,9 @@ class LiveDraft:
         # What Slack shows of the post; None once it is not the start of the text any more.
         self.shown: str | None = ""
         self._ended: bool | None = None  # None while the turn runs, then: did it post
+        # The tool steps the stream shows as ``task_update`` cards, and whether one ended since.
+        self.steps_shown: set[str] = set()
+        self._steps_due = False
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -297,6 +313,11 @@ class LiveDraft:
 
     def end(self, posted: bool) -> None:
         self._ended = posted
+        self._changed.set()
+
+    def tool_ended(self) -> None:
+        """A tool call of the turn ended: a stream under way shows it as a card."""
+        self._steps_due = True
         self._changed.set()
 
     async def settled(self) -> None:
@@ -338,6 +359,8 @@ class LiveDraft:
         last = time.monotonic()
         while self._ended is None:
             self._changed.clear()
+            if self._steps_due:
+                await self._append_steps()
             text = self._text
             if self.shown is not None and text.startswith(self.shown) and len(text) > len(self.shown):
                 await asyncio.sleep(max(0.0, APPEND_INTERVAL_S - (time.monotonic() - last)))
@@ -371,8 +394,17 @@ class LiveDraft:
             return False
         self.ts = str(resp.get("ts"))
         self.shown = text
+        self.steps_shown = {str(t["id"]) for t in tasks}
         drafts.started(self._instance, self._turn_id, self.ts)
         return True
+
+    async def _append_steps(self) -> None:
+        self._steps_due = False
+        new = self._streams.steps_not_in(self._turn_id, self.steps_shown)
+        if not new:
+            return
+        await self._client.chat_appendStream(channel=self._target.channel, ts=self.ts, chunks=new)
+        self.steps_shown.update(str(t["id"]) for t in new)
 
     async def _append(self) -> None:
         assert self.shown is not None

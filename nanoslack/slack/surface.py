@@ -212,6 +212,8 @@ class _StatusSignal:
 
     def thinking(self) -> None:
         self._show(THINKING)
+        if self._live is not None:
+            self._live.tool_ended()  # back to thinking: the tool's call ended
 
     def end(self, outcome: Outcome) -> None:
         self._outcome = outcome

@@ -411,3 +411,40 @@ async def test_a_command_agents_dm_reply_grows_line_by_line_as_it_prints(
     assert reply["ts"] == draft["ts"]
     assert reply["text"] == "First, the short answer.\nThen the details."
     assert reply["metadata"]["event_type"] == "nanoslack_turn"
+
+
+async def test_a_tool_that_runs_after_the_reply_began_streaming_is_shown_as_a_card_of_that_message(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The model writes its answer, then calls a tool: the card joins the message being
+    streamed while the turn still runs, not only once it is recorded."""
+    emu = room.emu
+    answer = "Starting on it; the job runs now."
+    gate = asyncio.Event()
+    async with LLMServer() as llm:
+        llm.openai.push(
+            openai_answer(send(answer)),
+            openai_answer((SLOW_TOOL, {"seconds": 0.2})),
+            _held(openai_text(), gate, at=0),
+        )
+        await fleet_factory(["dana"], **_env(room, llm))
+        im = _im(room)
+        await emu.post_as_user(room.human.id, im, "start the job")
+
+        def card_shown() -> bool:
+            return any(
+                [t.get("title") for t in emu.stream_tasks(im, m["ts"])] == [SLOW_TOOL]
+                for m in _bot_messages(room, im)
+            )
+
+        await emu.wait_for(card_shown, timeout=15)
+        # The model's last answer is still held: the turn has not recorded anything yet.
+        assert _turns(room) == ["running"]
+        [draft] = _bot_messages(room, im)
+        assert emu.is_streaming(im, draft["ts"])
+        gate.set()
+        await emu.wait_for(lambda: _turns(room) == ["done"], timeout=15)
+        await emu.wait_for(lambda: emu.stream_calls(im)["chat.stopStream"] == 1, timeout=10)
+    [reply] = _bot_messages(room, im)
+    assert reply["ts"] == draft["ts"] and reply["text"] == answer
+    assert [(t["title"], t["status"]) for t in emu.stream_tasks(im, reply["ts"])] == [(SLOW_TOOL, "complete")]
