@@ -205,7 +205,9 @@ class ReplyStreams:
             failpoints.hit("stream.appended")
         assert row.turn_id is not None
         steps = self.steps_not_in(row.turn_id, steps_shown)
-        await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None)
+        await self._client.chat_stopStream(
+            channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None
+        )
 
     def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
         """Slack said no to the stream's start (nothing was posted): the row goes out as a
