@@ -152,8 +152,8 @@ class Router:
             log.info(
                 "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
             )
-        # Our own create bumped the generation; re-key so the entry below survives.
-        self._version = self._store.cache_version()
+            # Our own create bumped the generation; re-key so the entry below survives.
+            self._version = self._store.cache_version()
         self._groups[platform_id] = group
         return group
 
