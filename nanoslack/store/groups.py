@@ -116,6 +116,7 @@ class MessagingGroups(Cached):
             if rows:
                 self._later = []
                 hot_many(conn, _ENGAGE, rows)
+
     def get(self, platform_id: str, instance: str) -> GroupRow | None:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
         with self._db.transaction() as conn:

@@ -93,9 +93,7 @@ def test_a_request_decided_with_sql_is_what_the_senders_next_message_meets(
     assert sql(f"UPDATE pending_sender_approvals SET status='denied' WHERE sender_id='{ELI}'") == 1
     assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("refuse", "denied")
     assert sql(f"UPDATE pending_sender_approvals SET status='approved' WHERE sender_id='{ELI}'") == 1
-    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict(
-        "refuse", "membership revoked"
-    )
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("refuse", "membership revoked")
     assert sql(f"UPDATE pending_sender_approvals SET status='pending' WHERE sender_id='{ELI}'") == 1
     assert route_and_judge(router, gate, bot_message(mention=True)) == first
     assert len(store.approvals.list()) == 1 and len(store.outbox.queued(INSTANCE)) == 1
