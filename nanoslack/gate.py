@@ -183,17 +183,24 @@ class Gate:
         return verdict
 
     def _request_approval(self, msg: Inbound, group: GroupRow, sender: str) -> Verdict:
-        approval, created = self._store.approvals.open_or_get(self.agent_group_id, group.id, sender)
-        if approval.status == "denied":
+        # The sender's request row exists from their second message on: one indexed
+        # read then, no insert and no notice.
+        state = self._store.approvals.state(self.agent_group_id, sender)
+        created = False
+        if state is None:
+            approval, created = self._store.approvals.open_or_get(self.agent_group_id, group.id, sender)
+            state = (approval.id, approval.status)
+        approval_id, status = state
+        if status == "denied":
             return self._refuse(msg, group, sender, "denied")
-        if approval.status == "approved":
+        if status == "approved":
             # Approved once, but no longer a member: an operator removed them on
             # purpose, so do not ask again behind their back.
             return self._refuse(msg, group, sender, "membership revoked")
         self._store.messages.add(msg, group_id=group.id, status="held")
         if created:
             self._ask_owner(approval, msg)
-        return Verdict("hold", "awaiting approval", approval.id)
+        return Verdict("hold", "awaiting approval", approval_id)
 
     def _ask_owner(self, approval: ApprovalRow, msg: Inbound) -> None:
         if not self.owners:

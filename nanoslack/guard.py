@@ -145,7 +145,7 @@ class BotInboundGuard:
 
     def _admit(self, msg: Inbound, admit: Admit) -> Admitted:
         admitted = dataclasses.replace(
-            msg.with_sender(admit.sender_id), hop=admit.hop, hop_limit=admit.hop_limit
+            msg, sender_id=admit.sender_id, hop=admit.hop, hop_limit=admit.hop_limit
         )
         log.info(
             "bot message admitted",

@@ -181,7 +181,8 @@ class Pipeline:
 
     def _run_batch(self, msgs: Sequence[Inbound], *, isolate: bool) -> list[Outcome]:
         """One transaction; its per-message writes go out as few statements: the inbox
-        entries closed in one call and the ``messages`` rows in one (``batched``), the
+        entries closed in one call, the ``messages`` rows and the engaged threads in one each
+        (``batched``), the
         engaged threads looked up once (``Router.prefetch``). With ``isolate`` each
         message has its own savepoint and its writes go out before it is released."""
         outcomes: list[Outcome] = []
@@ -194,7 +195,7 @@ class Pipeline:
             self._router.prefetch(() if isolate else msgs)
             if not isolate:  # a failure aborts the whole batch
                 finished: list[Finish] = []
-                with store.messages.batched():
+                with store.messages.batched(), store.groups.batched():
                     for msg in msgs:
                         outcomes.append(self._process_one(msg, finished))
                 store.inbox.finish_many(finished)
@@ -203,7 +204,7 @@ class Pipeline:
                 try:
                     with store.db.savepoint():
                         finished = []
-                        with store.messages.batched():
+                        with store.messages.batched(), store.groups.batched():
                             outcome = self._process_one(msg, finished)
                         store.inbox.finish_many(finished)
                     outcomes.append(outcome)

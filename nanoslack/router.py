@@ -152,8 +152,8 @@ class Router:
             log.info(
                 "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
             )
-        # Our own create bumped the generation; re-key so the entry below survives.
-        self._version = self._store.cache_version()
+            # Our own create bumped the generation; re-key so the entry below survives.
+            self._version = self._store.cache_version()
         self._groups[platform_id] = group
         return group
 
@@ -170,10 +170,10 @@ class Router:
         if room is not None and room.kind == "round" and not group.is_dm:
             engaged, reason = self._rounds.engages(msg, room, bot_user_id=self.bot_user_id)
             return Route(group, engaged, reason, room)
-        route = self._by_mode(msg, group)
-        return Route(route.group, route.engaged, route.reason, room)
+        engaged, reason = self._by_mode(msg, group)
+        return Route(group, engaged, reason, room)
 
-    def _by_mode(self, msg: Inbound, group: GroupRow) -> Route:
+    def _by_mode(self, msg: Inbound, group: GroupRow) -> tuple[bool, str]:
         mode = group.engage_mode
         if mode == "pattern":
             return self._by_pattern(msg, group)
@@ -181,7 +181,7 @@ class Router:
         if mode == "mention-sticky" and not group.is_dm:
             return self._sticky(msg, group, mentioned)
         if mentioned:
-            return Route(group, True, "mention")
+            return True, "mention"
         if mode not in ("mention", "mention-sticky"):
             log.warning(
                 "unknown engage_mode: treating as mention",
@@ -189,16 +189,16 @@ class Router:
                 platform_id=group.platform_id,
                 engage_mode=mode,
             )
-        return Route(group, False, "not mentioned")
+        return False, "not mentioned"
 
-    def _by_pattern(self, msg: Inbound, group: GroupRow) -> Route:
+    def _by_pattern(self, msg: Inbound, group: GroupRow) -> tuple[bool, str]:
         source = group.engage_pattern or MATCH_ALL
         if source == MATCH_ALL:
-            return Route(group, True, "dm" if group.is_dm else "pattern")
+            return True, "dm" if group.is_dm else "pattern"
         pattern = self._compile(source, group)
         if pattern is not None and pattern.search(msg.text):
-            return Route(group, True, "pattern")
-        return Route(group, False, "pattern not matched")
+            return True, "pattern"
+        return False, "pattern not matched"
 
     def _compile(self, source: str, group: GroupRow) -> re.Pattern[str] | None:
         if source not in self._patterns:
@@ -217,22 +217,22 @@ class Router:
                 self._patterns[source] = None
         return self._patterns[source]
 
-    def _sticky(self, msg: Inbound, group: GroupRow, mentioned: bool) -> Route:
+    def _sticky(self, msg: Inbound, group: GroupRow, mentioned: bool) -> tuple[bool, str]:
         thread = msg.thread_key
         if thread is None:
-            return Route(group, mentioned, "mention" if mentioned else "not mentioned")
+            return mentioned, "mention" if mentioned else "not mentioned"
         key = (group.id, thread)
         if mentioned:
             if key not in self._engaged:
                 self._store.groups.engage_thread(group.id, thread)
                 self._remember_thread(key)
-            return Route(group, True, "mention")
+            return True, "mention"
         if key in self._engaged or (
             key not in self._absent and self._store.groups.is_engaged(group.id, thread)
         ):
             self._remember_thread(key)
-            return Route(group, True, "sticky thread")
-        return Route(group, False, "not mentioned")
+            return True, "sticky thread"
+        return False, "not mentioned"
 
     def _remember_thread(self, key: tuple[int, str]) -> None:
         if len(self._engaged) >= MAX_CACHED_THREADS:

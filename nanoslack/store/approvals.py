@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_first
 from nanoslack.store.rows import Row
 
 
@@ -61,6 +62,11 @@ _OVERRIDE = text(
     "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"
     " WHERE id = :id AND status != :status"
 )
+# The unique (agent_group_id, sender_id) index answers it: a repeated request's one statement.
+_STATE = text(
+    "SELECT id, status FROM pending_sender_approvals"
+    " WHERE agent_group_id = :agent_group_id AND sender_id = :sender_id"
+)
 _SET_OWNER = text("UPDATE pending_sender_approvals SET owner_id = :owner WHERE id = :id")
 
 
@@ -81,6 +87,13 @@ class Approvals:
             )
             r = conn.execute(_BY_SENDER, key).one()
         return _APPROVAL.read(r), created
+
+    def state(self, agent_group_id: int, sender_id: str) -> tuple[int, str] | None:
+        """The request row's id and status, None when there is none yet: what the gate
+        needs for every message of a sender whose request already exists."""
+        with self._db.transaction() as conn:
+            r = hot_first(conn, _STATE, {"agent_group_id": agent_group_id, "sender_id": sender_id})
+        return (int(r[0]), str(r[1])) if r is not None else None
 
     def get(self, approval_id: int) -> ApprovalRow | None:
         with self._db.transaction() as conn:

@@ -8,14 +8,15 @@ only moves when *another* connection commits).
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import text
 
-from nanoslack.store.database import Cached
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows
+from nanoslack.store.database import Cached, Database
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_many, hot_rows
 from nanoslack.store.rows import Row
 
 GroupKind = Literal["dm", "group"]
@@ -87,6 +88,35 @@ _AMONG = (
 
 
 class MessagingGroups(Cached):
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        # Threads ``engage_thread`` keeps for the end of a ``batched`` stretch, else None.
+        self._later: list[dict[str, Any]] | None = None
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside one transaction (a pipeline batch): ``engage_thread`` keeps its rows and
+        they are written in one call at the end, or before anything reads them. On an
+        exception they are dropped with the transaction they belonged to."""
+        if self._later is not None:
+            yield
+            return
+        self._later = []
+        try:
+            yield
+            self.flush()
+        finally:
+            self._later = None
+
+    def flush(self) -> None:
+        if not self._later:
+            return
+        with self._db.transaction() as conn:
+            rows = self._later
+            if rows:
+                self._later = []
+                hot_many(conn, _ENGAGE, rows)
+
     def get(self, platform_id: str, instance: str) -> GroupRow | None:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
         with self._db.transaction() as conn:
@@ -130,8 +160,12 @@ class MessagingGroups(Cached):
             return _GROUP.all(conn.execute(_LIST).all())
 
     def engage_thread(self, group_id: int, thread_key: str) -> None:
+        params = {"group_id": group_id, "thread_key": thread_key, "now": time.time()}
         with self._db.transaction() as conn:
-            hot_execute(conn, _ENGAGE, {"group_id": group_id, "thread_key": thread_key, "now": time.time()})
+            if self._later is not None:
+                self._later.append(params)
+                return
+            hot_execute(conn, _ENGAGE, params)
 
     def engage_own_post(self, channel: str, instance: str, ts: str) -> None:
         """The instance started a thread with a top-level post (``ts``): it is engaged there.
@@ -148,6 +182,7 @@ class MessagingGroups(Cached):
         """Which of ``thread_keys`` the group is engaged in: ``is_engaged`` for a batch."""
         keys = list(thread_keys)
         found: set[str] = set()
+        self.flush()
         with self._db.transaction() as conn:
             for start in range(0, len(keys), _AMONG_CHUNK):
                 chunk = keys[start : start + _AMONG_CHUNK]
@@ -156,5 +191,6 @@ class MessagingGroups(Cached):
         return found
 
     def is_engaged(self, group_id: int, thread_key: str) -> bool:
+        self.flush()
         with self._db.transaction() as conn:
             return hot_exists(conn, _IS_ENGAGED, {"group_id": group_id, "thread_key": thread_key})

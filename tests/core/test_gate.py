@@ -83,6 +83,22 @@ def test_twenty_messages_from_unknown_bot_make_one_request_and_twenty_held(
     assert len(store.messages.held(INSTANCE, ELI)) == 20
 
 
+def test_a_request_decided_with_sql_is_what_the_senders_next_message_meets(
+    router: Router, gate: Gate, store: Store, sql: Callable[[str], int]
+) -> None:
+    # A repeated request reads the row's state afresh every message: nothing cached.
+    open_room(router, gate)
+    first = route_and_judge(router, gate, bot_message(mention=True))
+    assert first is not None and first.action == "hold"
+    assert sql(f"UPDATE pending_sender_approvals SET status='denied' WHERE sender_id='{ELI}'") == 1
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("refuse", "denied")
+    assert sql(f"UPDATE pending_sender_approvals SET status='approved' WHERE sender_id='{ELI}'") == 1
+    assert route_and_judge(router, gate, bot_message(mention=True)) == Verdict("refuse", "membership revoked")
+    assert sql(f"UPDATE pending_sender_approvals SET status='pending' WHERE sender_id='{ELI}'") == 1
+    assert route_and_judge(router, gate, bot_message(mention=True)) == first
+    assert len(store.approvals.list()) == 1 and len(store.outbox.queued(INSTANCE)) == 1
+
+
 def test_approval_request_is_a_dm_to_every_owner_with_allow_and_deny_buttons(
     router: Router, store: Store
 ) -> None:
