@@ -15,7 +15,7 @@ from typing import Literal
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows, positional_names
 from nanoslack.store.rows import Row
 
 GroupKind = Literal["dm", "group"]
@@ -79,9 +79,9 @@ _IS_ENGAGED = text(
 # ``engaged_among`` asks for this many thread keys per statement (padded, so the
 # statement has one shape the driver keeps prepared).
 _AMONG_CHUNK = 64
-_AMONG = (
-    "SELECT thread_key FROM engaged_threads WHERE messaging_group_id = ? AND thread_key IN ("
-    + ", ".join(["?"] * _AMONG_CHUNK)
+_AMONG = text(
+    "SELECT thread_key FROM engaged_threads WHERE messaging_group_id = :p0 AND thread_key IN ("
+    + ", ".join(positional_names(_AMONG_CHUNK + 1)[1:])
     + ")"
 )
 
