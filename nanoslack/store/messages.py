@@ -110,7 +110,8 @@ _ADD_HANDOFF = text(
 # to the room wakes its bots): pending, whether or not the instance stored it yet.
 _WAKE = text(
     _MESSAGE.insert(skip=("handoff_depth",), values=_FLEET_WRITTEN)
-    + " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending' WHERE messages.status = 'context'"
+    + " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending'"
+    " WHERE messages.status = 'context'"
 )
 # SQLite's planner, without statistics, prefers the primary key's (instance, channel)
 # to the small partial index of pending rows, and so read every message of the
