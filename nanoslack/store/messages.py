@@ -260,13 +260,7 @@ class Messages:
         until: str | None = None,
     ) -> int:
         """How many messages ``thread`` could show (before its limit)."""
-        params = {
-            "instance": instance,
-            "channel": channel,
-            "thread_key": thread_key,
-            "since": since_ts or "",
-            "until": until or _LAST_TS,
-        }
+        params = _thread_params(instance, channel, thread_key, since_ts, until)
         self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_THREAD_COUNT, params).scalar_one())
@@ -314,14 +308,7 @@ class Messages:
     ) -> list[MessageRow]:
         """The newest ``limit`` messages of a thread after ``since_ts`` and up to
         ``until`` (both ts), oldest first; never held or refused ones."""
-        params = {
-            "instance": instance,
-            "channel": channel,
-            "thread_key": thread_key,
-            "since": since_ts or "",
-            "until": until or _LAST_TS,
-            "limit": limit,
-        }
+        params = {**_thread_params(instance, channel, thread_key, since_ts, until), "limit": limit}
         self.flush()
         with self._db.transaction() as conn:
             rows = _MESSAGE.all(hot_all(conn, _THREAD, params))
@@ -360,4 +347,17 @@ def _fleet_params(
         "sender_id": sender_id,
         "text": text,
         "now": now,
+    }
+
+
+def _thread_params(
+    instance: str, channel: str, thread_key: str, since_ts: str | None, until: str | None
+) -> dict[str, Any]:
+    """A thread's window, as ``thread`` and ``thread_count`` read it."""
+    return {
+        "instance": instance,
+        "channel": channel,
+        "thread_key": thread_key,
+        "since": since_ts or "",
+        "until": until or _LAST_TS,
     }
