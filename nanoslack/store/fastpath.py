@@ -29,6 +29,9 @@ _POSITIONAL: dict[str, Dialect] = {
     "postgresql": postgresql.psycopg.dialect(paramstyle="format"),  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
 }
 
+# Where a statement keeps its positional spelling (beside its named one, ``_driver_sql``).
+_POSITIONAL_KEY = {name: f"{name}?" for name in _POSITIONAL}
+
 
 def spell(sql: str, dialect: str) -> str:
     """``sql``, a ``text()`` statement, compiled by SQLAlchemy for ``dialect``'s driver
@@ -106,9 +109,9 @@ def hot_rows(conn: Connection, stmt: TextClause, params: Sequence[Any]) -> list[
     psycopg's ``%s`` with ``%`` doubled), so a literal holding ``?`` or ``%`` stays a
     literal."""
     name = conn.dialect.name
-    if name not in _POSITIONAL:
+    key = _POSITIONAL_KEY.get(name)
+    if key is None:
         raise StoreError(f"positional statements are not supported on {name}")
-    key = name + "?"
     sql: str | None = stmt.__dict__.get(key)
     if sql is None:
         sql = stmt.__dict__[key] = spell_positional(stmt, name)
