@@ -13,7 +13,7 @@ from typing import Literal
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached
-from nanoslack.store.rows import Row
+from nanoslack.store.rows import Row, insert_sql
 
 Role = Literal["member", "admin"]
 
@@ -29,12 +29,16 @@ class AgentGroupRow:
 _AGENT_GROUP = Row(AgentGroupRow, table="agent_groups")
 _GET = text(f"SELECT {_AGENT_GROUP.sql} FROM agent_groups WHERE instance = :instance")
 _CREATE = text(
-    "INSERT INTO agent_groups (instance, name, created_at) VALUES (:instance, :instance, :now)"
-    " ON CONFLICT DO NOTHING"
+    _AGENT_GROUP.insert(skip=("id",), values={"name": ":instance", "created_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
 _ADD = text(
-    "INSERT INTO agent_group_members (agent_group_id, user_id, role, added_at, added_by)"
-    " VALUES (:group_id, :user_id, :role, :now, :added_by) ON CONFLICT DO NOTHING"
+    insert_sql(
+        "agent_group_members",
+        ("agent_group_id", "user_id", "role", "added_at", "added_by"),
+        values={"agent_group_id": ":group_id", "added_at": ":now"},
+    )
+    + " ON CONFLICT DO NOTHING"
 )
 _REMOVE = text("DELETE FROM agent_group_members WHERE agent_group_id = :group_id AND user_id = :user_id")
 _IS_MEMBER = text(

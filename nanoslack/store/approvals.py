@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_first
-from nanoslack.store.rows import Row
+from nanoslack.store.rows import Row, insert_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +51,12 @@ _FIND = text(f"{_SELECT} WHERE g.instance = :instance AND a.sender_id = :sender_
 _PENDING = text(f"{_SELECT} WHERE a.status = 'pending' ORDER BY a.created_at, a.id")
 _ALL = text(f"{_SELECT} ORDER BY a.created_at, a.id")
 _OPEN = text(
-    "INSERT INTO pending_sender_approvals (agent_group_id, messaging_group_id, sender_id, status, created_at)"
-    " VALUES (:agent_group_id, :messaging_group_id, :sender_id, 'pending', :now) ON CONFLICT DO NOTHING"
+    insert_sql(
+        "pending_sender_approvals",
+        ("agent_group_id", "messaging_group_id", "sender_id", "status", "created_at"),
+        values={"status": "'pending'", "created_at": ":now"},
+    )
+    + " ON CONFLICT DO NOTHING"
 )
 _DECIDE = text(
     "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"

@@ -38,9 +38,11 @@ class AskRow:
 
 _ASK = Row(AskRow, table="owner_asks")
 _OPEN = text(
-    "INSERT INTO owner_asks (kind, ref, instance, question, detail, status, created_at)"
-    " VALUES (:kind, :ref, :instance, :question, :detail, 'open', :now)"
-    " ON CONFLICT DO NOTHING RETURNING id"
+    _ASK.insert(
+        skip=("id", "choice", "answered_by", "verdict", "answered_at"),
+        values={"status": "'open'", "created_at": ":now"},
+    )
+    + " ON CONFLICT DO NOTHING RETURNING id"
 )
 _GET = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE id = :id")
 _OPEN_FOR = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref AND status = 'open'")

@@ -3,7 +3,7 @@ when they opened the instance's pane or last switched channels with it open.
 
 Recorded from ``assistant_thread_started`` and ``assistant_thread_context_changed``; the
 next turn in that DM is told ``[Viewing #<channel>]``. One row per thread, replaced by
-every change (the table is schema version 8, ``db._v8_assistant_threads``).
+every change (``assistant_threads``).
 """
 
 from __future__ import annotations
@@ -14,18 +14,14 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
+from nanoslack.store.rows import Row, insert_sql
 
+_COLUMNS = ("instance", "channel", "thread_ts", "user_id", "context_channel", "context_name", "updated_at")
 _RECORD = text(
-    "INSERT INTO assistant_threads"
-    " (instance, channel, thread_ts, user_id, context_channel, context_name, updated_at)"
-    " VALUES (:instance, :channel, :thread_ts, :user_id, :context_channel, :context_name, :now)"
-    " ON CONFLICT (instance, channel, thread_ts) DO UPDATE SET user_id = excluded.user_id,"
+    insert_sql("assistant_threads", _COLUMNS, values={"updated_at": ":now"})
+    + " ON CONFLICT (instance, channel, thread_ts) DO UPDATE SET user_id = excluded.user_id,"
     " context_channel = excluded.context_channel, context_name = excluded.context_name,"
     " updated_at = excluded.updated_at"
-)
-_VIEWING = text(
-    "SELECT context_channel, context_name FROM assistant_threads"
-    " WHERE instance = :instance AND channel = :channel ORDER BY updated_at DESC LIMIT 1"
 )
 
 
@@ -33,6 +29,16 @@ _VIEWING = text(
 class Viewing:
     channel: str
     name: str | None
+
+
+_VIEWING_ROW = Row(
+    Viewing, table="assistant_threads", columns={"channel": "context_channel", "name": "context_name"}
+)
+# A thread whose context never named a channel is no viewing (``viewing`` skips it).
+_VIEWING = text(
+    f"SELECT {_VIEWING_ROW.sql} FROM assistant_threads"
+    " WHERE instance = :instance AND channel = :channel ORDER BY updated_at DESC LIMIT 1"
+)
 
 
 class AssistantThreads:
@@ -67,4 +73,5 @@ class AssistantThreads:
             row = conn.execute(_VIEWING, {"instance": instance, "channel": channel}).first()
         if row is None or not row[0]:
             return None
-        return Viewing(str(row[0]), str(row[1]) if row[1] else None)
+        viewing = _VIEWING_ROW.read(row)
+        return Viewing(viewing.channel, viewing.name or None)

@@ -12,28 +12,30 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-
-_GRANT = text(
-    "SELECT allowed, stopped_by FROM budget_grants WHERE scope = :scope AND subject = :subject AND day = :day"
-)
-_ALLOW = text(
-    "INSERT INTO budget_grants (scope, subject, day, allowed, stopped_by, updated_at)"
-    " VALUES (:scope, :subject, :day, :allowed, NULL, :now)"
-    " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = NULL,"
-    " allowed = CASE WHEN budget_grants.allowed > :allowed THEN budget_grants.allowed ELSE :allowed END,"
-    " updated_at = :now"
-)
-_STOP = text(
-    "INSERT INTO budget_grants (scope, subject, day, allowed, stopped_by, updated_at)"
-    " VALUES (:scope, :subject, :day, 0, :by, :now)"
-    " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = :by, updated_at = :now"
-)
+from nanoslack.store.rows import Row, insert_sql
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
     allowed: int  # the day's raised cap (0: none)
     stopped_by: str | None
+
+
+_GRANT_ROW = Row(Grant, table="budget_grants")
+_GRANT = text(
+    f"SELECT {_GRANT_ROW.sql} FROM budget_grants WHERE scope = :scope AND subject = :subject AND day = :day"
+)
+_COLUMNS = ("scope", "subject", "day", "allowed", "stopped_by", "updated_at")
+_ALLOW = text(
+    insert_sql("budget_grants", _COLUMNS, values={"stopped_by": "NULL", "updated_at": ":now"})
+    + " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = NULL,"
+    " allowed = CASE WHEN budget_grants.allowed > :allowed THEN budget_grants.allowed ELSE :allowed END,"
+    " updated_at = :now"
+)
+_STOP = text(
+    insert_sql("budget_grants", _COLUMNS, values={"allowed": "0", "stopped_by": ":by", "updated_at": ":now"})
+    + " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = :by, updated_at = :now"
+)
 
 
 class Grants:
@@ -43,7 +45,7 @@ class Grants:
     def get(self, scope: str, subject: str, day: str) -> Grant:
         with self._db.transaction() as conn:
             row = conn.execute(_GRANT, {"scope": scope, "subject": subject, "day": day}).first()
-        return Grant(int(row[0]), row[1]) if row else Grant(0, None)
+        return _GRANT_ROW.read(row) if row else Grant(0, None)
 
     def allow(self, scope: str, subject: str, day: str, *, up_to: int) -> None:
         params = {"scope": scope, "subject": subject, "day": day, "allowed": up_to, "now": time.time()}

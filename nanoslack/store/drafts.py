@@ -16,25 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-
-_OPEN = text(
-    "INSERT INTO reply_drafts (instance, turn_id, channel, thread_ts, ts, started_at)"
-    " VALUES (:instance, :turn, :channel, :thread_ts, '', :now)"
-)
-_STARTED = text("UPDATE reply_drafts SET ts = :ts WHERE instance = :instance AND turn_id = :turn")
-_OF_TURN = text(
-    "SELECT turn_id, channel, thread_ts, ts, started_at FROM reply_drafts"
-    " WHERE instance = :instance AND turn_id = :turn"
-)
-# Drafts of turns that will never be recorded (left by a crash) in this conversation.
-_LEFT = text(
-    "SELECT d.turn_id FROM reply_drafts d WHERE d.instance = :instance AND d.channel = :channel"
-    " AND d.turn_id <> :turn"
-    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status <> 'abandoned')"
-    " ORDER BY d.started_at LIMIT 1"
-)
-_ADOPT = text("UPDATE reply_drafts SET turn_id = :turn WHERE instance = :instance AND turn_id = :left")
-_DROP = text("DELETE FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +26,23 @@ class ReplyDraft:
     thread_ts: str
     ts: str  # "" when the start's answer was never recorded
     started_at: float
+
+
+_DRAFT = Row(ReplyDraft, table="reply_drafts", empty=("ts",))
+_OPEN = text(
+    _DRAFT.insert(extra=("instance",), values={"turn_id": ":turn", "ts": "''", "started_at": ":now"})
+)
+_STARTED = text("UPDATE reply_drafts SET ts = :ts WHERE instance = :instance AND turn_id = :turn")
+_OF_TURN = text(f"SELECT {_DRAFT.sql} FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
+# Drafts of turns that will never be recorded (left by a crash) in this conversation.
+_LEFT = text(
+    "SELECT d.turn_id FROM reply_drafts d WHERE d.instance = :instance AND d.channel = :channel"
+    " AND d.turn_id <> :turn"
+    " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status <> 'abandoned')"
+    " ORDER BY d.started_at LIMIT 1"
+)
+_ADOPT = text("UPDATE reply_drafts SET turn_id = :turn WHERE instance = :instance AND turn_id = :left")
+_DROP = text("DELETE FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
 
 
 class ReplyDrafts:
@@ -63,9 +62,7 @@ class ReplyDrafts:
     def of_turn(self, instance: str, turn_id: int) -> ReplyDraft | None:
         with self._db.transaction() as conn:
             row = conn.execute(_OF_TURN, {"instance": instance, "turn": turn_id}).first()
-        if row is None:
-            return None
-        return ReplyDraft(int(row[0]), str(row[1]), str(row[2]), str(row[3] or ""), float(row[4]))
+        return _DRAFT.first(row)
 
     def adopt(self, instance: str, channel: str, turn_id: int) -> ReplyDraft | None:
         """The draft a turn a crash left in this conversation, now ``turn_id``'s."""

@@ -7,7 +7,6 @@ transaction's own driver connection.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,15 @@ _DIALECTS: dict[str, Dialect] = {
     "sqlite": sqlite.dialect(paramstyle="named"),
     "postgresql": postgresql.psycopg.dialect(),  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
 }
+
+# The same, with positional parameters (``hot_rows``).
+_POSITIONAL: dict[str, Dialect] = {
+    "sqlite": sqlite.dialect(paramstyle="qmark"),
+    "postgresql": postgresql.psycopg.dialect(paramstyle="format"),  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
+}
+
+# Where a statement keeps its positional spelling (beside its named one, ``_driver_sql``).
+_POSITIONAL_KEY = {name: f"{name}?" for name in _POSITIONAL}
 
 
 def spell(sql: str, dialect: str) -> str:
@@ -92,16 +100,34 @@ def hot_many(conn: Connection, stmt: TextClause, rows: Sequence[dict[str, Any]])
         driver(conn).cursor().executemany(sql, rows)
 
 
-def hot_rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """A statement with positional ``?`` parameters (a multi-row VALUES list), its rows."""
+def hot_rows(conn: Connection, stmt: TextClause, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """A statement of many parameters (a multi-row VALUES list, a long IN list), its rows.
+
+    ``stmt`` names its parameters as any other (``:p0``, ``:p1``…, each once);
+    ``params`` gives their values in the order they appear, so a batch's values need
+    no dictionary. SQLAlchemy compiles it for the driver's positional style (``?``,
+    psycopg's ``%s`` with ``%`` doubled), so a literal holding ``?`` or ``%`` stays a
+    literal."""
     name = conn.dialect.name
-    if name == "sqlite":
-        return [tuple(r) for r in driver(conn).execute(sql, params).fetchall()]
-    if name == "postgresql":
-        return [tuple(r) for r in driver(conn).execute(_pg_positional(sql), params).fetchall()]
-    raise StoreError(f"positional statements are not supported on {name}")
+    key = _POSITIONAL_KEY.get(name)
+    if key is None:
+        raise StoreError(f"positional statements are not supported on {name}")
+    sql: str | None = stmt.__dict__.get(key)
+    if sql is None:
+        sql = stmt.__dict__[key] = spell_positional(stmt, name)
+    return [tuple(r) for r in driver(conn).execute(sql, params).fetchall()]
 
 
-@functools.lru_cache(maxsize=64)
-def _pg_positional(sql: str) -> str:
-    return sql.replace("%", "%%").replace("?", "%s")
+def spell_positional(stmt: TextClause, dialect: str) -> str:
+    """``stmt`` compiled for ``dialect``'s driver with positional parameters; each
+    parameter must appear once (the values are given in that order)."""
+    compiled = stmt.compile(dialect=_POSITIONAL[dialect])
+    order = compiled.positiontup or []
+    if len(set(order)) != len(order):
+        raise StoreError("a positional statement names each parameter once")
+    return str(compiled)
+
+
+def positional_names(count: int, prefix: str = "p") -> list[str]:
+    """``:p0``… ``:p<count-1>``, the parameters of a statement ``hot_rows`` runs."""
+    return [f":{prefix}{i}" for i in range(count)]

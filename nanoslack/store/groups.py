@@ -16,8 +16,8 @@ from typing import Any, Literal
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached, Database
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_many, hot_rows
-from nanoslack.store.rows import Row
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_many, hot_rows, positional_names
+from nanoslack.store.rows import Row, insert_sql
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -58,19 +58,20 @@ _GET = text(
 )
 _LIST = text(f"SELECT {_GROUP.sql} FROM messaging_groups ORDER BY platform_id, instance")
 _CREATE = text(
-    "INSERT INTO messaging_groups"
-    " (platform, platform_id, instance, kind, name, engage_mode, engage_pattern, unknown_sender_policy,"
-    " created_at)"
-    " VALUES (:platform, :platform_id, :instance, :kind, :name, :engage_mode, :engage_pattern, :policy, :now)"
-    " ON CONFLICT DO NOTHING"
+    _GROUP.insert(skip=("id",), values={"unknown_sender_policy": ":policy", "created_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
 _MAKE_PUBLIC = text(
     "UPDATE messaging_groups SET unknown_sender_policy = 'public'"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
 )
 _ENGAGE = text(
-    "INSERT INTO engaged_threads (messaging_group_id, thread_key, engaged_at)"
-    " VALUES (:group_id, :thread_key, :now) ON CONFLICT DO NOTHING"
+    insert_sql(
+        "engaged_threads",
+        ("messaging_group_id", "thread_key", "engaged_at"),
+        values={"messaging_group_id": ":group_id", "engaged_at": ":now"},
+    )
+    + " ON CONFLICT DO NOTHING"
 )
 _IS_ENGAGED = text(
     "SELECT 1 FROM engaged_threads WHERE messaging_group_id = :group_id AND thread_key = :thread_key"
@@ -80,9 +81,9 @@ _IS_ENGAGED = text(
 # ``engaged_among`` asks for this many thread keys per statement (padded, so the
 # statement has one shape the driver keeps prepared).
 _AMONG_CHUNK = 64
-_AMONG = (
-    "SELECT thread_key FROM engaged_threads WHERE messaging_group_id = ? AND thread_key IN ("
-    + ", ".join(["?"] * _AMONG_CHUNK)
+_AMONG = text(
+    "SELECT thread_key FROM engaged_threads WHERE messaging_group_id = :p0 AND thread_key IN ("
+    + ", ".join(positional_names(_AMONG_CHUNK + 1)[1:])
     + ")"
 )
 

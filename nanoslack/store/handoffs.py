@@ -26,11 +26,7 @@ class HandoffRow:
 
 
 _HANDOFF = Row(HandoffRow, table="handoffs")
-_ADD = text(
-    "INSERT INTO handoffs"
-    " (from_instance, to_instance, channel, thread_key, text, depth, turn_id, ts, created_at)"
-    " VALUES (:from_instance, :to_instance, :channel, :thread_key, :text, :depth, :turn_id, :ts, :now)"
-)
+_ADD = text(_HANDOFF.insert(skip=("id",), values={"created_at": ":now"}))
 _RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
 
 

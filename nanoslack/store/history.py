@@ -17,27 +17,7 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute
-
-_SIZES = text(
-    "SELECT id, chars FROM agent_history WHERE instance = :instance AND channel = :channel"
-    " AND thread_key = :thread_key ORDER BY id"
-)
-# The thread's first row and every row from ``start`` on: the window a turn replays.
-_BODIES = text(
-    "SELECT id, turn_id, prompt, messages, posts, opening, notes_known, chars FROM agent_history"
-    " WHERE instance = :instance AND channel = :channel AND thread_key = :thread_key"
-    " AND (id = :first OR id >= :start) ORDER BY id"
-)
-# What the rows weigh: their text columns, plus ~40 bytes of ids and times each.
-_FOOTPRINT = text(
-    "SELECT sum(length(prompt) + length(messages) + length(posts) + length(opening)"
-    " + length(notes_known) + 40), count(*) FROM agent_history"
-)
-_ADD = text(
-    "INSERT INTO agent_history (instance, channel, thread_key, turn_id, prompt, messages, posts, opening,"
-    " notes_known, chars, created_at) VALUES (:instance, :channel, :thread_key, :turn_id, :prompt,"
-    " :messages, :posts, :opening, :notes_known, :chars, :now)"
-)
+from nanoslack.store.rows import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +50,40 @@ def _ints(raw: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+# The JSON columns are parsed as the row is read: a row that does not parse is
+# ``Unreadable`` (``parse_row``), so one bad row costs only itself.
+_HISTORY = Row(
+    HistoryRow,
+    table="agent_history",
+    convert={"posts": lambda v: _strings(str(v or "[]")), "notes_known": lambda v: _ints(str(v or "[]"))},
+    empty=("messages", "opening", "chars"),
+)
+_SIZES = text(
+    "SELECT id, chars FROM agent_history WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key ORDER BY id"
+)
+# The thread's first row and every row from ``start`` on: the window a turn replays.
+_BODIES = text(
+    f"SELECT {_HISTORY.sql} FROM agent_history"
+    " WHERE instance = :instance AND channel = :channel AND thread_key = :thread_key"
+    " AND (id = :first OR id >= :start) ORDER BY id"
+)
+# What the rows weigh: their text columns, plus ~40 bytes of ids and times each.
+_FOOTPRINT = text(
+    "SELECT sum(length(prompt) + length(messages) + length(posts) + length(opening)"
+    " + length(notes_known) + 40), count(*) FROM agent_history"
+)
+_ADD = text(
+    _HISTORY.insert(
+        skip=("id",), extra=("instance", "channel", "thread_key", "created_at"), values={"created_at": ":now"}
+    )
+)
+
+
 def parse_row(r: Sequence[Any]) -> HistoryRow:
     """Raises ``Unreadable`` (with the row's id in ``args``) for a row edited into nonsense."""
     try:
-        return HistoryRow(
-            int(r[0]),
-            int(r[1]),
-            str(r[2]),
-            str(r[3] or ""),
-            _strings(str(r[4] or "[]")),
-            str(r[5] or ""),
-            _ints(str(r[6] or "[]")),
-            int(r[7] or 0),
-        )
+        return _HISTORY.read(r)
     except (ValueError, TypeError) as exc:
         raise Unreadable(f"agent_history row {r[0]}: {exc}") from None
 

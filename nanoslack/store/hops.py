@@ -17,6 +17,7 @@ from sqlalchemy import text
 from nanoslack.store.database import Database
 from nanoslack.store.engine import PG_LOCK_SPACE
 from nanoslack.store.fastpath import hot_execute, hot_exists, hot_first
+from nanoslack.store.rows import Row, insert_sql
 
 # Held until the reserving transaction ends, so the count and the insert are one step
 # for every process; READ COMMITTED then sees the previous holder's committed row.
@@ -30,15 +31,11 @@ _RANK_IDENTITY = text(
 _RANK_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room AND ts <= :ts")
 _ROOM_HAS_TS = text("SELECT 1 FROM a2a_hops WHERE room = :room AND ts = :ts LIMIT 1")
 _INSERT = text(
-    "INSERT INTO a2a_hops (room, instance, ts, bot_id, created_at)"
-    " VALUES (:room, :instance, :ts, :bot_id, :now) ON CONFLICT DO NOTHING"
+    insert_sql("a2a_hops", ("room", "instance", "ts", "bot_id", "created_at"), values={"created_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
 _RESET_ROOM = text("DELETE FROM a2a_hops WHERE room = :room")
 _RESET_IDENTITY = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance")
-_LIST = text(
-    "SELECT room, instance, count(*), max(created_at) FROM a2a_hops"
-    " GROUP BY room, instance ORDER BY room, instance"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +44,10 @@ class HopCount:
     instance: str
     count: int
     last_at: float
+
+
+_HOP_COUNT = Row(HopCount, table="a2a_hops", columns={"count": "count(*)", "last_at": "max(created_at)"})
+_LIST = text(f"SELECT {_HOP_COUNT.sql} FROM a2a_hops GROUP BY room, instance ORDER BY room, instance")
 
 
 class Hops:
@@ -109,7 +110,7 @@ class Hops:
     def counts(self) -> list[HopCount]:
         with self._db.transaction() as conn:
             rows = conn.execute(_LIST).all()
-        return [HopCount(str(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
+        return _HOP_COUNT.all(rows)
 
 
 def _scalar(row: tuple[object, ...] | None) -> int:

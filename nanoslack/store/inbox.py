@@ -7,22 +7,34 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.store.database import Database
-from nanoslack.store.fastpath import hot_execute, hot_first, hot_many, hot_rows
+from nanoslack.store.fastpath import hot_execute, hot_first, hot_many, hot_rows, positional_names
+from nanoslack.store.rows import insert_sql
 
+# What recording writes: every column but the outcome's (``status`` starts as received).
+_RECORD_COLUMNS = (
+    "instance",
+    "channel",
+    "ts",
+    "event_type",
+    "event_id",
+    "payload",
+    "status",
+    "attempts",
+    "received_at",
+)
+_RECORD_FIXED = {"status": "'received'", "attempts": "0"}
 _RECORD = text(
-    "INSERT INTO inbox (instance, channel, ts, event_type, event_id, payload, status, attempts, received_at)"
-    " VALUES (:instance, :channel, :ts, :event_type, :event_id, :payload, 'received', 0, :now)"
-    " ON CONFLICT DO NOTHING"
+    insert_sql("inbox", _RECORD_COLUMNS, values={**_RECORD_FIXED, "received_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
 # A batch's rows in one statement; the keys that were new come back (a duplicate, in
 # the store or earlier in the same batch, returns nothing). Chunk sizes are few, so
 # the driver's statement cache keeps every shape prepared.
-_RECORD_COLUMNS = "instance, channel, ts, event_type, event_id, payload, status, attempts, received_at"
-_RECORD_ROW = "(?, ?, ?, ?, ?, ?, 'received', 0, ?)"
+_RECORD_BOUND = len(_RECORD_COLUMNS) - len(_RECORD_FIXED)
 _RECORD_CHUNKS = (64, 16, 4, 1)
 _FINISH = text(
     "UPDATE inbox SET status = :status, reason = :reason, finished_at = :now"
@@ -48,10 +60,14 @@ MAX_ATTEMPTS = 3
 
 
 @functools.lru_cache(maxsize=len(_RECORD_CHUNKS))
-def _record_sql(rows: int) -> str:
-    values = ", ".join([_RECORD_ROW] * rows)
-    return (
-        f"INSERT INTO inbox ({_RECORD_COLUMNS}) VALUES {values}"
+def _record_sql(rows: int) -> TextClause:
+    names = iter(positional_names(rows * _RECORD_BOUND))
+    values = ", ".join(
+        "(" + ", ".join(_RECORD_FIXED.get(c) or next(names) for c in _RECORD_COLUMNS) + ")"
+        for _ in range(rows)
+    )
+    return text(
+        f"INSERT INTO inbox ({', '.join(_RECORD_COLUMNS)}) VALUES {values}"
         " ON CONFLICT DO NOTHING RETURNING instance, channel, ts"
     )
 

@@ -30,9 +30,8 @@ _LEASE = Row(LeaseRow, table="instance_leases")
 _PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
 # Taken when free, lapsed, or ours; otherwise the row is left as it is.
 _TAKE = text(
-    "INSERT INTO instance_leases (instance, holder, expires_at, heartbeat_at)"
-    " VALUES (:instance, :holder, :expires, :now)"
-    " ON CONFLICT (instance) DO UPDATE SET holder = excluded.holder,"
+    _LEASE.insert(values={"expires_at": ":expires", "heartbeat_at": ":now"})
+    + " ON CONFLICT (instance) DO UPDATE SET holder = excluded.holder,"
     " expires_at = excluded.expires_at, heartbeat_at = excluded.heartbeat_at"
     " WHERE instance_leases.holder = excluded.holder OR instance_leases.expires_at <= :now"
     " OR instance_leases.holder = :stale"

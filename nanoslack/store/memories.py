@@ -47,10 +47,7 @@ _VISIBLE = text(
     " OR (scope = 'room' AND conversation = :conversation))"
     " ORDER BY id DESC"
 )
-_ADD = text(
-    "INSERT INTO memories (instance, scope, conversation, text, asked_by, turn_id, status, created_at)"
-    " VALUES (:instance, :scope, :conversation, :text, :asked_by, :turn_id, :status, :now) RETURNING id"
-)
+_ADD = text(_NOTE.insert(skip=("id",), extra=("status",), values={"created_at": ":now"}) + " RETURNING id")
 _KEEP = text("UPDATE memories SET status = 'kept' WHERE turn_id = :turn_id AND status = 'draft'")
 _GET = text(f"SELECT {_NOTE.sql} FROM memories WHERE id = :id AND status = 'kept'")
 _DELETE = text("DELETE FROM memories WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))

@@ -49,12 +49,17 @@ class MessageRow:
 
 _MESSAGE = Row(MessageRow, table="messages", empty=("handoff_depth",))
 _ADD = text(
-    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
-    " hop, hop_limit, created_at)"
-    " VALUES (:instance, :channel, :ts, :thread_key, :group_id, :sender_id, :text, :status,"
-    " :hop, :hop_limit, :now)"
-    " ON CONFLICT DO NOTHING"
+    _MESSAGE.insert(skip=("handoff_depth",), values={"messaging_group_id": ":group_id", "created_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
+# What the fleet itself writes (a handoff, a wake): pending, of no group, no hop.
+_FLEET_WRITTEN = {
+    "messaging_group_id": "NULL",
+    "status": "'pending'",
+    "hop": "0",
+    "hop_limit": "0",
+    "created_at": ":now",
+}
 _GET = text(
     f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts"
 )
@@ -99,18 +104,14 @@ _CONSUME_EVERYONES = text(
     "UPDATE messages SET status = 'done' WHERE channel = :channel AND ts IN :ts AND status = 'pending'"
 ).bindparams(bindparam("ts", expanding=True))
 _ADD_HANDOFF = text(
-    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
-    " hop, hop_limit, handoff_depth, created_at)"
-    " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :depth, :now)"
-    " ON CONFLICT DO NOTHING"
+    _MESSAGE.insert(values={**_FLEET_WRITTEN, "handoff_depth": ":depth"}) + " ON CONFLICT DO NOTHING"
 )
 # A message in Slack that an instance must answer though nothing mentioned it (a vote put
 # to the room wakes its bots): pending, whether or not the instance stored it yet.
 _WAKE = text(
-    "INSERT INTO messages (instance, channel, ts, thread_key, messaging_group_id, sender_id, text, status,"
-    " hop, hop_limit, created_at)"
-    " VALUES (:instance, :channel, :ts, :thread_key, NULL, :sender_id, :text, 'pending', 0, 0, :now)"
-    " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending' WHERE messages.status = 'context'"
+    _MESSAGE.insert(skip=("handoff_depth",), values=_FLEET_WRITTEN)
+    + " ON CONFLICT (instance, channel, ts) DO UPDATE SET status = 'pending'"
+    " WHERE messages.status = 'context'"
 )
 # SQLite's planner, without statistics, prefers the primary key's (instance, channel)
 # to the small partial index of pending rows, and so read every message of the
@@ -234,17 +235,8 @@ class Messages:
         with self._db.transaction() as conn:
             for bump in range(1000):  # two handoffs in the same microsecond: the next one
                 ts = f"{now + bump * 1e-6:.6f}"
-                params = {
-                    "instance": instance,
-                    "channel": channel,
-                    "ts": ts,
-                    "thread_key": thread_key,
-                    "sender_id": sender_id,
-                    "text": text,
-                    "depth": depth,
-                    "now": now,
-                }
-                if conn.execute(_ADD_HANDOFF, params).rowcount == 1:
+                params = _fleet_params(instance, channel, ts, thread_key, sender_id, text, now)
+                if conn.execute(_ADD_HANDOFF, {**params, "depth": depth}).rowcount == 1:
                     return ts
         raise RuntimeError("no free ts for a message of the fleet")
 
@@ -253,15 +245,7 @@ class Messages:
     ) -> bool:
         """Make the Slack message ``ts`` one ``instance`` answers: stored pending, or moved
         from room context to pending. False when it was already pending, answered or held."""
-        params = {
-            "instance": instance,
-            "channel": channel,
-            "ts": ts,
-            "thread_key": thread_key,
-            "sender_id": sender_id,
-            "text": text,
-            "now": time.time(),
-        }
+        params = _fleet_params(instance, channel, ts, thread_key, sender_id, text, time.time())
         self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_WAKE, params).rowcount) == 1
@@ -276,13 +260,7 @@ class Messages:
         until: str | None = None,
     ) -> int:
         """How many messages ``thread`` could show (before its limit)."""
-        params = {
-            "instance": instance,
-            "channel": channel,
-            "thread_key": thread_key,
-            "since": since_ts or "",
-            "until": until or _LAST_TS,
-        }
+        params = _thread_params(instance, channel, thread_key, since_ts, until)
         self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_THREAD_COUNT, params).scalar_one())
@@ -330,14 +308,7 @@ class Messages:
     ) -> list[MessageRow]:
         """The newest ``limit`` messages of a thread after ``since_ts`` and up to
         ``until`` (both ts), oldest first; never held or refused ones."""
-        params = {
-            "instance": instance,
-            "channel": channel,
-            "thread_key": thread_key,
-            "since": since_ts or "",
-            "until": until or _LAST_TS,
-            "limit": limit,
-        }
+        params = {**_thread_params(instance, channel, thread_key, since_ts, until), "limit": limit}
         self.flush()
         with self._db.transaction() as conn:
             rows = _MESSAGE.all(hot_all(conn, _THREAD, params))
@@ -362,3 +333,31 @@ class Messages:
         self.flush()
         with self._db.transaction() as conn:
             return int(conn.execute(_PENDING_COUNT).scalar() or 0)
+
+
+def _fleet_params(
+    instance: str, channel: str, ts: str, thread_key: str, sender_id: str, text: str, now: float
+) -> dict[str, Any]:
+    """The parameters of a message the fleet writes itself (``_FLEET_WRITTEN``)."""
+    return {
+        "instance": instance,
+        "channel": channel,
+        "ts": ts,
+        "thread_key": thread_key,
+        "sender_id": sender_id,
+        "text": text,
+        "now": now,
+    }
+
+
+def _thread_params(
+    instance: str, channel: str, thread_key: str, since_ts: str | None, until: str | None
+) -> dict[str, Any]:
+    """A thread's window, as ``thread`` and ``thread_count`` read it."""
+    return {
+        "instance": instance,
+        "channel": channel,
+        "thread_key": thread_key,
+        "since": since_ts or "",
+        "until": until or _LAST_TS,
+    }

@@ -154,13 +154,9 @@ def _v8_memory(conn: Connection) -> None:
 
 def _v9_assistant_threads(conn: Connection) -> None:
     """Version 9: ``assistant_threads``, the channel a person views with the assistant pane
-    open (``nanoslack.store.assistant``). Plain SQL, the same on SQLite and PostgreSQL."""
-    conn.exec_driver_sql(
-        "CREATE TABLE IF NOT EXISTS assistant_threads ("
-        " instance VARCHAR NOT NULL, channel VARCHAR NOT NULL, thread_ts VARCHAR NOT NULL,"
-        " user_id VARCHAR, context_channel VARCHAR, context_name VARCHAR, updated_at FLOAT NOT NULL,"
-        " PRIMARY KEY (instance, channel, thread_ts))"
-    )
+    open (``nanoslack.store.assistant``). (Made by plain SQL before it was declared in
+    ``tables``, with the same columns and key, so either database reads the same.)"""
+    _create_tables(conn)
 
 
 def _v10_routines(conn: Connection) -> None:
@@ -171,13 +167,9 @@ def _v10_routines(conn: Connection) -> None:
 
 def _v11_reply_drafts(conn: Connection) -> None:
     """Version 11: ``reply_drafts``, the stream a turn opened while its model was still
-    writing (``nanoslack.store.drafts``). Plain SQL, the same on SQLite and PostgreSQL."""
-    conn.exec_driver_sql(
-        "CREATE TABLE IF NOT EXISTS reply_drafts ("
-        " instance VARCHAR NOT NULL, turn_id INTEGER NOT NULL, channel VARCHAR NOT NULL,"
-        " thread_ts VARCHAR NOT NULL, ts VARCHAR NOT NULL, started_at FLOAT NOT NULL,"
-        " PRIMARY KEY (instance, turn_id))"
-    )
+    writing (``nanoslack.store.drafts``). (Made by plain SQL before it was declared in
+    ``tables``, with the same columns and key.)"""
+    _create_tables(conn)
 
 
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first

@@ -54,11 +54,11 @@ class OutboxRow:
 
 _OUTBOX = Row(OutboxRow, table="outbox")
 _ENQUEUE = text(
-    "INSERT INTO outbox (instance, dedupe_key, kind, purpose, ask_id, turn_id, update_of, channel, dm_user,"
-    " thread_ts, update_ts, text, status, attempts, created_at, vote_id)"
-    " VALUES (:instance, :dedupe_key, :kind, :purpose, :ask_id, :turn_id, :update_of, :channel, :dm_user,"
-    " :thread_ts, :update_ts, :text, 'queued', 0, :now, :vote_id)"
-    " ON CONFLICT DO NOTHING RETURNING id"
+    _OUTBOX.insert(
+        skip=("id", "blocks", "error", "posted_channel", "posted_ts", "sent_at", "attempted_at"),
+        values={"status": "'queued'", "attempts": "0", "created_at": ":now"},
+    )
+    + " ON CONFLICT DO NOTHING RETURNING id"
 )
 _QUEUED = text(
     f"SELECT {_OUTBOX.sql} FROM outbox WHERE instance = :instance AND status = 'queued'"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-from nanoslack.store.rows import Row
+from nanoslack.store.rows import Row, insert_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +26,12 @@ class RefusalRow:
 
 _REFUSAL = Row(RefusalRow, table="sender_refusals", prefix="r.", columns={"platform_id": "m.platform_id"})
 _COUNT = text(
-    "INSERT INTO sender_refusals"
-    " (messaging_group_id, sender_id, reason, instance, count, first_seen, last_seen)"
-    " VALUES (:group_id, :sender_id, :reason, :instance, :n, :now, :now)"
-    " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
+    insert_sql(
+        "sender_refusals",
+        ("messaging_group_id", "sender_id", "reason", "instance", "count", "first_seen", "last_seen"),
+        values={"messaging_group_id": ":group_id", "count": ":n", "first_seen": ":now", "last_seen": ":now"},
+    )
+    + " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
     " count = sender_refusals.count + excluded.count, last_seen = excluded.last_seen"
     " RETURNING count"
 )

@@ -26,10 +26,7 @@ class HaltRow:
 
 
 _HALT_ROW = Row(HaltRow, table="room_halts")
-_HALT = text(
-    "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (:room, :by, :now, :instance)"
-    " ON CONFLICT DO NOTHING"
-)
+_HALT = text(_HALT_ROW.insert(values={"halted_by": ":by", "halted_at": ":now"}) + " ON CONFLICT DO NOTHING")
 _RESUME = text("DELETE FROM room_halts WHERE room = :room")
 _IS_HALTED = text("SELECT 1 FROM room_halts WHERE room = :room")
 _HALTED = text(f"SELECT {_HALT_ROW.sql} FROM room_halts ORDER BY halted_at")

@@ -13,15 +13,6 @@ from nanoslack.store.rows import Row
 
 KINDS = ("mention", "round", "chain")
 
-_SET = text(
-    "INSERT INTO a2a_rooms (platform_id, kind, lead, mission, members, member_users, updated_at)"
-    " VALUES (:platform_id, :kind, :lead, :mission, :members, :member_users, :now)"
-    " ON CONFLICT (platform_id) DO UPDATE SET kind = excluded.kind, lead = excluded.lead,"
-    " mission = excluded.mission, members = coalesce(excluded.members, a2a_rooms.members),"
-    " member_users = coalesce(excluded.member_users, a2a_rooms.member_users),"
-    " updated_at = excluded.updated_at"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class RoomRow:
@@ -61,6 +52,13 @@ _ROOM = Row(
 )
 _GET = text(f"SELECT {_ROOM.sql} FROM a2a_rooms WHERE platform_id = :platform_id")
 _ALL = text(f"SELECT {_ROOM.sql} FROM a2a_rooms ORDER BY platform_id")
+_SET = text(
+    _ROOM.insert(extra=("updated_at",), values={"updated_at": ":now"})
+    + " ON CONFLICT (platform_id) DO UPDATE SET kind = excluded.kind, lead = excluded.lead,"
+    " mission = excluded.mission, members = coalesce(excluded.members, a2a_rooms.members),"
+    " member_users = coalesce(excluded.member_users, a2a_rooms.member_users),"
+    " updated_at = excluded.updated_at"
+)
 
 
 class RoomKinds:

@@ -58,9 +58,10 @@ _GET = text(f"SELECT {_ROUND.sql} FROM rounds WHERE id = :id")
 _OPEN = text(f"SELECT {_ROUND.sql} FROM rounds WHERE status IN ('open', 'closing') ORDER BY id")
 _WAITING = text("SELECT room, question_ts FROM rounds WHERE status = 'waiting'")
 _JOIN = text(
-    "INSERT INTO round_members (round_id, instance, status, joined_at)"
-    " VALUES (:round_id, :instance, 'answering', :now)"
-    " ON CONFLICT DO NOTHING"
+    _MEMBER.insert(
+        skip=("turn_id",), extra=("round_id",), values={"status": "'answering'", "joined_at": ":now"}
+    )
+    + " ON CONFLICT DO NOTHING"
 )
 _MEMBERS = text(f"SELECT {_MEMBER.sql} FROM round_members WHERE round_id = :round_id ORDER BY joined_at")
 _FINISH_MEMBER = text(

@@ -76,9 +76,12 @@ _LISTED = Row(
 )
 
 _UPSERT = text(
-    "INSERT INTO routines (instance, name, schedule, channel, next_due, active, paused, updated_at)"
-    " VALUES (:instance, :name, :schedule, :channel, :next_due, :yes, :no, :now)"
-    " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
+    _STATE.insert(
+        skip=("paused_by", "run_requested_at"),
+        extra=("instance", "updated_at"),
+        values={"active": ":yes", "paused": ":no", "updated_at": ":now"},
+    )
+    + " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
     " next_due = excluded.next_due, active = excluded.active, updated_at = excluded.updated_at"
 )
 _DEACTIVATE = text(
@@ -99,9 +102,8 @@ _TAKE_REQUEST = text(
     " WHERE instance = :instance AND name = :name AND run_requested_at = :at"
 )
 _CLAIM = text(
-    "INSERT INTO routine_runs (instance, routine, due_at, status, reason, tokens, started_at, ended_at)"
-    " VALUES (:instance, :routine, :due_at, :status, :reason, 0, :started_at, :ended_at)"
-    " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
+    _RUN.insert(skip=("id", "turn_id"), values={"tokens": "0"})
+    + " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
 )
 _LAST_DUES = text("SELECT routine, max(due_at) FROM routine_runs WHERE instance = :instance GROUP BY routine")
 _IS_RUNNING = text(

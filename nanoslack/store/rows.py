@@ -49,7 +49,7 @@ class Row(Generic[T]):
     column of the table (a joined table's, a subquery); ``convert``: a reader for a
     field whose annotation is none of str, int, float, bool (or those or None)."""
 
-    __slots__ = ("cls", "names", "read", "sql")
+    __slots__ = ("cls", "names", "read", "sql", "table")
 
     def __init__(
         self,
@@ -64,11 +64,22 @@ class Row(Generic[T]):
         columns = columns or {}
         convert = convert or {}
         self.cls = cls
+        self.table = table
         self.names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
         if table is not None:
             _check_columns(table, [n for n in self.names if n not in columns])
         self.sql = ", ".join(columns.get(n, f"{prefix}{n}") for n in self.names)
         self.read: Callable[[Sequence[Any]], T] = _compile(cls, self.names, convert, empty)
+
+    def insert(
+        self, *, skip: Sequence[str] = (), extra: Sequence[str] = (), values: Mapping[str, str] | None = None
+    ) -> str:
+        """``insert_sql`` of the row's own table for its fields (less ``skip``, the
+        table's own id), then ``extra`` columns the row class does not read back."""
+        if self.table is None:
+            raise TypeError(f"{self.cls.__name__}: insert needs the row's table")
+        names = [n for n in self.names if n not in skip] + list(extra)
+        return insert_sql(self.table, names, values=values)
 
     def all(self, rows: Sequence[Sequence[Any]]) -> list[T]:
         read = self.read
@@ -76,6 +87,17 @@ class Row(Generic[T]):
 
     def first(self, row: Sequence[Any] | None) -> T | None:
         return None if row is None else self.read(row)
+
+
+def insert_sql(table: str, columns: Sequence[str], *, values: Mapping[str, str] | None = None) -> str:
+    """``INSERT INTO table (a, b) VALUES (:a, :b)`` for ``columns`` of ``table`` (checked
+    against it, as a row class's fields are); ``values`` gives the SQL of a column that
+    is not bound by its own name (a literal, ``:now``). A clause after it (ON CONFLICT,
+    RETURNING) is the caller's to append."""
+    values = values or {}
+    _check_columns(table, columns)
+    bound = ", ".join(values.get(c, f":{c}") for c in columns)
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({bound})"
 
 
 def _check_columns(table: str, names: Sequence[str]) -> None:

@@ -28,12 +28,7 @@ class StepRow:
 
 
 _STEP = Row(StepRow, table="turn_steps")
-_ADD = text(
-    "INSERT INTO turn_steps"
-    " (turn_id, step, kind, name, arguments, result_size, tokens, cached_tokens, ms, error, created_at)"
-    " VALUES (:turn_id, :step, :kind, :name, :arguments, :result_size, :tokens, :cached_tokens, :ms,"
-    " :error, :now)"
-)
+_ADD = text(_STEP.insert(extra=("turn_id",), values={"created_at": ":now"}))
 _OF = text(f"SELECT {_STEP.sql} FROM turn_steps WHERE turn_id = :turn_id ORDER BY step, id")
 
 

@@ -629,5 +629,34 @@ class RoutineRun(SQLModel, table=True):
     ended_at: float | None = None
 
 
-# Every table above (and ``assistant_threads``, made by its migration, is not among them).
+class AssistantThreadRow(SQLModel, table=True):
+    """The channel a person was viewing when they opened the instance's assistant pane
+    or last switched channels with it open (docs/agent-surface.md); one row per thread.
+    Schema version 9 created it by plain SQL, with these very columns."""
+
+    __tablename__ = "assistant_threads"
+    instance: str = Field(primary_key=True)
+    channel: str = Field(primary_key=True)
+    thread_ts: str = Field(primary_key=True)
+    user_id: str | None = None
+    context_channel: str | None = None
+    context_name: str | None = None
+    updated_at: float
+
+
+class ReplyDraftRow(SQLModel, table=True):
+    """The stream a turn opened in Slack while its model was still writing
+    (docs/agent-surface.md): ``ts`` is "" until Slack answered the start. Schema version
+    11 created it by plain SQL, with these very columns."""
+
+    __tablename__ = "reply_drafts"
+    instance: str = Field(primary_key=True)
+    turn_id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    channel: str
+    thread_ts: str
+    ts: str
+    started_at: float
+
+
+# Every table above: the one definition ``migrations`` creates.
 METADATA = SQLModel.metadata

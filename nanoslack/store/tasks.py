@@ -61,11 +61,16 @@ _TASK_OF_T = Row(TaskRow, table="tasks", prefix="t.", empty=("text",))  # in a j
 # A report: the task's row made to say what the report says. A report starts a new
 # silence, so the ping and the staleness of the last one are forgotten.
 _REPORT = text(
-    "INSERT INTO tasks (room, thread_ts, request_ts, instance, status, progress_done, progress_total, step,"
-    " text, created_at, updated_at, closed_at)"
-    " VALUES (:room, :thread_ts, :request_ts, :instance, :status, :done, :total, :step, :text, :now, :now,"
-    " :closed_at)"
-    " ON CONFLICT (room, request_ts, instance) DO UPDATE SET status = excluded.status,"
+    _TASK.insert(
+        skip=("id", "pinged_at", "stale_at"),
+        values={
+            "progress_done": ":done",
+            "progress_total": ":total",
+            "created_at": ":now",
+            "updated_at": ":now",
+        },
+    )
+    + " ON CONFLICT (room, request_ts, instance) DO UPDATE SET status = excluded.status,"
     " progress_done = coalesce(excluded.progress_done, tasks.progress_done),"
     " progress_total = coalesce(excluded.progress_total, tasks.progress_total),"
     " step = coalesce(excluded.step, tasks.step),"
@@ -95,8 +100,8 @@ _PINGED = text("UPDATE tasks SET pinged_at = :now WHERE id = :id AND pinged_at I
 _STALE = text("UPDATE tasks SET stale_at = :now WHERE id = :id AND stale_at IS NULL AND updated_at = :at")
 
 _NEW_BOARD = text(
-    "INSERT INTO boards (room, instance, post_key, text, version, updated_at)"
-    " VALUES (:room, :instance, :post_key, '', 0, :now) ON CONFLICT DO NOTHING"
+    _BOARD.insert(skip=("ts",), values={"text": "''", "version": "0", "updated_at": ":now"})
+    + " ON CONFLICT DO NOTHING"
 )
 # Taken first in every transaction that rewrites a board: on PostgreSQL the row lock
 # makes two processes' edits of one board follow each other, each seeing the other's

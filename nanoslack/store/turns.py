@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_execute, hot_first
-from nanoslack.store.rows import Row
+from nanoslack.store.rows import Row, insert_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +39,11 @@ class TurnRow:
 
 _TURN = Row(TurnRow, table="turns")
 _START = text(
-    "INSERT INTO turns (instance, channel, thread_key, reply_thread_ts, sender_id, status, through_ts,"
-    " messages, posts, tokens, wrapping_up, started_at)"
-    " VALUES (:instance, :channel, :thread_key, :reply_thread_ts, :sender_id, 'running', :through_ts,"
-    " :messages, 0, 0, :wrapping_up, :now)"
-    " RETURNING id"
+    _TURN.insert(
+        skip=("id", "error", "finished_at"),
+        values={"status": "'running'", "posts": "0", "tokens": "0", "started_at": ":now"},
+    )
+    + " RETURNING id"
 )
 _FINISH = text(
     "UPDATE turns SET status = :status, posts = :posts, error = :error,"
@@ -65,8 +65,8 @@ _RECENT = text(f"SELECT {_TURN.sql} FROM turns ORDER BY id DESC LIMIT :limit")
 _RECENT_OF = text(f"SELECT {_TURN.sql} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
 _GET = text(f"SELECT {_TURN.sql} FROM turns WHERE id = :id")
 _ADD_USAGE = text(
-    "INSERT INTO agent_usage (instance, day, tokens) VALUES (:instance, :day, :tokens)"
-    " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
+    insert_sql("agent_usage", ("instance", "day", "tokens"))
+    + " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
 )
 _USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day = :day")
 # Tokens the room's turns used since a moment, every instance together (NANOSLACK_ROOM_TOKENS).

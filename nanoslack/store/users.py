@@ -40,9 +40,8 @@ _BOT_USERS = text("SELECT slack_user_id FROM users WHERE kind = 'bot' AND slack_
 # A later sighting may learn a name (bots.info) but must never erase one: the edge
 # resolves names, the router only makes sure the row exists.
 _ENSURE = text(
-    "INSERT INTO users (id, kind, display_name, slack_user_id, created_at, updated_at)"
-    " VALUES (:id, :kind, :name, :slack_user_id, :now, :now)"
-    " ON CONFLICT (id) DO UPDATE SET"
+    _USER.insert(values={"display_name": ":name", "created_at": ":now", "updated_at": ":now"})
+    + " ON CONFLICT (id) DO UPDATE SET"
     " display_name = coalesce(excluded.display_name, users.display_name),"
     " slack_user_id = coalesce(excluded.slack_user_id, users.slack_user_id),"
     " updated_at = excluded.updated_at"

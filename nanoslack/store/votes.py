@@ -73,9 +73,11 @@ _BALLOT_ROW = Row(BallotRow, table="ballots")
 
 
 _OPEN = text(
-    "INSERT INTO votes (room, thread_ts, instance, question, options, humans, bots, post_key, status,"
-    " created_at) VALUES (:room, :thread_ts, :instance, :question, :options, :humans, :bots, :post_key,"
-    " 'open', :now) RETURNING id"
+    _VOTE.insert(
+        skip=("id", "ts", "posted_at", "reminded_at", "closed_at", "result"),
+        values={"status": "'open'", "created_at": ":now"},
+    )
+    + " RETURNING id"
 )
 _GET = text(f"SELECT {_VOTE.sql} FROM votes WHERE id = :id")
 _BY_TS = text(f"SELECT {_VOTE.sql} FROM votes WHERE room = :room AND ts = :ts")
@@ -96,9 +98,8 @@ _CLOSE = text(
     " WHERE id = :id AND status = 'open'"
 )
 _BALLOT = text(
-    "INSERT INTO ballots (vote_id, voter, kind, choice, cast_at)"
-    " VALUES (:vote_id, :voter, :kind, :choice, :now)"
-    " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
+    _BALLOT_ROW.insert(extra=("vote_id",), values={"cast_at": ":now"})
+    + " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
     " cast_at = excluded.cast_at"
 )
 _BALLOTS = text(f"SELECT {_BALLOT_ROW.sql} FROM ballots WHERE vote_id = :id ORDER BY cast_at, voter")

@@ -10,7 +10,16 @@ import pytest
 from sqlalchemy import text
 
 from nanoslack.store import Store
-from nanoslack.store.fastpath import hot_all, hot_execute, hot_first, hot_many, spell
+from nanoslack.store.errors import StoreError
+from nanoslack.store.fastpath import (
+    hot_all,
+    hot_execute,
+    hot_first,
+    hot_many,
+    hot_rows,
+    spell,
+    spell_positional,
+)
 
 # (statement, parameters, the row it reads): colons inside literals, after a space and
 # before a word; PostgreSQL's ``::`` cast (written as CAST on SQLite, which has none);
@@ -88,3 +97,46 @@ def test_every_statement_of_a_hot_module_spells_the_same_as_sqlalchemy_sends_it(
         if stmt._bindparams and any(b.expanding for b in stmt._bindparams.values()):
             continue  # expanded per call: only the ordinary path runs these
         assert spell(stmt.text, "postgresql") == str(stmt.compile(dialect=pg)), stmt.text
+
+
+def test_a_question_mark_or_percent_in_a_literal_is_no_positional_parameter(store: Store) -> None:
+    """``hot_rows`` (a batch's values, given in order) leaves a ``?`` or ``%`` inside a
+    literal alone on both drivers: only the statement's named parameters take values."""
+    stmt = text("SELECT 'why?', :p0, '50% off?', :p1 UNION ALL SELECT 'a?b', :p2, '?', :p3")
+    with store.transaction() as conn:
+        rows = hot_rows(conn, stmt, ["x", 1, "y", 2])
+    assert rows == [("why?", "x", "50% off?", 1), ("a?b", "y", "?", 2)]
+
+
+def test_a_positional_statement_names_each_parameter_once() -> None:
+    with pytest.raises(StoreError, match="once"):
+        spell_positional(text("SELECT :p0, :p0"), "postgresql")
+    assert spell_positional(text("SELECT :p0, '?%', :p1"), "postgresql") == "SELECT %s, '?%%', %s"
+    assert spell_positional(text("SELECT :p0, '?%', :p1"), "sqlite") == "SELECT ?, '?%', ?"
+
+
+def test_a_batch_of_inbox_rows_records_each_once(store: Store) -> None:
+    """The multi-row insert binds each row's values to its own columns (a literal ``?``
+    in a payload included) and says which rows were new."""
+    from nanoslack.inbound import Inbound
+
+    def msg(ts: str, text_: str) -> Inbound:
+        return Inbound(
+            instance="a",
+            team_id=None,
+            channel="C1",
+            channel_type="im",
+            ts=ts,
+            thread_ts=None,
+            user="U1",
+            bot_id=None,
+            text=text_,
+            mentions=(),
+            event_type="message",
+        )
+
+    batch = [msg(f"1.{i}", f"really? {i}%") for i in range(5)] + [msg("1.0", "twin")]
+    assert store.inbox.record_many(batch) == [True] * 5 + [False]
+    assert store.inbox.record_many(batch[:2]) == [False, False]
+    got = store.inbox.message(batch[3].key)
+    assert got is not None and got.text == "really? 3%"

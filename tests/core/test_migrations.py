@@ -67,3 +67,53 @@ def test_a_version_3_outbox_keeps_what_each_queued_row_is(tmp_path: Path) -> Non
         assert "owner_asks" in tables and "room_notices" not in tables
     finally:
         conn.close()
+
+
+# The two tables as versions 9 and 11 first made them, by plain SQL.
+PLAIN_SQL_TABLES = {
+    "assistant_threads": "CREATE TABLE assistant_threads ("
+    " instance VARCHAR NOT NULL, channel VARCHAR NOT NULL, thread_ts VARCHAR NOT NULL,"
+    " user_id VARCHAR, context_channel VARCHAR, context_name VARCHAR, updated_at FLOAT NOT NULL,"
+    " PRIMARY KEY (instance, channel, thread_ts))",
+    "reply_drafts": "CREATE TABLE reply_drafts ("
+    " instance VARCHAR NOT NULL, turn_id INTEGER NOT NULL, channel VARCHAR NOT NULL,"
+    " thread_ts VARCHAR NOT NULL, ts VARCHAR NOT NULL, started_at FLOAT NOT NULL,"
+    " PRIMARY KEY (instance, turn_id))",
+}
+
+
+def _columns(path: Path, table: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return [tuple(r) for r in conn.execute(f"PRAGMA table_info({table})")]
+    finally:
+        conn.close()
+
+
+def test_a_version_10_database_gets_reply_drafts_as_a_fresh_one_has_them(tmp_path: Path) -> None:
+    """``assistant_threads`` and ``reply_drafts`` are declared with the tables now: a fresh
+    database has them with the columns the plain SQL of versions 9 and 11 made, and a
+    version 10 database (its ``assistant_threads`` from that SQL) is upgraded to the same."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    with Store.open(sqlite_url(str(fresh))):
+        pass
+    plain = tmp_path / "plain.db"
+    conn = sqlite3.connect(plain)
+    conn.executescript(";".join(PLAIN_SQL_TABLES.values()))
+    conn.close()
+    with Store.open(sqlite_url(str(old))):
+        pass
+    conn = sqlite3.connect(old)
+    conn.executescript(
+        "DROP TABLE reply_drafts; DROP TABLE assistant_threads;"
+        + PLAIN_SQL_TABLES["assistant_threads"]
+        + ";UPDATE schema_meta SET value = '10' WHERE key = 'version';"
+    )
+    conn.close()
+    with Store.open(sqlite_url(str(old))) as store:
+        store.reply_drafts.open("dana", 7, "C0ROOM", "1.0")
+        store.reply_drafts.started("dana", 7, "2.0")
+        draft = store.reply_drafts.of_turn("dana", 7)
+        assert draft is not None and (draft.channel, draft.thread_ts, draft.ts) == ("C0ROOM", "1.0", "2.0")
+    for table in PLAIN_SQL_TABLES:
+        assert _columns(fresh, table) == _columns(plain, table) == _columns(old, table), table

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from nanoslack.store.rows import Row
+from nanoslack.store.rows import Row, insert_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +58,31 @@ def test_a_field_of_another_type_needs_its_own_reader() -> None:
     assert Row(Listed, convert={"members": lambda v: tuple(v.split(","))}).read(("a,b",)) == Listed(
         ("a", "b")
     )
+
+
+def test_an_insert_names_the_rows_fields_less_skipped_plus_extra_columns() -> None:
+    rows = Row(LeaseLike, table="instance_leases")
+    assert rows.insert(skip=("holder",), values={"heartbeat_at": ":now"}) == (
+        "INSERT INTO instance_leases (instance, expires_at, heartbeat_at)"
+        " VALUES (:instance, :expires_at, :now)"
+    )
+    assert insert_sql("users", ("id", "kind"), values={"kind": "'human'"}) == (
+        "INSERT INTO users (id, kind) VALUES (:id, 'human')"
+    )
+
+
+def test_an_insert_of_a_column_its_table_lacks_fails_when_the_module_loads() -> None:
+    with pytest.raises(TypeError, match="instance_leases has no column nickname"):
+        insert_sql("instance_leases", ("instance", "nickname"))
+    with pytest.raises(TypeError, match="has no column owner"):
+        Row(LeaseLike, table="instance_leases").insert(extra=("owner",))
+    with pytest.raises(TypeError, match="needs the row's table"):
+        Row(LeaseLike).insert()
+
+
+def test_every_table_the_store_writes_is_declared_with_the_others() -> None:
+    """The plain-SQL tables of old versions are declared in ``tables`` now, so rows of
+    them are checked like every other's."""
+    from nanoslack.store.tables import METADATA
+
+    assert {"assistant_threads", "reply_drafts"} <= set(METADATA.tables)
