@@ -7,17 +7,18 @@ only moves when *another* connection commits).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached, Database
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_many, hot_rows, positional_names
+from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows, positional_names
 from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.writebehind import WriteBehind
 
 GroupKind = Literal["dm", "group"]
 PLATFORM = "slack"
@@ -91,32 +92,15 @@ _AMONG = text(
 class MessagingGroups(Cached):
     def __init__(self, db: Database) -> None:
         super().__init__(db)
-        # Threads ``engage_thread`` keeps for the end of a ``batched`` stretch, else None.
-        self._later: list[dict[str, Any]] | None = None
+        self._engaged = WriteBehind(db, _ENGAGE)
 
-    @contextmanager
-    def batched(self) -> Iterator[None]:
-        """Inside one transaction (a pipeline batch): ``engage_thread`` keeps its rows and
-        they are written in one call at the end, or before anything reads them. On an
-        exception they are dropped with the transaction they belonged to."""
-        if self._later is not None:
-            yield
-            return
-        self._later = []
-        try:
-            yield
-            self.flush()
-        finally:
-            self._later = None
+    def batched(self) -> contextlib.AbstractContextManager[None]:
+        """Inside one transaction (a pipeline batch): ``engage_thread`` keeps its rows, written in one
+        call at the end or before anything reads them (``store/writebehind.py``)."""
+        return self._engaged.batched()
 
     def flush(self) -> None:
-        if not self._later:
-            return
-        with self._db.transaction() as conn:
-            rows = self._later
-            if rows:
-                self._later = []
-                hot_many(conn, _ENGAGE, rows)
+        self._engaged.flush()
 
     def get(self, platform_id: str, instance: str) -> GroupRow | None:
         params = {"platform": PLATFORM, "platform_id": platform_id, "instance": instance}
@@ -163,8 +147,7 @@ class MessagingGroups(Cached):
     def engage_thread(self, group_id: int, thread_key: str) -> None:
         params = {"group_id": group_id, "thread_key": thread_key, "now": time.time()}
         with self._db.transaction() as conn:
-            if self._later is not None:
-                self._later.append(params)
+            if self._engaged.keep(params):
                 return
             hot_execute(conn, _ENGAGE, params)
 

@@ -8,9 +8,9 @@ pending) happens exactly once even if two deciders race.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,9 @@ from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.store.database import Database
-from nanoslack.store.fastpath import hot_all, hot_execute, hot_first, hot_many
+from nanoslack.store.fastpath import hot_all, hot_execute, hot_first
 from nanoslack.store.rows import Row
+from nanoslack.store.writebehind import WriteBehind
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,33 +145,15 @@ _COUNT_BY_STATUS = text("SELECT status, count(*) FROM messages WHERE instance = 
 class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # Rows ``add`` keeps for the end of a ``batched`` stretch, else None.
-        self._later: list[dict[str, Any]] | None = None
+        self._added = WriteBehind(db, _ADD)
 
-    @contextmanager
-    def batched(self) -> Iterator[None]:
-        """Inside one transaction (a pipeline batch): ``add`` keeps its rows and they are
-        written in one call at the end, or before anything reads this table. On an
-        exception they are dropped with the transaction they belonged to."""
-        if self._later is not None:
-            yield
-            return
-        self._later = []
-        try:
-            yield
-            self.flush()
-        finally:
-            self._later = None
+    def batched(self) -> contextlib.AbstractContextManager[None]:
+        """Inside one transaction (a pipeline batch): ``add`` keeps its rows, written in one
+        call at the end or before anything reads them (``store/writebehind.py``)."""
+        return self._added.batched()
 
     def flush(self) -> None:
-        if not self._later:  # the common case, without taking the store's lock
-            return
-        with self._db.transaction() as conn:
-            # Under the lock: only the thread whose batch it is sees its rows here.
-            rows = self._later
-            if rows:
-                self._later = []
-                hot_many(conn, _ADD, rows)
+        self._added.flush()
 
     def add(self, msg: Inbound, *, group_id: int | None, status: str) -> bool:
         """Store ``msg``; False when its (instance, channel, ts) is already there (always
@@ -189,8 +172,7 @@ class Messages:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
-            if self._later is not None:
-                self._later.append(params)
+            if self._added.keep(params):
                 return True
             return hot_execute(conn, _ADD, params) == 1
 

@@ -1,0 +1,52 @@
+"""Rows of one hot INSERT kept back for the end of a pipeline batch (``batched``): written in
+one call then, or before anything reads the table (``flush``). On an exception they are dropped
+with the transaction they belonged to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import TextClause
+
+from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_many
+
+
+class WriteBehind:
+    def __init__(self, db: Database, statement: TextClause) -> None:
+        self._db = db
+        self._statement = statement
+        # The rows kept for the end of a ``batched`` stretch, else None.
+        self._rows: list[dict[str, Any]] | None = None
+
+    def keep(self, params: dict[str, Any]) -> bool:
+        """Inside a ``batched`` stretch (call it in a transaction of the store's): the row
+        is kept for later and True; else False and the caller writes it now."""
+        if self._rows is None:
+            return False
+        self._rows.append(params)
+        return True
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        if self._rows is not None:
+            yield
+            return
+        self._rows = []
+        try:
+            yield
+            self.flush()
+        finally:
+            self._rows = None
+
+    def flush(self) -> None:
+        if not self._rows:  # the common case, without taking the store's lock
+            return
+        with self._db.transaction() as conn:
+            # Under the lock: only the thread whose batch it is sees its rows here.
+            rows = self._rows
+            if rows:
+                self._rows = []
+                hot_many(conn, self._statement, rows)
