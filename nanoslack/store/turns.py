@@ -3,7 +3,8 @@
 A turn row is written when the agent starts and finished in the same transaction
 that records its output (the outbox rows of its posts, its messages marked done),
 so after a crash a turn is either recorded whole or still ``running``; a restart
-marks the latter ``abandoned`` and its messages, still pending, wake a new turn.
+marks the latter ``abandoned`` and its messages, still pending, wake a new turn. A
+turn that failed before its agent ran is taken over by the thread's next start.
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ _START = text(
         values={"status": "'running'", "posts": "0", "tokens": "0", "started_at": ":now"},
     )
     + " RETURNING id"
+)
+# A thread's turn left ``running`` by an attempt of this run that never got to its agent
+# (see ``Turns.start``), and taking it over.
+_LEFT_RUNNING = text(
+    "SELECT id FROM turns WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key AND status = 'running' ORDER BY id DESC LIMIT 1"
+)
+_TAKE_OVER = text(
+    "UPDATE turns SET reply_thread_ts = :reply_thread_ts, sender_id = :sender_id,"
+    " through_ts = :through_ts, messages = :messages, wrapping_up = :wrapping_up,"
+    " started_at = :now WHERE id = :id AND status = 'running'"
 )
 _FINISH = text(
     "UPDATE turns SET status = :status, posts = :posts, error = :error,"
@@ -95,6 +107,13 @@ class Turns:
         messages: int,
         wrapping_up: bool,
     ) -> int:
+        """The turn's id: a new row, or the thread's row an earlier attempt left ``running``.
+
+        The scheduler runs one turn per thread at a time, and a restart abandons what a
+        previous run left running, so a running row of this thread is an attempt that
+        failed between its start and its agent (the store went away while the turn read
+        what its tools need, or the COMMIT of its start was lost on the way back while
+        the server kept it). This attempt is that turn, not a second one beside it."""
         params = {
             "instance": instance,
             "channel": channel,
@@ -107,7 +126,11 @@ class Turns:
             "now": time.time(),
         }
         with self._db.transaction() as conn:
-            row = hot_first(conn, _START, params)  # a turn's statements: the driver's fast path
+            # A turn's statements: the driver's fast path.
+            left = hot_first(conn, _LEFT_RUNNING, params)
+            if left is not None and hot_execute(conn, _TAKE_OVER, {**params, "id": left[0]}) == 1:
+                return int(left[0])
+            row = hot_first(conn, _START, params)
             assert row is not None
             return int(row[0])
 

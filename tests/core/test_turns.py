@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -20,14 +21,19 @@ import pytest
 from nanoslack.agents import Agent, OpenAIAgent, TokenLedger, load_teammate
 from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.prompt import NEW_SINCE
+from nanoslack.agents.tool import Tool
 from nanoslack.budgets import StoreLedger
 from nanoslack.core import Services, build_turns
+from nanoslack.features import RoomFeature
 from nanoslack.gate import Gate
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
+from nanoslack.store.errors import StoreUnavailable
+from nanoslack.tools.toolbox import ToolFamily
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
+from nanoslack.turns import scheduler as scheduler_module
 from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, ThreadKey, Transcripts
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
@@ -67,6 +73,7 @@ def dispatcher(
     *,
     ledger: TokenLedger | None = None,
     daily_tokens: int | None = None,
+    features: Sequence[RoomFeature] = (),
 ) -> TurnScheduler:
     services = Services(
         store=store,
@@ -78,7 +85,11 @@ def dispatcher(
         daily_tokens=lambda _instance: daily_tokens,
     )
     return build_turns(
-        Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"), agent, services, directory=Directory()
+        Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        agent,
+        services,
+        directory=Directory(),
+        features=features,
     )
 
 
@@ -225,6 +236,50 @@ async def test_silence_posts_nothing_and_closes_the_messages(
     assert store.outbox.queued(INSTANCE) == []
     assert [t.status for t in store.turns.recent()] == ["silent"]
     assert store.messages.get(msg.key).status == "done"  # type: ignore[union-attr]
+
+
+async def test_a_turn_the_store_failed_before_its_agent_ran_is_one_turn_when_it_runs_again(
+    store: Store,
+    router: Router,
+    gate: Gate,
+    program: TurnAgent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store goes away after the turn's row is written, while the turn reads what its
+    tools need (a feature's tools read the store: a room's lead, its notes): the turn
+    crashes, its message stays pending and runs again; that run is the same turn, not a
+    second row beside one left ``running`` for good."""
+    monkeypatch.setattr(scheduler_module, "CRASH_BACKOFF_S", 0.05)
+    failures = [StoreUnavailable("connection lost: the server closed the connection")]
+
+    class ToolsReadTheStore(RoomFeature):
+        def toolsets(self) -> Sequence[ToolFamily]:
+            def tools(*_: object) -> Sequence[Tool[Any]]:
+                if failures:
+                    raise failures.pop()
+                return ()
+
+            return (tools,)
+
+    program.reply("dana", "an answer")
+    d = dispatcher(
+        store,
+        CommandAgent(program.command, timeout=30, instance=INSTANCE),
+        tmp_path,
+        features=[ToolsReadTheStore()],
+    )
+    task = asyncio.create_task(d.run())
+    try:
+        parent = deliver(store, router, gate, message(user=OWNER, mention=True))
+        await settle(store, d, turns_done=1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not failures, "the store never failed: the test tested nothing"
+    [turn] = store.turns.recent()
+    assert (turn.status, turn.posts, turn.through_ts) == ("done", 1, parent.ts)
+    assert [r.text for r in store.outbox.queued(INSTANCE)] == ["an answer"]
 
 
 async def test_a_failed_turn_posts_nothing_and_consumes_its_messages(
