@@ -44,7 +44,6 @@ from nanoslack.agents import (
     Teammate,
     TokenLedger,
     build_agent,
-    daily_tokens,
     load_teammate,
     make_http_client,
 )
@@ -53,6 +52,7 @@ from nanoslack.asks import Answer, OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
+from nanoslack.config.agent import daily_tokens
 from nanoslack.control import Halts
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.inbound import Identity, Inbound, bot_sender_id

@@ -8,7 +8,7 @@ recorder (``nanoslack.turns.record``) records the ``Reply``'s posts for the post
 from typing import TYPE_CHECKING, Any
 
 from nanoslack.agents.command import CommandAgent
-from nanoslack.agents.factory import BACKENDS, backend_kind, build_agent, daily_tokens
+from nanoslack.agents.factory import build_agent
 from nanoslack.agents.http import make_http_client
 from nanoslack.agents.local import LocalTools
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt, render_thread
@@ -46,7 +46,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BACKENDS",
     "Agent",
     "AnthropicAgent",
     "BudgetExhausted",
@@ -67,9 +66,7 @@ __all__ = [
     "Turn",
     "TurnFailed",
     "WRAPPING_UP_CUE",
-    "backend_kind",
     "build_agent",
-    "daily_tokens",
     "load_teammate",
     "make_http_client",
     "render_prompt",

@@ -57,10 +57,10 @@ from nanoslack.agents import drafts
 from nanoslack.agents.prompt import opening, render_thread
 from nanoslack.agents.redact import tail
 from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
+from nanoslack.config.agent import DEFAULT_TIMEOUT_S
 
 log = structlog.get_logger("nanoslack.agents")
 
-DEFAULT_TIMEOUT_S = 120.0
 SEPARATOR = "---"
 STDERR_TAIL = 200
 # Read from a command's stdout at a time, while its first post is followed.

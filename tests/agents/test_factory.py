@@ -13,12 +13,11 @@ from nanoslack.agents import (
     CommandAgent,
     OpenAIAgent,
     ScriptAgent,
-    backend_kind,
     build_agent,
-    daily_tokens,
 )
 from nanoslack.agents.local import LocalTools
 from nanoslack.config import ConfigError, load_settings
+from nanoslack.config.agent import backend_kind, daily_tokens
 from tests.llm_server import LLMServer, openai_text
 
 from .helpers import make_turn
