@@ -179,8 +179,8 @@ class InstanceCore:
         self.store = store
         self.teammates_dir = teammates_dir
         self.halts = halts
-        self.pipeline = pipeline
-        self.turns = turns
+        self._pipeline = pipeline
+        self._turns = turns
         self.mcp = mcp
         self.tool_approvals = tool_approvals
         self._worker = worker
@@ -195,7 +195,7 @@ class InstanceCore:
         """Into the durable inbox, in one commit, before the edge acks; False for a
         duplicate (a Slack retry, an ``app_mention`` twin). Raises when the store cannot
         take them: the edge then leaves them unacked for Slack to redeliver."""
-        fresh = self.pipeline.accept_many(msgs)
+        fresh = self._pipeline.accept_many(msgs)
         self._tally.inbox_commits += 1
         self._tally.inbox_records += len(msgs)
         failpoints.hit("inbox.recorded", len(msgs))
@@ -222,7 +222,7 @@ class InstanceCore:
 
     def wake(self) -> None:
         """Something for this instance's turns committed elsewhere (a sibling's handoff)."""
-        self.turns.wake()
+        self._turns.wake()
 
     def held_rooms(self) -> frozenset[str]:
         """Rooms whose agents' replies wait (halted), for the edge's poster."""
@@ -235,9 +235,9 @@ class InstanceCore:
         the turns and the clocks run."""
         await self.mcp.start()
         self._worker.start()
-        self.turns.recover()
+        self._turns.recover()
         self._tasks = [
-            asyncio.create_task(self.turns.run(), name=f"{self.name}-turns"),
+            asyncio.create_task(self._turns.run(), name=f"{self.name}-turns"),
             *(asyncio.create_task(c.run(), name=f"{self.name}-{what}") for what, c in self._clocks.items()),
         ]
 
@@ -246,9 +246,9 @@ class InstanceCore:
         way record their replies, within the stop's grace; what does not finish runs
         again at the next start (the inbox and the turn rows say where it was)."""
         shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
-        self.turns.stop_starting()
+        self._turns.stop_starting()
         drained = self._worker.drained()
-        closed = await self.turns.close(shutdown)
+        closed = await self._turns.close(shutdown)
         await shutdown.wait({drained}, shutdown.remaining(at_least=QUEUE_GRACE_S))
         drained.cancel()
         await self._worker.stop()
