@@ -26,11 +26,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from nanoslack.config.settings import instance_key
 from nanoslack.config.values import ConfigError
 
 Lookup = Callable[[str], str | None]
+N = TypeVar("N", int, float)
 
 BACKENDS = ("openai", "anthropic", "command", "script")
 SCRIPT_FILE = "script.json"
@@ -145,22 +147,20 @@ class InstanceKeys:
         key, value = self.get(base)
         if value is None:
             return None
-        try:
-            number = int(value)
-        except ValueError:
-            number = 0
-        if number <= 0:
-            raise ConfigError(f"{key}: expected an integer > 0, got {value!r}")
-        return number
+        return _number(key, value, int, lambda n: n > 0, "an integer > 0")
 
     def seconds(self, base: str, default: float) -> float:
         key, value = self.get(base)
         if value is None:
             return default
-        try:
-            number = float(value)
-        except ValueError:
-            number = 0.0
-        if not (number > 0 and math.isfinite(number)):
-            raise ConfigError(f"{key}: expected a number of seconds > 0, got {value!r}")
-        return number
+        return _number(key, value, float, lambda n: n > 0 and math.isfinite(n), "a number of seconds > 0")
+
+
+def _number(key: str, value: str, kind: Callable[[str], N], ok: Callable[[N], bool], expected: str) -> N:
+    try:
+        number = kind(value)
+    except ValueError:
+        number = None
+    if number is None or not ok(number):
+        raise ConfigError(f"{key}: expected {expected}, got {value!r}")
+    return number
