@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx2
 
@@ -14,6 +15,10 @@ from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.types import Agent
 from nanoslack.config import ConfigError
 from nanoslack.config.agent import AgentConfig, Lookup, agent_config
+
+if TYPE_CHECKING:
+    from nanoslack.agents.anthropic import AnthropicAgent
+    from nanoslack.agents.openai import OpenAIAgent
 
 
 def build_agent(
@@ -42,24 +47,15 @@ def build_agent(
 
 def _llm(config: AgentConfig, http: httpx2.AsyncClient, sleep: Sleep) -> Agent:
     # Imported here: pydantic-ai and the SDKs take a while to load, and only these back ends need them.
+    backend: type[OpenAIAgent] | type[AnthropicAgent]
     if config.kind == "openai":
-        from nanoslack.agents.openai import OpenAIAgent
-
-        return OpenAIAgent(
-            http,
-            base_url=config.base_url,
-            api_key=config.api_key,
-            model=config.model,
-            instance=config.instance,
-            sleep=sleep,
-        )
-    from nanoslack.agents.anthropic import AnthropicAgent
-
-    assert config.api_key is not None  # config.agent requires it for anthropic
-    return AnthropicAgent(
+        from nanoslack.agents.openai import OpenAIAgent as backend
+    else:
+        from nanoslack.agents.anthropic import AnthropicAgent as backend
+    return backend(
         http,
         base_url=config.base_url,
-        api_key=config.api_key,
+        api_key=config.api_key,  # config.agent requires one for anthropic
         model=config.model,
         instance=config.instance,
         sleep=sleep,
