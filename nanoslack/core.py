@@ -138,6 +138,9 @@ class Services:
     lead_of: Callable[[str], str | None] = lambda _channel: None
     # NANOSLACK_TZ: the zone routines' cron schedules are read in (docs/routines.md).
     tz: dt.tzinfo = dt.UTC
+    # Room features beyond the built-in ones, made for each instance: they join the end
+    # of ``build_instance``'s list, so a new feature needs no edit there.
+    extra_features: Callable[[Identity], Sequence[RoomFeature]] = lambda _identity: ()
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
         Team(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
         RoutinesFeature(store, name, services.owners, turns=routine_turns, clock=routine_clock),
+        *services.extra_features(identity),
     ]
     # Room control, guard, router and gate, in one transaction per batch (``nanoslack.pipeline``).
     pipeline = build_pipeline(

@@ -5,7 +5,8 @@ A room feature is something rooms can do beyond a turn's plain reply: rounds
 (``MemoryFeature``), routines (``nanoslack.routines.feature``). Each says, through ``RoomFeature``,
 what it adds to a turn's prompt, which tools it offers, what it does when a turn's
 effects are committed and when a turn is recorded, its timers, and the clicks it takes.
-``nanoslack.core.build_instance`` registers them in one list; the turns, the recorder,
+``nanoslack.core.build_instance`` registers them in one list (a feature of its own
+joins it through ``Services.extra_features``); the turns, the recorder,
 room control and the click router ask every feature in that list, in its order, and
 know no feature by name.
 

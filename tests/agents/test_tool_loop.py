@@ -121,13 +121,16 @@ async def test_a_refused_tool_call_comes_back_as_a_failed_result_the_model_reads
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.timeout(60)  # without the step limit the loop never ends: fail, don't hang
+@pytest.mark.timeout(60)  # a loop that ends on neither limit nor answer: fail, don't hang
 async def test_a_model_that_never_stops_ends_after_max_steps_with_what_it_posted(
     http: httpx2.AsyncClient, sleeps: Sleeps, llm: LLMServer, teammates: Path, kind: str
 ) -> None:
     endpoint = endpoint_of(kind, llm)
-    endpoint.push(calls(kind, send("On it.")))
-    endpoint.default = calls(kind, ("read_skill", {"name": "review"}))
+    # Far past the limit, the model gives in: a loop without the limit then fails on the
+    # count below instead of spinning. The timeout alone is no guard: its alarm is raised
+    # inside the model client's call, and under the Anthropic client the loop goes on.
+    endpoint.push(calls(kind, send("On it.")), *[calls(kind, ("read_skill", {"name": "review"}))] * 20)
+    endpoint.default = done(kind)
     agent = agent_for(kind, http, sleeps, llm, skills_dir=teammates / "_skills", max_steps=4)
 
     with structlog.testing.capture_logs() as logs:

@@ -194,6 +194,30 @@ def test_a_rollback_that_fails_leaves_the_next_transaction_working(store: Store)
         event.remove(store.db.engine, "rollback", rollback_fails)
 
 
+def test_a_transaction_whose_rollback_fails_leaves_none_of_its_writes_behind(store: Store) -> None:
+    """The failed transaction's work must go with it: on PostgreSQL a connection kept
+    after its rollback failed is still inside that transaction, and the next one would
+    carry on in it and commit its writes (a message recorded by a batch that failed)."""
+    failing = [True]
+
+    def rollback_fails(_conn: object) -> None:
+        if failing[0]:
+            raise OSError("the rollback was lost")
+
+    lost, kept = _bot_message(R1), _bot_message(R2)
+    event.listen(store.db.engine, "rollback", rollback_fails)
+    try:
+        with pytest.raises(ValueError), store.transaction():
+            assert store.inbox.record(lost) is True
+            raise ValueError("the transaction's body failed")
+        failing[0] = False
+        assert store.inbox.record(kept) is True
+        assert store.inbox.status(lost.key) is None
+        assert store.inbox.status(kept.key) == "received"
+    finally:
+        event.remove(store.db.engine, "rollback", rollback_fails)
+
+
 def test_errors_that_mean_not_now_are_told_from_errors_that_mean_wrong(tmp_path: Path) -> None:
     url = sqlite_url(str(tmp_path / "s.db"))
     with Store.open(url) as store:

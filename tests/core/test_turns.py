@@ -418,6 +418,32 @@ async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
     assert turn.earlier_not_shown == 0
 
 
+async def test_a_long_thread_counts_as_not_shown_only_what_came_before_the_messages_a_turn_answers(
+    store: Store, router: Router, gate: Gate, tmp_path: Path
+) -> None:
+    """Past the transcript bound the prompt says how many earlier messages it leaves
+    out: a message that arrived after the newest one the turn answers is the next
+    turn's, neither shown nor counted as left out."""
+    parent = deliver(store, router, gate, message(user=OWNER, text="ctx000"))
+    extra = 30
+    for i in range(1, MAX_MESSAGES + extra):
+        deliver(store, router, gate, thread(parent, user=OWNER, text=f"ctx{i:03d}"))
+    ask = deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="sum it up"))
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="arrived later"))
+    answered = [m for m in store.messages.pending(INSTANCE) if float(m.ts) <= float(ask.ts)]
+    assert answered and answered[-1].ts == ask.ts
+    transcripts = Transcripts(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+    )
+    turn, _recall = await transcripts.build(ThreadKey(answered[0].channel, answered[0].thread_key), answered)
+    assert len(turn.transcript) == MAX_MESSAGES and turn.transcript[-1].text == "@dana sum it up"
+    assert turn.earlier_not_shown == extra + 1
+
+
 # -- nanoslack turns ---------------------------------------------------------------------------
 
 
