@@ -1,17 +1,18 @@
 """Rows of one hot INSERT kept back for the end of a pipeline batch (``batched``): written in
 one call then, or before anything reads the table (``flush``). On an exception they are dropped
-with the transaction they belonged to."""
+with the transaction they belonged to. A row is its values in the statement's parameter order
+(``fastpath.in_order``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import TextClause
 
 from nanoslack.store.database import Database
-from nanoslack.store.fastpath import hot_many
+from nanoslack.store.fastpath import hot_many_in_order
 
 
 class WriteBehind:
@@ -19,9 +20,9 @@ class WriteBehind:
         self._db = db
         self._statement = statement
         # The rows kept for the end of a ``batched`` stretch, else None.
-        self._rows: list[dict[str, Any]] | None = None
+        self._rows: list[Sequence[Any]] | None = None
 
-    def keep(self, params: dict[str, Any]) -> bool:
+    def keep(self, params: Sequence[Any]) -> bool:
         """Inside a ``batched`` stretch (call it in a transaction of the store's): the row
         is kept for later and True; else False and the caller writes it now."""
         if self._rows is None:
@@ -49,4 +50,4 @@ class WriteBehind:
             rows = self._rows
             if rows:
                 self._rows = []
-                hot_many(conn, self._statement, rows)
+                hot_many_in_order(conn, self._statement, rows)
