@@ -149,9 +149,9 @@ class MessagingGroups(Cached):
 
     def engage_thread(self, group_id: int, thread_key: str) -> None:
         params = (group_id, thread_key, time.time())
+        if self._engaged.keep(params):  # a pipeline batch: no transaction to enter per row
+            return
         with self._db.transaction() as conn:
-            if self._engaged.keep(params):
-                return
             hot_execute_in_order(conn, _ENGAGE, params)
 
     def engage_own_post(self, channel: str, instance: str, ts: str) -> None:

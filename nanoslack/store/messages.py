@@ -174,9 +174,9 @@ class Messages:
             msg.hop_limit,
             time.time(),
         )
+        if self._added.keep(params):  # a pipeline batch: no transaction to enter per row
+            return True
         with self._db.transaction() as conn:
-            if self._added.keep(params):
-                return True
             return hot_execute_in_order(conn, _ADD, params) == 1
 
     def get(self, key: InboxKey) -> MessageRow | None:
