@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import orjson
 
+from nanoslack.frozen import quick_init
+
 
 class InboxKey(NamedTuple):
     """Identity of one Slack message as seen by one instance.
@@ -56,6 +58,7 @@ class Identity:
     name: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Inbound:
     instance: str
