@@ -113,7 +113,7 @@ class Inbound:
     @property
     def thread_key(self) -> str | None:
         """The thread a reply belongs to: the parent ts in groups, None in DMs."""
-        if self.is_dm:
+        if self.channel_type == "im":  # ``is_dm``, without a second property call per message
             return None
         return self.thread_ts or self.ts
 
