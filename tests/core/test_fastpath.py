@@ -166,3 +166,21 @@ def test_a_statement_whose_values_come_in_another_order_is_refused_at_once() -> 
     assert in_order(stmt, ("a", "b")) is stmt
     with pytest.raises(StoreError, match="binds"):
         in_order(stmt, ("b", "a"))
+
+
+def test_only_the_thread_holding_a_transaction_joins_it(store: Store) -> None:
+    """A nested ``transaction()`` joins the open one only in the thread that holds it;
+    another thread's call is a transaction of its own (it waits for the lock)."""
+    import threading
+
+    from nanoslack.store.database import JoinedTransaction, Transaction
+
+    seen: list[object] = []
+    with store.transaction():
+        assert isinstance(store.transaction(), JoinedTransaction)
+        other = threading.Thread(target=lambda: seen.append(store.transaction()))
+        other.start()
+        other.join(timeout=10)
+        assert not other.is_alive()
+    assert len(seen) == 1 and isinstance(seen[0], Transaction)
+    assert isinstance(store.transaction(), Transaction)  # nothing open: a new one
