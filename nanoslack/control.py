@@ -59,7 +59,8 @@ ACK_PHRASES: tuple[tuple[str, ...], ...] = tuple(
 HALT_WORDS = frozenset({"stop", "halt"})
 RESUME_WORDS = frozenset({"resume"})
 HALT_REACTIONS = frozenset({"octagonal_sign"})
-_COMMAND_WORDS = tuple(HALT_WORDS | RESUME_WORDS)
+# Any command word anywhere in the lowered text (one regex search, not a generator per word).
+_ANY_COMMAND_WORD = re.compile("|".join(re.escape(word) for word in sorted(HALT_WORDS | RESUME_WORDS)))
 
 _MENTION = re.compile(r"<[@!#][^>]*>")
 _SHORTCODE = re.compile(r":[a-z0-9_+'-]+:", re.IGNORECASE)
@@ -98,7 +99,7 @@ def is_acknowledgement(text: str) -> bool:
 def command_of(text: str) -> Command | None:
     """``stop`` / ``halt`` / ``resume`` alone (any case, mentions and punctuation aside)."""
     lowered = text.lower()
-    if not any(word in lowered for word in _COMMAND_WORDS):
+    if not _ANY_COMMAND_WORD.search(lowered):
         return None  # every owner message in a room asks: most name no command at all
     words = _words(text)
     if len(words) != 1:

@@ -24,6 +24,7 @@ from typing import Literal
 
 from nanoslack import mrkdwn
 from nanoslack.asks import APPROVAL, OPERATOR, OwnerAsks, who
+from nanoslack.frozen import quick_init
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route
@@ -40,7 +41,8 @@ DECLINE_EVERY_S = 24 * 3600.0
 HELD_TEXT_PREVIEW = 300
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Verdict:
     action: Action
     reason: str

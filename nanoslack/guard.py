@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from nanoslack.frozen import quick_init
 from nanoslack.inbound import Drop, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.store.errors import store_unavailable
@@ -44,6 +45,7 @@ class BotInboundPolicy(Protocol):
     def __call__(self, msg: Inbound) -> Admit | Drop: ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Admitted:
     """The guard's yes: the message as it goes downstream (a bot's re-attributed,

@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 import orjson
 
+from nanoslack.frozen import quick_init
+
 
 class InboxKey(NamedTuple):
     """Identity of one Slack message as seen by one instance.
@@ -56,6 +58,7 @@ class Identity:
     name: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Inbound:
     instance: str
@@ -110,7 +113,7 @@ class Inbound:
     @property
     def thread_key(self) -> str | None:
         """The thread a reply belongs to: the parent ts in groups, None in DMs."""
-        if self.is_dm:
+        if self.channel_type == "im":  # ``is_dm``, without a second property call per message
             return None
         return self.thread_ts or self.ts
 

@@ -28,6 +28,7 @@ from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
 from nanoslack.control import Effect, Halts, RoomControl
 from nanoslack.features import RoomFeature
+from nanoslack.frozen import quick_init
 from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
@@ -50,6 +51,7 @@ Status = Literal["processed", "dropped", "failed"]
 Finish = tuple[InboxKey, str, str | None]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What became of one message.

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
+from nanoslack.frozen import quick_init
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.rounds import RoundKeeper
@@ -39,7 +40,8 @@ MATCH_ALL = "."
 MAX_CACHED_THREADS = 50_000
 
 
-@dataclass(frozen=True)
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Route:
     group: GroupRow | None
     engaged: bool

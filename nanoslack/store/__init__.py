@@ -14,7 +14,7 @@ from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.assistant import AssistantThreads
 from nanoslack.store.budgets import Grant, Grants
-from nanoslack.store.database import Database, Transaction
+from nanoslack.store.database import Database, JoinedTransaction, Transaction
 from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
 from nanoslack.store.errors import StoreError, StoreUnavailable, store_unavailable
 from nanoslack.store.groups import GroupRow, MessagingGroups
@@ -115,7 +115,7 @@ class Store:
     def open(cls, url: str) -> Store:
         return cls(Database(url))
 
-    def transaction(self) -> Transaction:
+    def transaction(self) -> Transaction | JoinedTransaction:
         """``with store.transaction() as conn``: the database's own context manager, not
         a generator around it (the pipeline enters one several times per message)."""
         return self.db.transaction()

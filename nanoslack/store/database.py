@@ -49,6 +49,7 @@ class Transaction:
             db._lock.release()
             raise
         db._depth = 1
+        db._owner = threading.get_ident()
         db._txn_serial += 1
         return db._conn
 
@@ -62,6 +63,7 @@ class Transaction:
         callbacks, db._after_commit = db._after_commit, []
         try:
             db._depth = 0
+            db._owner = None
             if exc_type is not None:
                 db._rollback(root)
                 return
@@ -80,6 +82,28 @@ class Transaction:
             callback()
 
 
+class JoinedTransaction:
+    """A nested ``transaction()`` in the thread that holds the outer one: it only joins
+    (the lock taken once more, the depth counted), so one object per database serves
+    every such call; the pipeline's stages open several per message."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> Connection:
+        db = self._db
+        db._lock.acquire()
+        db._depth += 1
+        return db._conn
+
+    def __exit__(self, *_: object) -> None:
+        db = self._db
+        db._depth -= 1
+        db._lock.release()
+
+
 class Database:
     """The connection and its transaction discipline, shared by every repository."""
 
@@ -89,6 +113,9 @@ class Database:
         self._lock = threading.RLock()
         self._conn = self.engine.connect()
         self._depth = 0
+        # The thread whose transaction is open (set while ``_depth`` > 0).
+        self._owner: int | None = None
+        self._joined = JoinedTransaction(self)
         self._txn_serial = 0
         self._version_serial = -1
         self._version = 0
@@ -108,8 +135,11 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
-    def transaction(self) -> Transaction:
+    def transaction(self) -> Transaction | JoinedTransaction:
         """One atomic unit; nested calls join the outer transaction."""
+        if self._depth and self._owner == threading.get_ident():
+            # Read without the lock: only this thread sets or clears its own ident there.
+            return self._joined
         return Transaction(self)
 
     def external_version(self) -> int:

@@ -16,7 +16,7 @@ from typing import Literal
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached, Database
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_rows, positional_names
+from nanoslack.store.fastpath import hot_execute_in_order, hot_exists, hot_rows, in_order, positional_names
 from nanoslack.store.rows import Row, insert_sql
 from nanoslack.store.writebehind import WriteBehind
 
@@ -66,13 +66,16 @@ _MAKE_PUBLIC = text(
     "UPDATE messaging_groups SET unknown_sender_policy = 'public'"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
 )
-_ENGAGE = text(
-    insert_sql(
-        "engaged_threads",
-        ("messaging_group_id", "thread_key", "engaged_at"),
-        values={"messaging_group_id": ":group_id", "engaged_at": ":now"},
-    )
-    + " ON CONFLICT DO NOTHING"
+_ENGAGE = in_order(
+    text(
+        insert_sql(
+            "engaged_threads",
+            ("messaging_group_id", "thread_key", "engaged_at"),
+            values={"messaging_group_id": ":group_id", "engaged_at": ":now"},
+        )
+        + " ON CONFLICT DO NOTHING"
+    ),
+    ("group_id", "thread_key", "now"),
 )
 _IS_ENGAGED = text(
     "SELECT 1 FROM engaged_threads WHERE messaging_group_id = :group_id AND thread_key = :thread_key"
@@ -145,11 +148,11 @@ class MessagingGroups(Cached):
             return _GROUP.all(conn.execute(_LIST).all())
 
     def engage_thread(self, group_id: int, thread_key: str) -> None:
-        params = {"group_id": group_id, "thread_key": thread_key, "now": time.time()}
+        params = (group_id, thread_key, time.time())
+        if self._engaged.keep(params):  # a pipeline batch: no transaction to enter per row
+            return
         with self._db.transaction() as conn:
-            if self._engaged.keep(params):
-                return
-            hot_execute(conn, _ENGAGE, params)
+            hot_execute_in_order(conn, _ENGAGE, params)
 
     def engage_own_post(self, channel: str, instance: str, ts: str) -> None:
         """The instance started a thread with a top-level post (``ts``): it is engaged there.

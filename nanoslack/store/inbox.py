@@ -11,7 +11,14 @@ from sqlalchemy import TextClause, text
 
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.store.database import Database
-from nanoslack.store.fastpath import hot_execute, hot_first, hot_many, hot_rows, positional_names
+from nanoslack.store.fastpath import (
+    hot_execute,
+    hot_first,
+    hot_many_in_order,
+    hot_rows,
+    in_order,
+    positional_names,
+)
 from nanoslack.store.rows import insert_sql
 
 # What recording writes: every column but the outcome's (``status`` starts as received).
@@ -36,9 +43,12 @@ _RECORD = text(
 # the driver's statement cache keeps every shape prepared.
 _RECORD_BOUND = len(_RECORD_COLUMNS) - len(_RECORD_FIXED)
 _RECORD_CHUNKS = (64, 16, 4, 1)
-_FINISH = text(
-    "UPDATE inbox SET status = :status, reason = :reason, finished_at = :now"
-    " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = 'received'"
+_FINISH = in_order(
+    text(
+        "UPDATE inbox SET status = :status, reason = :reason, finished_at = :now"
+        " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = 'received'"
+    ),
+    ("status", "reason", "now", "instance", "channel", "ts"),  # as ``finish_many`` gives them
 )
 _ATTEMPT = text(
     "UPDATE inbox SET attempts = attempts + 1, reason = :reason"
@@ -116,12 +126,9 @@ class Inbox:
     def finish_many(self, rows: Sequence[tuple[InboxKey, str, str | None]]) -> None:
         """``finish`` for a batch (key, status, reason), in one call."""
         now = time.time()
-        params = [
-            {"instance": k.instance, "channel": k.channel, "ts": k.ts, "status": st, "reason": r, "now": now}
-            for k, st, r in rows
-        ]
+        params = [(st, r, now, k.instance, k.channel, k.ts) for k, st, r in rows]
         with self._db.transaction() as conn:
-            hot_many(conn, _FINISH, params)
+            hot_many_in_order(conn, _FINISH, params)
 
     def finish(self, key: InboxKey, status: str = "done", reason: str | None = None) -> bool:
         """Close an entry; False when it was already closed (so work ran twice)."""

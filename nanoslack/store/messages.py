@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
 from nanoslack.store.database import Database
-from nanoslack.store.fastpath import hot_all, hot_execute, hot_first
+from nanoslack.store.fastpath import hot_all, hot_execute, hot_execute_in_order, hot_first, in_order
 from nanoslack.store.rows import Row
 from nanoslack.store.writebehind import WriteBehind
 
@@ -49,9 +49,12 @@ class MessageRow:
 
 
 _MESSAGE = Row(MessageRow, table="messages", empty=("handoff_depth",))
-_ADD = text(
-    _MESSAGE.insert(skip=("handoff_depth",), values={"messaging_group_id": ":group_id", "created_at": ":now"})
-    + " ON CONFLICT DO NOTHING"
+_ADD_VALUES = {"messaging_group_id": ":group_id", "created_at": ":now"}
+_ADD = in_order(
+    text(_MESSAGE.insert(skip=("handoff_depth",), values=_ADD_VALUES) + " ON CONFLICT DO NOTHING"),
+    # The order ``Messages.add`` gives the values in.
+    ("instance", "channel", "ts", "thread_key", "group_id", "sender_id", "text", "status", "hop", "hop_limit")
+    + ("now",),
 )
 # What the fleet itself writes (a handoff, a wake): pending, of no group, no hop.
 _FLEET_WRITTEN = {
@@ -158,23 +161,23 @@ class Messages:
     def add(self, msg: Inbound, *, group_id: int | None, status: str) -> bool:
         """Store ``msg``; False when its (instance, channel, ts) is already there (always
         True inside ``batched``, where the row is written later)."""
-        params = {
-            "instance": msg.instance,
-            "channel": msg.channel,
-            "ts": msg.ts,
-            "thread_key": msg.thread_key or "",
-            "group_id": group_id,
-            "sender_id": msg.sender_id,
-            "text": msg.text,
-            "status": status,
-            "hop": msg.hop,
-            "hop_limit": msg.hop_limit,
-            "now": time.time(),
-        }
+        params = (
+            msg.instance,
+            msg.channel,
+            msg.ts,
+            msg.thread_key or "",
+            group_id,
+            msg.sender_id,
+            msg.text,
+            status,
+            msg.hop,
+            msg.hop_limit,
+            time.time(),
+        )
+        if self._added.keep(params):  # a pipeline batch: no transaction to enter per row
+            return True
         with self._db.transaction() as conn:
-            if self._added.keep(params):
-                return True
-            return hot_execute(conn, _ADD, params) == 1
+            return hot_execute_in_order(conn, _ADD, params) == 1
 
     def get(self, key: InboxKey) -> MessageRow | None:
         self.flush()

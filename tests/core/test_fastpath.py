@@ -14,9 +14,12 @@ from nanoslack.store.errors import StoreError
 from nanoslack.store.fastpath import (
     hot_all,
     hot_execute,
+    hot_execute_in_order,
     hot_first,
     hot_many,
+    hot_many_in_order,
     hot_rows,
+    in_order,
     spell,
     spell_positional,
 )
@@ -140,3 +143,44 @@ def test_a_batch_of_inbox_rows_records_each_once(store: Store) -> None:
     assert store.inbox.record_many(batch[:2]) == [False, False]
     got = store.inbox.message(batch[3].key)
     assert got is not None and got.text == "really? 3%"
+
+
+def test_values_given_in_order_bind_to_the_parameters_they_name(store: Store) -> None:
+    """``hot_execute_in_order``/``hot_many_in_order`` bind a row's values by position, in the
+    order ``in_order`` checked, and leave a ``?`` or ``%`` in a literal alone."""
+    insert = in_order(
+        text("INSERT INTO schema_meta (value, key) VALUES (:value || ' 50%? 09:30', :key)"), ("value", "key")
+    )
+    with store.transaction() as conn:
+        assert hot_execute_in_order(conn, insert, ("v1", "inorder-1")) == 1
+        hot_many_in_order(conn, insert, [("v2", "inorder-2"), ("v3", "inorder-3")])
+        hot_many_in_order(conn, insert, [])
+    read = text("SELECT key, value FROM schema_meta WHERE key LIKE 'inorder-%' ORDER BY key")
+    with store.transaction() as conn:
+        rows = hot_all(conn, read, {})
+    assert rows == [(f"inorder-{i}", f"v{i} 50%? 09:30") for i in (1, 2, 3)]
+
+
+def test_a_statement_whose_values_come_in_another_order_is_refused_at_once() -> None:
+    stmt = text("UPDATE t SET a = :a WHERE b = :b")
+    assert in_order(stmt, ("a", "b")) is stmt
+    with pytest.raises(StoreError, match="binds"):
+        in_order(stmt, ("b", "a"))
+
+
+def test_only_the_thread_holding_a_transaction_joins_it(store: Store) -> None:
+    """A nested ``transaction()`` joins the open one only in the thread that holds it;
+    another thread's call is a transaction of its own (it waits for the lock)."""
+    import threading
+
+    from nanoslack.store.database import JoinedTransaction, Transaction
+
+    seen: list[object] = []
+    with store.transaction():
+        assert isinstance(store.transaction(), JoinedTransaction)
+        other = threading.Thread(target=lambda: seen.append(store.transaction()))
+        other.start()
+        other.join(timeout=10)
+        assert not other.is_alive()
+    assert len(seen) == 1 and isinstance(seen[0], Transaction)
+    assert isinstance(store.transaction(), Transaction)  # nothing open: a new one
