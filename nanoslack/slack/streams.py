@@ -163,9 +163,7 @@ class ReplyStreams:
         await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
         return ts
 
-    async def _drafted(
-        self, row: OutboxRow, target: StreamTarget
-    ) -> tuple[str, str | None, set[str]] | None:
+    async def _drafted(self, row: OutboxRow, target: StreamTarget) -> tuple[str, str | None, set[str]] | None:
         """The ts of the draft the row's turn streamed, the text Slack shows of it when
         this run streamed it (None: unknown, a previous run's), and the tool cards it shows."""
         if row.turn_id is None or not row.dedupe_key.endswith(":0"):
@@ -415,9 +413,7 @@ class LiveDraft:
         if not piece:
             self.shown = None if room <= 0 else self.shown  # past one stream's text: updated whole
             return
-        await self._client.chat_appendStream(
-            channel=self._target.channel, ts=self.ts, markdown_text=piece
-        )
+        await self._client.chat_appendStream(channel=self._target.channel, ts=self.ts, markdown_text=piece)
         self.shown += piece
         failpoints.hit("draft.appended")
 
