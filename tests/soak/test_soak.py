@@ -135,6 +135,11 @@ def _world(emu: Emulator, tmp: Path, plan: Plan) -> Soak:
         NANOSLACK_AGENT_COMMAND=f"{sys.executable} -S {AGENT} {soak.agent_log}",
         SLACK_A2A_ROOMS=room,
         SLACK_A2A_MAX_HOPS=str(MAX_HOPS),
+        # Paced, but faster than Slack's 1 a second per channel: three bots that wake each
+        # other post several times a second for minutes, which Slack's pace would take a
+        # quarter of an hour to send (the settle window is sized for the work, not the pace;
+        # pacing has its own tests). Queued posts still cross every kill.
+        NANOSLACK_POST_RATE="10",
         LOG_LEVEL="debug",
         LOG_FORMAT="json",
     )
