@@ -107,13 +107,12 @@ async def test_a_feature_given_through_the_services_adds_its_note_to_a_turn_and_
     )
     core = build_instance(IDENTITY, ScriptAgent(rules, instance=INSTANCE), services, EdgeParts(Directory()))
     (kettle,) = kettles
-    turns = asyncio.create_task(core.turns.run())
+    await core.start()
     try:
         deliver(store, router, gate, message(user=OWNER, mention=True, text="tea, anyone?"))
-        await settle(store, core.turns, turns_done=1)
+        await settle(store, core, turns_done=1)
     finally:
-        turns.cancel()
-        await asyncio.gather(turns, return_exceptions=True)
+        await core.stop()
 
     assert [text for _, text in turn_posts(store)] == ["Tea is poured."]
     assert kettle.poured == [2]

@@ -277,8 +277,9 @@ def test_old_assistant_pane_contexts_and_abandoned_reply_drafts_are_pruned_but_r
             instance=INSTANCE, channel="D1", thread_ts=thread, user_id="U1", context_channel=channel
         )
     sql(f"UPDATE assistant_threads SET updated_at = updated_at - {30 * DAY} WHERE thread_ts = '1.0'")
-    old_turn, running = (_dm_turn(store, through) for through in ("1.0", "2.0"))
-    store.turns.finish(old_turn, "halted")
+    old_turn = _dm_turn(store, "1.0")
+    store.turns.finish(old_turn, "halted")  # a DM runs one turn at a time
+    running = _dm_turn(store, "2.0")
     store.reply_drafts.open(INSTANCE, old_turn, "D1", "1.0")
     store.reply_drafts.open(INSTANCE, running, "D1", "2.0")
     sql(f"UPDATE reply_drafts SET started_at = started_at - {30 * DAY}")

@@ -13,7 +13,7 @@ import io
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx2
 import pytest
@@ -113,7 +113,11 @@ def deliver(store: Store, router: Router, gate: Gate, msg: Inbound) -> Inbound:
     return msg
 
 
-async def settle(store: Store, turns: TurnScheduler, *, turns_done: int) -> None:
+class Wakes(Protocol):
+    def wake(self) -> None: ...
+
+
+async def settle(store: Store, turns: Wakes, *, turns_done: int) -> None:
     """Wait (bounded) until ``turns_done`` turns are recorded and nothing waits for one."""
     turns.wake()
     deadline = time.monotonic() + 15
