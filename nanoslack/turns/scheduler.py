@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
@@ -198,22 +198,34 @@ class TurnScheduler:
         for channel in halted:
             self.halt(channel)
         self._tick_features()
-        people_wait = False
-        for key in self._pending_threads():
-            if key in self._busy or key.channel in halted or self._over_budget(key):
-                continue  # answered by the next turn, once this one is recorded (or resumed)
-            task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
-            self._busy[key] = task
-            task.add_done_callback(functools.partial(self._turn_ended, key))
-            people_wait = True
+        people_wait = self._schedule_people(halted)
         if self._routines is not None and self._routine is None:
             # Never ahead of people: a routine turn starts only when every turn of the
             # instance that was woken by a person or a handoff holds its slot.
             if not people_wait and not self._people_waiting():
                 self._start_routine()
 
+    def _schedule_people(self, halted: Collection[str]) -> bool:
+        """A turn for each thread with answerable messages and none under way; True when
+        one was started."""
+        started = False
+        for key in self._pending_threads():
+            if key in self._busy or key.channel in halted or self._over_budget(key):
+                continue  # answered by the next turn, once this one is recorded (or resumed)
+            task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
+            self._busy[key] = task
+            task.add_done_callback(functools.partial(self._turn_ended, key))
+            started = True
+        return started
+
     def _people_waiting(self) -> bool:
         return any(key not in self._slotted for key in self._busy)
+
+    def _people_came(self) -> bool:
+        """Asked of the store just before a routine turn starts (nothing awaited between
+        this and the turn's row): a person's message recorded while the run got ready
+        (its gate, its prompt) has its turn started now, and goes first."""
+        return self._schedule_people(self._halts.rooms()) or self._people_waiting()
 
     def _start_routine(self) -> None:
         assert self._routines is not None
@@ -413,6 +425,9 @@ class TurnScheduler:
         if gate_output is None:
             return
         turn, recall = await self._transcripts.build_routine(routine, gate_output, routines.owners)
+        if self._people_came():
+            routines.queue.put_front(run)  # at the head of the queue; its gate asks again then
+            return
         turn_id = self._store.turns.start(
             instance=self.instance,
             channel=turn.channel,
