@@ -134,6 +134,17 @@ async def settle(store: Store, turns: Wakes, *, turns_done: int) -> None:
         await asyncio.sleep(0.02)
 
 
+def dana_transcripts(store: Store, tmp_path: Path) -> Transcripts:
+    """What builds dana's prompts, outside a running scheduler."""
+    return Transcripts(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+    )
+
+
 def turn_posts(store: Store) -> list[tuple[str, str]]:
     """(dedupe key, text) of every turn post ever enqueued, whatever became of it."""
     keys = (f"turn:{t.instance}:{t.id}:{i}" for t in reversed(store.turns.recent()) for i in range(3))
@@ -409,13 +420,7 @@ async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
     deliver(store, router, gate, thread(first, user=OWNER, mention=True, text="arrived later"))
     pending = store.messages.pending(INSTANCE)
     assert len(pending) == 2
-    transcripts = Transcripts(
-        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
-        store=store,
-        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
-        skills_dir=tmp_path / "teammates" / "_skills",
-        directory=Directory(),
-    )
+    transcripts = dana_transcripts(store, tmp_path)
     key = ThreadKey(pending[0].channel, pending[0].thread_key)
     turn, _recall = await transcripts.build(key, pending[:1])
     assert [line.text for line in turn.transcript] == ["@dana first ask"]
@@ -436,13 +441,7 @@ async def test_a_long_thread_counts_as_not_shown_only_what_came_before_the_messa
     deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="arrived later"))
     answered = [m for m in store.messages.pending(INSTANCE) if float(m.ts) <= float(ask.ts)]
     assert answered and answered[-1].ts == ask.ts
-    transcripts = Transcripts(
-        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
-        store=store,
-        teammate=load_teammate(tmp_path / "teammates", INSTANCE),
-        skills_dir=tmp_path / "teammates" / "_skills",
-        directory=Directory(),
-    )
+    transcripts = dana_transcripts(store, tmp_path)
     turn, _recall = await transcripts.build(ThreadKey(answered[0].channel, answered[0].thread_key), answered)
     assert len(turn.transcript) == MAX_MESSAGES and turn.transcript[-1].text == "@dana sum it up"
     assert turn.earlier_not_shown == extra + 1
