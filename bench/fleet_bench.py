@@ -59,6 +59,7 @@ from _common import (
     wait_until,
 )
 
+from nanoslack import eventloop
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.inbound import Inbound
@@ -892,7 +893,7 @@ def main() -> None:
     )
     p.add_argument("--metrics", action="store_true", help="serve /metrics and scrape it every second")
     args = p.parse_args()
-    r = asyncio.run(run(args))
+    r = eventloop.run(run(args))  # both phases: bolt acks as fast on uvloop as on asyncio (BENCHMARKS.md)
     if args.charts:
         command = "bench/fleet_bench.py " + " ".join(sys.argv[1:])
         r["charts"] = draw_charts(r, Path(args.charts), command)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,9 +58,10 @@ def _run(argv: list[str]) -> int:
             "no instance configured", expected="SLACK_BOT_TOKEN and/or SLACK_INSTANCES with their tokens"
         )
         return 1
+    from nanoslack import eventloop
     from nanoslack.slack.fleet import Fleet
 
-    return asyncio.run(Fleet(settings).run())
+    return eventloop.run(Fleet(settings).run(), settings.event_loop)
 
 
 def _lazy(module: str, attr: str = "main") -> Callable[[list[str]], int]:

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from nanoslack import eventloop
 from nanoslack.config import env_suffix, load_settings
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
@@ -403,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 
     data = fresh_data_dir(args.data_dir.resolve(), keep=args.keep)
     try:
-        return asyncio.run(_play(args, data) if args.no_web else _web(args, data))
+        return eventloop.run(_play(args, data) if args.no_web else _web(args, data))
     except KeyboardInterrupt:
         return 0
     except TimeoutError as exc:

@@ -8,6 +8,7 @@ throwaway PostgreSQL server (docs/operations.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sqlite3
@@ -18,9 +19,18 @@ import pytest
 import structlog
 
 from nanoslack.emulator import Emulator, Options, ThreadedEmulator
+from nanoslack.eventloop import loop_factory
 from nanoslack.logs import NOISY_LOGGERS
 from nanoslack.store import Store
 from tests import pg
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, LoopFactory]:
+    """Every async test on the loop ``nanoslack run`` serves the fleet on (nanoslack/eventloop.py)."""
+    return {"uvloop": loop_factory("uvloop")}
+
 
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 

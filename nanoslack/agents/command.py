@@ -183,8 +183,7 @@ class CommandAgent:
         )
         try:
             data = stdin.encode("utf-8")
-            talk = _communicate(proc, data, follow) if follow else proc.communicate(data)
-            out, err = await asyncio.wait_for(talk, self.timeout)
+            out, err = await asyncio.wait_for(_communicate(proc, data, follow), self.timeout)
         except TimeoutError:
             await kill_group(proc)
             log.warning("agent command timed out", instance=self.instance, timeout_s=self.timeout)
@@ -212,14 +211,16 @@ def _first_post(token: str | None) -> Callable[[str], None] | None:
 
 
 async def _communicate(
-    proc: asyncio.subprocess.Process, data: bytes, follow: Callable[[str], None]
+    proc: asyncio.subprocess.Process, data: bytes, follow: Callable[[str], None] | None
 ) -> tuple[bytes, bytes]:
-    """``proc.communicate``, telling ``follow`` the stdout so far after every whole line."""
+    """``proc.communicate``, telling ``follow`` (if any) the stdout so far after every whole
+    line. A command may exit or close its stdin before reading it all: the rest is dropped
+    (asyncio's pipe raises ``BrokenPipeError`` then, uvloop's ``RuntimeError``)."""
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
 
     async def feed() -> None:
-        with suppress(BrokenPipeError, ConnectionResetError):
+        with suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
             stdin.write(data)
             await stdin.drain()
         stdin.close()
@@ -228,7 +229,7 @@ async def _communicate(
         out = bytearray()
         while chunk := await stdout.read(STDOUT_READ):
             out += chunk
-            if b"\n" in chunk:
+            if follow is not None and b"\n" in chunk:
                 follow(out[: out.rfind(b"\n")].decode("utf-8", "replace"))
         return bytes(out)
 

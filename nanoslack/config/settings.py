@@ -30,6 +30,7 @@ from nanoslack.config.values import (
     time_zone,
     warn_malformed,
 )
+from nanoslack.eventloop import EventLoopName
 from nanoslack.logs import get_logger
 from nanoslack.secret import Secret
 
@@ -48,6 +49,7 @@ ROOM_TOKENS_KEY = "NANOSLACK_ROOM_TOKENS"
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
+EVENT_LOOPS: tuple[EventLoopName, ...] = ("uvloop", "asyncio")
 USER_ID_RE = re.compile(r"^[UW][A-Z0-9]+$")
 
 HopScope = Literal["identity", "room"]
@@ -106,6 +108,8 @@ class Settings:
     surface: SurfaceSettings = field(default_factory=SurfaceSettings)
     # Seconds running turns may finish after SIGTERM (NANOSLACK_SHUTDOWN_GRACE).
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    # The loop ``run`` serves the fleet on (NANOSLACK_EVENT_LOOP, nanoslack/eventloop.py).
+    event_loop: EventLoopName = "uvloop"
     # Merged view (.env under the environment). repr=False: it holds API keys.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
@@ -373,6 +377,9 @@ def load_settings(
         ),
         surface=parse_surface_settings(env, log),
         shutdown_grace=_grace(env, log),
+        event_loop=cast(
+            EventLoopName, _parse_choice(env, "NANOSLACK_EVENT_LOOP", EVENT_LOOPS, "uvloop", log)
+        ),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
     )

@@ -198,6 +198,7 @@ def test_owners_are_a_trimmed_comma_list(tmp_path: Path) -> None:
         ("SLACK_A2A_CONFIG_TTL", "-1", "a2a_ttl", 30.0),
         ("LOG_FORMAT", "xml", "log_format", "console"),
         ("LOG_LEVEL", "loud", "log_level", "info"),
+        ("NANOSLACK_EVENT_LOOP", "trio", "event_loop", "uvloop"),
     ],
 )
 def test_malformed_value_warns_naming_key_value_and_expectation_and_applies_the_default(
@@ -354,6 +355,7 @@ DESIGN_KEYS = [
     "NANOSLACK_STATUS_REFRESH",
     "NANOSLACK_METRICS_ADDR",
     "NANOSLACK_SHUTDOWN_GRACE",
+    "NANOSLACK_EVENT_LOOP",
     "NANOSLACK_VOTE_REMIND",
     "NANOSLACK_VOTE_CLOSE",
     "LOG_LEVEL",
