@@ -9,7 +9,11 @@ mentions, spread round-robin over the rooms; each is one envelope per instance).
 
     .venv/bin/python bench/scale.py                       # instances 1,10,50,100; rooms 1,10,100
     .venv/bin/python bench/scale.py --instances 1,10 --rooms 1
-    .venv/bin/python bench/scale.py --instances 1,200 --rooms "" --envelopes 100000
+    .venv/bin/python bench/scale.py --instances 1,200 --rooms "" --envelopes 100000 --bare
+
+``--bare``: each instances configuration's burst also goes to as many bare slack-bolt apps
+(no-op listeners, in this process, on a fresh emulator), and the fleet's acks/s is given
+as a ratio of theirs (``ratio_acks``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import bench_workspace, drop_proxies, proc_rss_mb, start_emulator, stop_process, wait_until
+from _common import (
+    bench_workspace,
+    connect_bare_bolt_apps,
+    drop_proxies,
+    proc_rss_mb,
+    start_emulator,
+    stop_process,
+    wait_until,
+)
 from fleet_bench import Driver, silent_agent, write_fleet_env
 
 from nanoslack.fleetproc import FleetProcess
@@ -32,18 +44,69 @@ async def _acked(drv: Driver) -> int:
     return int((await drv.stats())["acked"])
 
 
-async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[str, Any]:
+def _spec(n_apps: int, n_rooms: int) -> dict[str, Any]:
     spec = bench_workspace(n_apps, n_rooms)
     if n_apps == 1:  # an MPIM needs three members: one instance talks in an IM
         for conv in spec["conversations"]:
             conv["kind"] = "im"
-    proc, info = start_emulator(n_apps, spec=spec)
+    return spec
+
+
+async def _burst(drv: Driver, info: dict[str, Any], n_apps: int, envelopes: int) -> tuple[int, float]:
+    """Post about ``envelopes`` envelopes' worth of human messages over the rooms and wait
+    until every one is acked: (envelopes, acks per second)."""
+    alice = info["users"][0]["id"]
+    rooms = [c["id"] for c in info["conversations"]]
+    n_messages = max(1, envelopes // n_apps)
+    base = await _acked(drv)
+    texts = [f"scale {i}" for i in range(n_messages)]
+    t1 = time.perf_counter()
+    for r, room in enumerate(rooms):
+        mine = texts[r :: len(rooms)]
+        for i in range(0, len(mine), 500):
+            await drv.bulk_post(alice, room, mine[i : i + 500])
+    want = base + n_messages * n_apps
+
+    async def all_acked() -> bool:
+        return await _acked(drv) >= want
+
+    await wait_until(all_acked, within=600, interval=0.02, what="all acked")
+    return n_messages * n_apps, n_messages * n_apps / (time.perf_counter() - t1)
+
+
+async def bare(n_apps: int, envelopes: int) -> dict[str, Any]:
+    """The same burst to ``n_apps`` bare slack-bolt apps, for the ratio."""
+    proc, info = start_emulator(n_apps, spec=_spec(n_apps, 1))
+    drv = Driver(info["base_url"])
+    handlers = []
+    try:
+        t0 = time.perf_counter()
+        handlers = await connect_bare_bolt_apps(info)
+        await wait_until(
+            lambda: _connections_at_least(drv, n_apps), within=120, interval=0.01, what="connected"
+        )
+        connected_s = time.perf_counter() - t0
+        n, rate = await _burst(drv, info, n_apps, envelopes)
+        return {
+            "instances": n_apps,
+            "envelopes": n,
+            "acks_per_s": round(rate),
+            "connected_s": round(connected_s, 3),
+        }
+    finally:
+        for h in handlers:
+            await h.close_async()  # type: ignore[no-untyped-call]
+        await drv.close()
+        stop_process(proc)
+
+
+async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[str, Any]:
+    proc, info = start_emulator(n_apps, spec=_spec(n_apps, n_rooms))
     drv = Driver(info["base_url"])
     out: dict[str, Any] = {"instances": n_apps, "rooms": n_rooms}
     try:
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
             alice = info["users"][0]["id"]
-            rooms = [c["id"] for c in info["conversations"]]
             env = Path(tmp) / ".env"
             db = Path(tmp) / "nanoslack.db"
             write_fleet_env(
@@ -64,22 +127,8 @@ async def one(n_apps: int, n_rooms: int, envelopes: int, settle: float) -> dict[
                 out["first_to_all_connected_s"] = round(time.perf_counter() - t_first, 3)
                 await asyncio.sleep(settle)
                 out["rss_mb"] = round(proc_rss_mb(child.pid), 1)
-                n_messages = max(1, envelopes // n_apps)
-                base = await _acked(drv)
-                texts = [f"scale {i}" for i in range(n_messages)]
-                t1 = time.perf_counter()
-                for r, room in enumerate(rooms):
-                    mine = texts[r :: len(rooms)]
-                    for i in range(0, len(mine), 500):
-                        await drv.bulk_post(alice, room, mine[i : i + 500])
-                want = base + n_messages * n_apps
-
-                async def all_acked() -> bool:
-                    return await _acked(drv) >= want
-
-                await wait_until(all_acked, within=600, interval=0.02, what="all acked")
-                out["envelopes"] = n_messages * n_apps
-                out["acks_per_s"] = round(n_messages * n_apps / (time.perf_counter() - t1))
+                out["envelopes"], rate = await _burst(drv, info, n_apps, envelopes)
+                out["acks_per_s"] = round(rate)
                 out["peak_rss_mb"] = round(proc_rss_mb(child.pid, "VmHWM"), 1)
             finally:
                 t_stop = time.perf_counter()
@@ -103,6 +152,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     by_instances = []
     for n in [int(x) for x in args.instances.split(",")]:
         by_instances.append(await one(n, 1, args.envelopes, args.settle))
+        if args.bare:
+            theirs = await bare(n, args.envelopes)
+            by_instances[-1]["bare_bolt"] = theirs
+            by_instances[-1]["ratio_acks"] = round(by_instances[-1]["acks_per_s"] / theirs["acks_per_s"], 2)
         print(json.dumps(by_instances[-1]), flush=True)
     base = by_instances[0]
     for r in by_instances[1:]:
@@ -123,6 +176,9 @@ def main() -> None:
     p.add_argument("--room-instances", type=int, default=10, help="instances for the rooms series")
     p.add_argument("--envelopes", type=int, default=20_000)
     p.add_argument("--settle", type=float, default=1.0)
+    p.add_argument(
+        "--bare", action="store_true", help="the same bursts to bare slack-bolt apps, for the ratio"
+    )
     print(json.dumps(asyncio.run(run(p.parse_args())), indent=1))
 
 
