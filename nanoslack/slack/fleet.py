@@ -20,6 +20,7 @@ import signal
 
 from slack_sdk.errors import SlackApiError
 
+from nanoslack import heap
 from nanoslack.agents import Agent
 from nanoslack.config import InstanceSettings, Settings
 from nanoslack.core import FleetCore, Observers, OnOutcome, OnPending
@@ -258,6 +259,7 @@ class Fleet:
             if not names:
                 log.error("no instance could start", skipped=[n for n, _ in self.settings.skipped])
                 return 1
+            heap.settle()  # what start-up made lives as long as the process (nanoslack/heap.py)
             await self._stopping.wait()
             return 0
         finally:
