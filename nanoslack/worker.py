@@ -66,6 +66,9 @@ class FleetBacklog:
         self._queues: list[asyncio.Queue[Any]] = []
         # The edge's sockets: each says whether it has read envelopes not acked yet.
         self._sockets: list[Callable[[], bool]] = []
+        # Turns waiting in ``yield_to``: since when, and what wakes them.
+        self._waiting: list[tuple[float, asyncio.Future[None]]] = []
+        self._poller: asyncio.Task[None] | None = None
 
     def add(self, queue: asyncio.Queue[Any]) -> None:
         self._queues.append(queue)
@@ -94,16 +97,39 @@ class FleetBacklog:
         return sockets and any(busy() for busy in self._sockets)
 
     async def yield_to(self) -> None:
+        """Return at once unless the fleet is behind; else once it has caught up, or a
+        socket has kept this turn waiting ``TURN_YIELD_SOCKET_MAX_S`` (a batch is acked
+        within milliseconds: waiting longer for a socket that is never idle, a steady
+        stream, would only delay every turn), or the pipelines ``TURN_YIELD_MAX_S``."""
         if not self.behind():
             return
         loop = asyncio.get_running_loop()
-        start = loop.time()
-        # A socket's batch is acked within milliseconds: waiting longer for a socket
-        # that is never idle (a steady stream) would only delay every turn.
-        while self.behind(sockets=loop.time() < start + TURN_YIELD_SOCKET_MAX_S):  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
-            if loop.time() >= start + TURN_YIELD_MAX_S:
-                return
-            await asyncio.sleep(TURN_YIELD_POLL_S)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((loop.time(), waiter))
+        if self._poller is None or self._poller.done():
+            self._poller = loop.create_task(self._poll(), name="fleet-backlog-poll")
+        await waiter
+
+    async def _poll(self) -> None:
+        """One poll for every waiting turn (a burst queues thousands): the backlog and
+        the sockets are looked at once per ``TURN_YIELD_POLL_S``, and a turn is woken
+        once, when it may go, in the order the turns came."""
+        loop = asyncio.get_running_loop()
+        while self._waiting:
+            await asyncio.sleep(TURN_YIELD_POLL_S)  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
+            now = loop.time()
+            pipelines = self.size() > TURN_YIELD_BACKLOG
+            sockets = not pipelines and any(busy() for busy in self._sockets)
+            still: list[tuple[float, asyncio.Future[None]]] = []
+            for start, waiter in self._waiting:
+                if waiter.done():
+                    continue  # cancelled (a halt, a stop)
+                held = pipelines or (sockets and now < start + TURN_YIELD_SOCKET_MAX_S)
+                if held and now < start + TURN_YIELD_MAX_S:
+                    still.append((start, waiter))
+                else:
+                    waiter.set_result(None)
+            self._waiting = still
 
 
 class BatchWorker:
