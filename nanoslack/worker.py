@@ -91,10 +91,14 @@ class FleetBacklog:
     def size(self) -> int:
         return sum(q.qsize() for q in self._queues)
 
-    def behind(self, *, sockets: bool = True) -> bool:
-        if self.size() > TURN_YIELD_BACKLOG:
-            return True
-        return sockets and any(busy() for busy in self._sockets)
+    def behind(self) -> bool:
+        return self._pipelines_behind() or self._sockets_busy()
+
+    def _pipelines_behind(self) -> bool:
+        return self.size() > TURN_YIELD_BACKLOG
+
+    def _sockets_busy(self) -> bool:
+        return any(busy() for busy in self._sockets)
 
     async def yield_to(self) -> None:
         """Return at once unless the fleet is behind; else once it has caught up, or a
@@ -118,8 +122,8 @@ class FleetBacklog:
         while self._waiting:
             await asyncio.sleep(TURN_YIELD_POLL_S)  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
             now = loop.time()
-            pipelines = self.size() > TURN_YIELD_BACKLOG
-            sockets = not pipelines and any(busy() for busy in self._sockets)
+            pipelines = self._pipelines_behind()
+            sockets = not pipelines and self._sockets_busy()
             still: list[tuple[float, asyncio.Future[None]]] = []
             for start, waiter in self._waiting:
                 if waiter.done():
