@@ -7,13 +7,14 @@ with ``nanoslack.fleetproc.FleetProcess``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,20 @@ async def connect_bare_bolt_apps(
         await h.connect_async()
         handlers.append(h)
     return handlers
+
+
+@contextlib.asynccontextmanager
+async def bare_bolt_apps(
+    info: dict[str, Any], events: tuple[str, ...] = ("message",)
+) -> AsyncIterator[list[AsyncSocketModeHandler]]:
+    """``connect_bare_bolt_apps`` for the length of a ``with``: closed at its end."""
+    handlers: list[AsyncSocketModeHandler] = []
+    try:
+        handlers = await connect_bare_bolt_apps(info, events)
+        yield handlers
+    finally:
+        for h in handlers:
+            await h.close_async()  # type: ignore[no-untyped-call]
 
 
 async def wait_until(

@@ -48,8 +48,8 @@ from typing import Any
 
 import aiohttp
 from _common import (
+    bare_bolt_apps,
     bench_workspace,
-    connect_bare_bolt_apps,
     drop_proxies,
     percentile,
     proc_cpu,
@@ -175,42 +175,43 @@ def acked_at_least(drv: Driver, n: int) -> Callable[[], Awaitable[bool]]:
 async def phase_bare(n_messages: int, latency: tuple[float, float] | None) -> dict[str, Any]:
     proc, info = start_emulator(N_APPS)
     drv = Driver(info["base_url"])
-    handlers = []
     try:
-        handlers = await connect_bare_bolt_apps(info, events=("message", "app_mention"))
-        await wait_until(
-            lambda: _connections_at_least(drv, N_APPS), within=20, what="bare bolt apps connected"
-        )
-        alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
-        # warm-up: bolt's lazy auth.test, first-dispatch imports
-        await drv.bulk_post(alice, room, workload(info, WARMUP, word="warm"))
-        await wait_until(acked_at_least(drv, envelopes_for(WARMUP, N_APPS)), within=30, what="warm-up")
-        base = await drv.stats()
-        expected = base["acked"] + envelopes_for(n_messages, N_APPS)
-        texts = workload(info, n_messages)
-        timer = Timer(proc.pid)
-        post = asyncio.create_task(drv.bulk_post(alice, room, texts))
-        await wait_until(acked_at_least(drv, expected), within=300, interval=0.02, what="all envelopes acked")
-        wall, cpu, emu_cpu = timer.lap()
-        await post
-        s = await drv.stats()
-        envelopes = envelopes_for(n_messages, N_APPS)
-        result: dict[str, Any] = {
-            "seconds": round(wall, 3),
-            "envelopes_acked_per_s": round(envelopes / wall),
-            "messages_per_s": round(n_messages / wall),
-            "cpu_us_per_envelope": round(cpu / envelopes * 1e6, 1),
-            "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
-            "redelivered": s["redelivered"] - base["redelivered"],
-        }
-        if latency is not None:
-            result["latency"] = await steady_latency(drv, info, *latency, processed=None, label="bare bolt")
-        return result
+        async with bare_bolt_apps(info, events=("message", "app_mention")):
+            return await _bare_round(drv, info, proc.pid, n_messages, latency)
     finally:
-        for h in handlers:
-            await h.close_async()  # type: ignore[no-untyped-call]
         await drv.close()
         stop_process(proc)
+
+
+async def _bare_round(
+    drv: Driver, info: dict[str, Any], pid: int, n_messages: int, latency: tuple[float, float] | None
+) -> dict[str, Any]:
+    await wait_until(lambda: _connections_at_least(drv, N_APPS), within=20, what="bare bolt apps connected")
+    alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
+    # warm-up: bolt's lazy auth.test, first-dispatch imports
+    await drv.bulk_post(alice, room, workload(info, WARMUP, word="warm"))
+    await wait_until(acked_at_least(drv, envelopes_for(WARMUP, N_APPS)), within=30, what="warm-up")
+    base = await drv.stats()
+    expected = base["acked"] + envelopes_for(n_messages, N_APPS)
+    texts = workload(info, n_messages)
+    timer = Timer(pid)
+    post = asyncio.create_task(drv.bulk_post(alice, room, texts))
+    await wait_until(acked_at_least(drv, expected), within=300, interval=0.02, what="all envelopes acked")
+    wall, cpu, emu_cpu = timer.lap()
+    await post
+    s = await drv.stats()
+    envelopes = envelopes_for(n_messages, N_APPS)
+    result: dict[str, Any] = {
+        "seconds": round(wall, 3),
+        "envelopes_acked_per_s": round(envelopes / wall),
+        "messages_per_s": round(n_messages / wall),
+        "cpu_us_per_envelope": round(cpu / envelopes * 1e6, 1),
+        "emulator_cpu_us_per_envelope": round(emu_cpu / envelopes * 1e6, 1),
+        "redelivered": s["redelivered"] - base["redelivered"],
+    }
+    if latency is not None:
+        result["latency"] = await steady_latency(drv, info, *latency, processed=None, label="bare bolt")
+    return result
 
 
 async def _connections_at_least(drv: Driver, n: int) -> bool:

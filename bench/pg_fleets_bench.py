@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
-    connect_bare_bolt_apps,
+    bare_bolt_apps,
     drop_proxies,
     proc_cpu,
     start_emulator,
@@ -83,14 +83,13 @@ async def _acked_at_least(drv: Driver, n: int) -> bool:
 async def phase_bare(n_apps: int, n_messages: int) -> dict[str, Any]:
     proc, info = start_emulator(n_apps)
     drv = Driver(info["base_url"])
-    handlers = []
     try:
-        handlers = await connect_bare_bolt_apps(info)
-        await wait_until(lambda: _connections_at_least(drv, n_apps), within=60, what="bare bolt connected")
-        return await _burst(drv, info, n_apps, n_messages)
+        async with bare_bolt_apps(info):
+            await wait_until(
+                lambda: _connections_at_least(drv, n_apps), within=60, what="bare bolt connected"
+            )
+            return await _burst(drv, info, n_apps, n_messages)
     finally:
-        for h in handlers:
-            await h.close_async()  # type: ignore[no-untyped-call]
         await drv.close()
         stop_process(proc)
 
