@@ -2,7 +2,8 @@
 # Round three's before/after table in one go: the old build and this one, same machine, same
 # hour, alternating. Prints a markdown table (bench/round3_table.py) and keeps every JSON in OUT.
 #   bench/round3.sh [OLD_REF] [OUT]        (defaults: main, /tmp/round3)
-#   ROUNDS=5 MESSAGES=5000 PIPELINE_RUNS=3 bench/round3.sh main
+#   ROUNDS=5 MESSAGES=5000 PIPELINE_RUNS=3 CHARTS=docs/bench bench/round3.sh main
+# CHARTS: the new build's fleet run also redraws the charts there (fleet_bench.py --charts).
 # OLD_REF is checked out as a throwaway `git worktree` (removed at the end); both builds run
 # with this tree's venv, each with its own bench scripts (PYTHONPATH, cwd).
 set -euo pipefail
@@ -28,9 +29,13 @@ in_tree() {  # in_tree TREE NAME COMMAND…: stdout's JSON line to OUT/NAME.json
 }
 
 for build in old new; do
-  tree="$OLD"; [ "$build" = new ] && tree="$NEW"
+  tree="$OLD"; charts=()
+  if [ "$build" = new ]; then
+    tree="$NEW"
+    [ -n "${CHARTS:-}" ] && charts=(--charts "$NEW/$CHARTS")
+  fi
   in_tree "$tree" "fleet-$build" bench/fleet_bench.py --messages "$MESSAGES" --rounds "$ROUNDS" \
-    --skip-memory --skip-replies
+    --skip-memory --skip-replies "${charts[@]}"
 done
 for i in $(seq "$PIPELINE_RUNS"); do
   for build in old new; do
