@@ -363,9 +363,10 @@ def _react(turns: TurnScheduler, observers: Observers, log: Any, msg: Inbound, o
     elif outcome.control == "resumed":
         turns.wake()
     if outcome.verdict is not None and outcome.verdict.action == "allow":
-        turns.wake()
+        allowed = outcome.msg or msg
+        turns.wake_thread(allowed.channel, allowed.thread_key or "")
         if observers.on_pending is not None:
-            observers.on_pending(outcome.msg or msg)
+            observers.on_pending(allowed)
     if observers.on_outcome is not None:
         observers.on_outcome(msg, outcome)
 
@@ -443,6 +444,7 @@ def build_turns(
         options=services.turns,
         tally=tally,
         yield_to=services.backlog.yield_to,
+        between_stages=services.backlog.between_stages,
         routines=routines,
     )
 

@@ -39,6 +39,8 @@ TURN_YIELD_MAX_S = 1.0
 TURN_YIELD_POLL_S = 0.005
 # While a socket has envelopes read and not acked, turns wait at most this long for it.
 TURN_YIELD_SOCKET_MAX_S = 0.05
+# A turn under way, between two of its stages, waits at most this long for a busy socket.
+TURN_STAGE_SOCKET_MAX_S = 0.02
 
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
@@ -66,8 +68,9 @@ class FleetBacklog:
         self._queues: list[asyncio.Queue[Any]] = []
         # The edge's sockets: each says whether it has read envelopes not acked yet.
         self._sockets: list[Callable[[], bool]] = []
-        # Turns waiting in ``yield_to``: since when, and what wakes them.
-        self._waiting: list[tuple[float, asyncio.Future[None]]] = []
+        # Turns waiting in ``yield_to`` or ``between_stages``: until when the pipelines'
+        # backlog holds them, until when a busy socket does, and what wakes them.
+        self._waiting: list[tuple[float, float, asyncio.Future[None]]] = []
         self._poller: asyncio.Task[None] | None = None
 
     def add(self, queue: asyncio.Queue[Any]) -> None:
@@ -101,15 +104,32 @@ class FleetBacklog:
         return any(busy() for busy in self._sockets)
 
     async def yield_to(self) -> None:
-        """Return at once unless the fleet is behind; else once it has caught up, or a
-        socket has kept this turn waiting ``TURN_YIELD_SOCKET_MAX_S`` (a batch is acked
-        within milliseconds: waiting longer for a socket that is never idle, a steady
-        stream, would only delay every turn), or the pipelines ``TURN_YIELD_MAX_S``."""
+        """Before a turn takes its slot: return at once unless the fleet is behind; else
+        once it has caught up, or a socket has kept this turn waiting
+        ``TURN_YIELD_SOCKET_MAX_S`` (a batch is acked within milliseconds: waiting longer
+        for a socket that is never idle, a steady stream, would only delay every turn), or
+        the pipelines ``TURN_YIELD_MAX_S``."""
         if not self.behind():
             return
+        now = asyncio.get_running_loop().time()
+        await self._wait(now + TURN_YIELD_MAX_S, now + TURN_YIELD_SOCKET_MAX_S)
+
+    async def between_stages(self) -> None:
+        """Between two stages of a turn under way (a burst's turns draining): the loop
+        goes to the sockets first. While one has envelopes read and not acked, the turn
+        waits for them, at most ``TURN_STAGE_SOCKET_MAX_S``; else it gives the loop one
+        iteration. Each stage is a few milliseconds of the loop; run back to back they
+        kept a read envelope's ack waiting (docs/architecture.md)."""
+        if not self._sockets_busy():
+            await asyncio.sleep(0)
+            return
+        now = asyncio.get_running_loop().time()
+        await self._wait(now, now + TURN_STAGE_SOCKET_MAX_S)
+
+    async def _wait(self, pipelines_until: float, sockets_until: float) -> None:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
-        self._waiting.append((loop.time(), waiter))
+        self._waiting.append((pipelines_until, sockets_until, waiter))
         if self._poller is None or self._poller.done():
             self._poller = loop.create_task(self._poll(), name="fleet-backlog-poll")
         await waiter
@@ -123,14 +143,14 @@ class FleetBacklog:
             await asyncio.sleep(TURN_YIELD_POLL_S)  # noqa: ASYNC110 — a poll, bounded; the queues have no "fell below" signal
             now = loop.time()
             pipelines = self._pipelines_behind()
-            sockets = not pipelines and self._sockets_busy()
-            still: list[tuple[float, asyncio.Future[None]]] = []
-            for start, waiter in self._waiting:
+            sockets = self._sockets_busy()
+            still: list[tuple[float, float, asyncio.Future[None]]] = []
+            for entry in self._waiting:
+                pipelines_until, sockets_until, waiter = entry
                 if waiter.done():
                     continue  # cancelled (a halt, a stop)
-                held = pipelines or (sockets and now < start + TURN_YIELD_SOCKET_MAX_S)
-                if held and now < start + TURN_YIELD_MAX_S:
-                    still.append((start, waiter))
+                if (pipelines and now < pipelines_until) or (sockets and now < sockets_until):
+                    still.append(entry)
                 else:
                     waiter.set_result(None)
             self._waiting = still

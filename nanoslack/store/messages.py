@@ -125,6 +125,12 @@ _PENDING_IN_THREAD_SQL = (
     "SELECT {columns} FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
     " AND channel = :channel AND thread_key = :thread_key ORDER BY ts"
 )
+_HAS_PENDING_SQL = (
+    "SELECT 1 FROM messages{indexed} WHERE instance = :instance AND status = 'pending'"
+    " AND channel = :channel AND thread_key = :thread_key LIMIT 1"
+)
+_HAS_PENDING = text(_HAS_PENDING_SQL.format(indexed=""))
+_HAS_PENDING_SQLITE = text(_HAS_PENDING_SQL.format(indexed=" INDEXED BY messages_pending"))
 _PENDING_IN_THREAD = text(_PENDING_IN_THREAD_SQL.format(columns=_MESSAGE.sql, indexed=""))
 _PENDING_IN_THREAD_SQLITE = text(
     _PENDING_IN_THREAD_SQL.format(columns=_MESSAGE.sql, indexed=" INDEXED BY messages_pending")
@@ -257,6 +263,14 @@ class Messages:
             stmt = _PENDING_THREADS_SQLITE if self._db.is_sqlite else _PENDING_THREADS
             rows = hot_all(conn, stmt, {"instance": instance})
         return [(str(r[0]), str(r[1])) for r in rows]
+
+    def has_pending(self, instance: str, channel: str, thread_key: str) -> bool:
+        """Whether the thread has a message waiting for a turn (one indexed row)."""
+        params = {"instance": instance, "channel": channel, "thread_key": thread_key}
+        self.flush()
+        with self._db.transaction() as conn:
+            stmt = _HAS_PENDING_SQLITE if self._db.is_sqlite else _HAS_PENDING
+            return hot_first(conn, stmt, params) is not None
 
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}

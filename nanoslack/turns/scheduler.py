@@ -89,6 +89,7 @@ class TurnScheduler:
         options: TurnOptions | None = None,
         tally: Tally | None = None,
         yield_to: Callable[[], Awaitable[None]] | None = None,
+        between_stages: Callable[[], Awaitable[None]] | None = None,
         routines: RoutineTurns | None = None,
     ) -> None:
         self.instance = instance
@@ -106,6 +107,9 @@ class TurnScheduler:
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
         # in go first (the pipelines' backlog, ``nanoslack.worker.FleetBacklog``; bounded).
         self._yield_to = yield_to
+        # Awaited between a turn's stages while the instance has turns queued: the
+        # sockets' reads go first (``FleetBacklog.between_stages``; bounded).
+        self._between_stages = between_stages
         self._halts = halts
         self._room_budget = room_budget
         self._options = options or TurnOptions()
@@ -121,15 +125,30 @@ class TurnScheduler:
         self._routines = routines
         self._routine: tuple[QueuedRun, asyncio.Task[None]] | None = None
         self._routine_halting = False
+        # What the next look reads: every thread with a pending message (``_scan_all``, and
+        # at least once a poll interval), or only the threads woken by name since the last
+        # look. With thousands of turns queued, reading every pending thread on each
+        # allowed message was a long stretch of the loop per message (the acks waited).
+        self._woken: dict[ThreadKey, bool] = {}  # the thread, and whether a message was just allowed there
+        self._scan_all = True
+        self._scanned_at = 0.0
 
     def wake(self) -> None:
+        """Look at every thread with a pending message (an approval, a resume, a budget
+        answer, a sibling's handoff: any thread may have one now)."""
+        self._scan_all = True
+        self._wake.set()
+
+    def wake_thread(self, channel: str, thread_key: str) -> None:
+        """A message was allowed in this thread: the next look starts its turn."""
+        self._woken[ThreadKey(channel, thread_key)] = True
         self._wake.set()
 
     def recover(self) -> int:
         """At start: turns a previous run left ``running`` run again."""
         abandoned = self._store.turns.abandon_running(self.instance)
         self._tally.turns["abandoned"] += abandoned
-        self._wake.set()  # what piled up while the fleet was down: at once, not at the first poll
+        self.wake()  # what piled up while the fleet was down: at once, not at the first poll
         if abandoned:
             log.info("turns abandoned by a previous run", instance=self.instance, count=abandoned)
         return abandoned
@@ -209,7 +228,7 @@ class TurnScheduler:
         """A turn for each thread with answerable messages and none under way; True when
         one was started."""
         started = False
-        for key in self._pending_threads():
+        for key in self._threads_to_look_at():
             if key in self._busy or key.channel in halted or self._over_budget(key):
                 continue  # answered by the next turn, once this one is recorded (or resumed)
             task = asyncio.create_task(self._turn(key), name=f"{self.instance}-turn")
@@ -241,9 +260,32 @@ class TurnScheduler:
         self._routine_halting = False
         self._wake.set()  # the next queued run, or what came in meanwhile
 
-    def _pending_threads(self) -> list[ThreadKey]:
-        """The threads with pending messages, in the order their first one arrived."""
+    def _threads_to_look_at(self) -> list[ThreadKey]:
+        """Every thread with pending messages, or only those woken by name since the last
+        look that have some: an allowed message's own, and those whose turn ended (what
+        came in during it, or what a crashed turn left)."""
+        now = time.monotonic()
         held = self._held()
+        woken, self._woken = self._woken, {}
+        if self._scan_all or held or now - self._scanned_at >= self._options.poll_interval:
+            self._scan_all = False
+            self._scanned_at = now
+            return self._pending_threads(held)
+        keys: list[ThreadKey] = []
+        messages = self._store.messages
+        for key, just_allowed in woken.items():
+            if key in self._busy:
+                continue  # its turn's end wakes it again
+            if messages.has_pending(self.instance, key.channel, key.thread_key):
+                keys.append(key)
+            elif just_allowed:
+                # Allowed, yet not pending in its own thread (a feature filed it elsewhere):
+                # the next look reads everything.
+                self.wake()
+        return keys
+
+    def _pending_threads(self, held: frozenset[tuple[str, str]]) -> list[ThreadKey]:
+        """The threads with pending messages, in the order their first one arrived."""
         if held:
             # Questions held (for a round: a round room with a round under way, rare) are
             # skipped message by message, so read the messages themselves.
@@ -269,7 +311,7 @@ class TurnScheduler:
         for feature in self._features:
             for instance in feature.tick():
                 if instance == self.instance:
-                    self._wake.set()
+                    self.wake()
                 elif self._wake_instance is not None:
                     self._wake_instance(instance)
 
@@ -284,13 +326,15 @@ class TurnScheduler:
         of the loop, so envelopes are read and acked between them; a lone turn runs
         straight through, as every extra slice is a loop iteration on its reply's way."""
         if len(self._busy) > SLICE_WHEN_BUSY:
-            await asyncio.sleep(0)
+            await (self._between_stages() if self._between_stages is not None else asyncio.sleep(0))
 
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
         self._halting.discard(key)
         self._slotted.discard(key)
-        self._wake.set()  # messages that came in during the turn
+        # Messages that came in during the turn (or that a crashed turn left pending).
+        self._woken.setdefault(key, False)
+        self._wake.set()
 
     async def _turn(self, key: ThreadKey) -> None:
         try:

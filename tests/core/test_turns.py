@@ -253,6 +253,39 @@ async def test_silence_posts_nothing_and_closes_the_messages(
     assert store.messages.get(msg.key).status == "done"  # type: ignore[union-attr]
 
 
+async def test_a_message_made_pending_elsewhere_gets_its_turn_while_other_threads_keep_waking_the_turns(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    """A wake names its thread (an allowed message), and then only that thread is looked
+    at: what became pending without one (approved with SQL, another process) is still
+    found by a look at every thread, however often the named wakes come."""
+
+    async def other_threads_keep_coming() -> None:
+        n = 0
+        while True:
+            n += 1
+            turns.wake_thread(ROOM, f"1700000000.{n:06d}")  # nothing pending there
+            await asyncio.sleep(0.005)
+
+    first = deliver(store, router, gate, message(user=OWNER, mention=True))
+    turns.wake_thread(ROOM, first.thread_key or "")
+    await settle_status(store, first, "done")  # the start's look at everything is over
+    waking = asyncio.create_task(other_threads_keep_coming())
+    try:
+        msg = deliver(store, router, gate, message(user=OWNER, mention=True))  # no wake of its own
+        await settle_status(store, msg, "done")
+    finally:
+        waking.cancel()
+    assert [t.status for t in store.turns.recent()] == ["silent", "silent"]
+
+
+async def settle_status(store: Store, msg: Inbound, status: str) -> None:
+    deadline = time.monotonic() + 10
+    while store.messages.get(msg.key).status != status:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"{msg.ts} never became {status}"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_turn_the_store_failed_before_its_agent_ran_is_one_turn_when_it_runs_again(
     store: Store,
     router: Router,
