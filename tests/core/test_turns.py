@@ -258,25 +258,27 @@ async def test_a_message_made_pending_elsewhere_gets_its_turn_while_other_thread
 ) -> None:
     """A wake names its thread (an allowed message), and then only that thread is looked
     at: what became pending without one (approved with SQL, another process) is still
-    found by a look at every thread, however often the named wakes come."""
-
-    async def other_threads_keep_coming() -> None:
-        n = 0
-        while True:
-            n += 1
-            turns.wake_thread(ROOM, f"1700000000.{n:06d}")  # nothing pending there
-            await asyncio.sleep(0.005)
-
+    found by the look at every thread, at least once a poll interval, however often the
+    named wakes come (here: a halted room's thread, pending and never started)."""
+    halted = deliver(store, router, gate, message(user=OWNER, mention=True, channel="C0HALTED"))
+    store.room_halts.halt("C0HALTED", by=OWNER, instance=None)
     first = deliver(store, router, gate, message(user=OWNER, mention=True))
     turns.wake_thread(ROOM, first.thread_key or "")
     await settle_status(store, first, "done")  # the start's look at everything is over
-    waking = asyncio.create_task(other_threads_keep_coming())
+
+    async def named_wakes_keep_coming() -> None:
+        while True:
+            turns.wake_thread("C0HALTED", halted.thread_key or "")
+            await asyncio.sleep(0.005)
+
+    waking = asyncio.create_task(named_wakes_keep_coming())
     try:
         msg = deliver(store, router, gate, message(user=OWNER, mention=True))  # no wake of its own
         await settle_status(store, msg, "done")
     finally:
         waking.cancel()
     assert [t.status for t in store.turns.recent()] == ["silent", "silent"]
+    assert store.messages.get(halted.key).status == "pending"  # type: ignore[union-attr]
 
 
 async def settle_status(store: Store, msg: Inbound, status: str) -> None:
