@@ -96,6 +96,7 @@ class Fleet:
         With ``NANOSLACK_METRICS_ADDR``, serve the health endpoints first (``/readyz``
         says 503 while the instances connect); raises when that address is unusable."""
         await self._serve_health()
+        self.store.checkpoints.start()
         a2a = self.core.a2a.get()  # read now: a malformed value is warned about at start
         self.core.check_rooms()
         agents = {inst.name: self.core.agent_for(inst.name) for inst in self.settings.instances}
@@ -215,6 +216,7 @@ class Fleet:
         self.instances.clear()
         await self.leases.stop()
         await self.core.close()
+        self.store.checkpoints.stop()
         if self.health_server is not None:
             await self.health_server.stop()
             self.health_server = None

@@ -14,6 +14,7 @@ from nanoslack.store.approvals import ApprovalRow, Approvals
 from nanoslack.store.asks import AskRow, Asks
 from nanoslack.store.assistant import AssistantThreads
 from nanoslack.store.budgets import Grant, Grants
+from nanoslack.store.checkpoint import Checkpointer
 from nanoslack.store.database import Database, JoinedTransaction, Transaction
 from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
 from nanoslack.store.errors import StoreError, StoreUnavailable, store_unavailable
@@ -110,6 +111,8 @@ class Store:
         self.memories = Memories(db)
         # Routines (docs/routines.md): their state and one row per due time.
         self.routines = Routines(db)
+        # SQLite's WAL checkpoints off the loop, for the long-running writer (the fleet).
+        self.checkpoints = Checkpointer(db)
 
     @classmethod
     def open(cls, url: str) -> Store:
@@ -139,6 +142,7 @@ class Store:
             conn.exec_driver_sql("SELECT 1")
 
     def close(self) -> None:
+        self.checkpoints.stop()
         self.db.close()
 
     def __enter__(self) -> Store:

@@ -135,6 +135,15 @@ class Database:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    def sqlite_file(self) -> str | None:
+        """The database file's path, when it is SQLite on a file (not ``:memory:``)."""
+        if not self.is_sqlite:
+            return None
+        database = self.engine.url.database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return None
+        return database
+
     def transaction(self) -> Transaction | JoinedTransaction:
         """One atomic unit; nested calls join the outer transaction."""
         if self._depth and self._owner == threading.get_ident():

@@ -228,3 +228,18 @@ async def test_start_warns_about_a_malformed_max_hops_and_says_how_it_runs(room:
     assert started["a2a_rooms"] == [room.channel]
     assert (started["max_hops"], started["hop_scope"]) == (6, "room")
     assert started["agents"] == {"dana": "script", "eli": "script"}
+
+
+async def test_a_running_fleet_checkpoints_its_database_off_the_loop_until_it_stops(
+    room: Room, fleet_factory
+) -> None:
+    fleet, rec = await fleet_factory(["dana", "eli"])
+    checkpoints = fleet.store.checkpoints
+    ts = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hello")
+    await room.emu.wait_for(lambda: any(m.ts == ts for m in rec.delivered("dana")))
+    passes = checkpoints.passes
+    await room.emu.wait_for(lambda: checkpoints.passes > passes)
+    # The store's own commits copy nothing into the database file while the thread runs.
+    assert fleet.store.db.driver().execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    await fleet.stop()
+    assert not checkpoints.running
