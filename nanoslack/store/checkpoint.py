@@ -5,13 +5,20 @@ pages: that commit copies the pages into the database file and waits for two fsy
 on the one loop every socket's acks also run on (docs/architecture.md, *Acks never wait
 behind agent work*). While a ``Checkpointer`` runs, the store's connection never
 checkpoints (``wal_autocheckpoint=0``) and a thread with a connection of its own runs a
-PASSIVE checkpoint every ``interval`` seconds. PASSIVE never waits for a lock and never blocks the writer;
-sqlite3 lets go of the GIL while it copies and syncs. A commit is as durable as before
-(``synchronous=NORMAL``: in the WAL, across a process crash); only where its pages go
-next has moved.
+PASSIVE checkpoint every ``interval`` seconds: it never waits for a lock and never blocks
+the writer, and sqlite3 lets go of the GIL while it copies and syncs.
 
-PostgreSQL and ``:memory:`` databases have no WAL file to checkpoint: ``start`` does
-nothing for them.
+A PASSIVE pass alone cannot keep the WAL small under a steady stream of commits: the file
+starts again from its beginning only at the first commit after a pass that copied
+everything, and the fleet commits again before a pass is over. So once the WAL holds
+``restart_at`` pages, the thread runs a second pass (what came in during the first) and
+then a last one holding the store's lock, so that no commit of the store's comes between
+it and the WAL's restart. The loop waits for that last, short pass only: a few pages and
+its fsyncs, where a commit of SQLite's own choosing copies a thousand.
+
+A commit is as durable as before (``synchronous=NORMAL``: in the WAL, across a process
+crash); only where its pages go next has moved. PostgreSQL and ``:memory:`` databases have
+no WAL file: ``start`` does nothing for them.
 """
 
 from __future__ import annotations
@@ -27,20 +34,23 @@ from nanoslack.store.database import Database
 
 log = get_logger(__name__)
 
-# A pass copies every page committed before it (a reader's snapshot aside), so the WAL
-# holds about a quarter of a second of writes: at the fleet's top rate, fewer pages than
-# SQLite's own 1,000-page trigger.
 CHECKPOINT_INTERVAL_S = 0.25
+# SQLite's own trigger (wal_autocheckpoint), and what the store's connection gets back.
 _SQLITE_DEFAULT_AUTOCHECKPOINT = 1000
+RESTART_AT_PAGES = _SQLITE_DEFAULT_AUTOCHECKPOINT
 
 
 class Checkpointer:
-    def __init__(self, db: Database, *, interval: float = CHECKPOINT_INTERVAL_S) -> None:
+    def __init__(
+        self, db: Database, *, interval: float = CHECKPOINT_INTERVAL_S, restart_at: int = RESTART_AT_PAGES
+    ) -> None:
         self._db = db
         self._interval = interval
+        self._restart_at = restart_at
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.passes = 0  # checkpoints run (tests and benches read it)
+        self.passes = 0  # checkpoint passes run (tests and benches read it)
+        self.restarts = 0  # of them, the ones under the store's lock
 
     @property
     def running(self) -> bool:
@@ -82,14 +92,25 @@ class Checkpointer:
     def _run(self, conn: sqlite3.Connection) -> None:
         try:
             while not self._stop.wait(self._interval):
-                self._checkpoint(conn)
+                self._round(conn)
         finally:
             conn.close()
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+    def _round(self, conn: sqlite3.Connection) -> None:
+        pages = self._checkpoint(conn)
+        if pages is None or pages < self._restart_at:
+            return
+        self._checkpoint(conn)
+        with self._db.no_transactions():
+            self._checkpoint(conn)
+            self.restarts += 1
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> int | None:
+        """One PASSIVE pass: the WAL's pages when it began, or None when it failed."""
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _busy, pages, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
             log.warning("wal checkpoint failed", error=str(exc))
-            return
+            return None
         self.passes += 1
+        return int(pages)

@@ -151,6 +151,13 @@ class Database:
             return self._joined
         return Transaction(self)
 
+    @contextmanager
+    def no_transactions(self) -> Iterator[None]:
+        """While it lasts no transaction of this database's runs (they wait for the lock):
+        for another connection's short piece of work that must not interleave with them."""
+        with self._lock:
+            yield
+
     def external_version(self) -> int:
         """Inside a transaction: a number that changes when another connection
         (an operator's ``q.py``, another fleet) committed since we last looked.

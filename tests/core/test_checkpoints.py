@@ -65,6 +65,29 @@ def test_while_checkpoints_run_the_stores_commits_leave_the_copying_to_them_and_
     assert largest < 3 * PAGES_A_BURST * PAGE
 
 
+def _wal_restarts(wal: Path) -> int:
+    """The WAL header's checkpoint sequence number: it moves each time the file starts again."""
+    with wal.open("rb") as f:
+        return int.from_bytes(f.read(16)[12:16], "big")
+
+
+def test_a_steady_stream_of_commits_without_a_quiet_moment_still_starts_the_wal_again(
+    file_store: Store, tmp_path: Path
+) -> None:
+    wal = tmp_path / "fleet.db-wal"
+    _write_pages(file_store, 1)
+    first = _wal_restarts(wal)
+    checkpoints = Checkpointer(file_store.db, interval=0.01, restart_at=50)
+    checkpoints.start()
+    deadline = time.monotonic() + 20
+    # No pause between commits: no PASSIVE pass ends before the next commit begins, so
+    # only the pass under the store's lock lets the file start again.
+    while _wal_restarts(wal) < first + 3:
+        assert time.monotonic() < deadline, "the WAL never started again"
+        _write_pages(file_store, 5)
+    checkpoints.stop()
+
+
 def test_stopping_checkpoints_gives_the_store_its_automatic_checkpoints_back(file_store: Store) -> None:
     file_store.checkpoints.start()
     file_store.checkpoints.stop()
