@@ -104,6 +104,35 @@ class JoinedTransaction:
         db._lock.release()
 
 
+class Read:
+    """``with db.read() as conn`` on SQLite outside a transaction: the store's lock, and no
+    BEGIN. Each statement is then a transaction of SQLite's own, reading one committed
+    state, and none takes the write lock: a read of one statement in its own BEGIN
+    IMMEDIATE cost five times the statement (docs/architecture.md). A body that goes
+    through SQLAlchemy's own path makes it begin a transaction: that one ends here."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> Connection:
+        db = self._db
+        db._lock.acquire()
+        return db._conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        db = self._db
+        try:
+            if db._conn.in_transaction():
+                if exc_type is None:
+                    db._conn.commit()
+                else:
+                    db._conn.rollback()
+        finally:
+            db._lock.release()
+
+
 class Database:
     """The connection and its transaction discipline, shared by every repository."""
 
@@ -116,6 +145,8 @@ class Database:
         # The thread whose transaction is open (set while ``_depth`` > 0).
         self._owner: int | None = None
         self._joined = JoinedTransaction(self)
+        self._read = Read(self)
+        self._sqlite = self.engine.dialect.name == "sqlite"
         self._txn_serial = 0
         self._version_serial = -1
         self._version = 0
@@ -149,6 +180,16 @@ class Database:
         if self._depth and self._owner == threading.get_ident():
             # Read without the lock: only this thread sets or clears its own ident there.
             return self._joined
+        return Transaction(self)
+
+    def read(self) -> Transaction | JoinedTransaction | Read:
+        """A read of one statement (a statement per call, each its own snapshot): on
+        SQLite outside a transaction, without one of ours (``Read``); inside one, it
+        joins; on PostgreSQL, a transaction as any other."""
+        if self._depth and self._owner == threading.get_ident():
+            return self._joined
+        if self._sqlite:
+            return self._read
         return Transaction(self)
 
     @contextmanager

@@ -259,7 +259,7 @@ class Messages:
     def pending_threads(self, instance: str) -> list[tuple[str, str]]:
         """(channel, thread_key) of every thread with a pending message, oldest first."""
         self.flush()
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             stmt = _PENDING_THREADS_SQLITE if self._db.is_sqlite else _PENDING_THREADS
             rows = hot_all(conn, stmt, {"instance": instance})
         return [(str(r[0]), str(r[1])) for r in rows]
@@ -268,14 +268,14 @@ class Messages:
         """Whether the thread has a message waiting for a turn (one indexed row)."""
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
         self.flush()
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             stmt = _HAS_PENDING_SQLITE if self._db.is_sqlite else _HAS_PENDING
             return hot_first(conn, stmt, params) is not None
 
     def pending_in_thread(self, instance: str, channel: str, thread_key: str) -> list[MessageRow]:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
         self.flush()
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             stmt = _PENDING_IN_THREAD_SQLITE if self._db.is_sqlite else _PENDING_IN_THREAD
             return _MESSAGE.all(hot_all(conn, stmt, params))
 
@@ -309,14 +309,14 @@ class Messages:
         ``until`` (both ts), oldest first; never held or refused ones."""
         params = {**_thread_params(instance, channel, thread_key, since_ts, until), "limit": limit}
         self.flush()
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             rows = _MESSAGE.all(hot_all(conn, _THREAD, params))
         rows.reverse()
         return rows
 
     def last_human_ts(self, instance: str, room: str) -> str:
         self.flush()
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             row = hot_first(conn, _LAST_HUMAN, {"instance": instance, "room": room})
         return str(row[0]) if row else ""
 

@@ -229,20 +229,20 @@ class Outbox:
             "since": since_ts or "",
             "limit": limit,
         }
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             rows = hot_all(conn, _SENT_POSTS, params)  # every turn's transcript
         return [(str(r[0]), str(r[1])) for r in reversed(rows)]
 
     def own_root(self, instance: str, channel: str, ts: str) -> str | None:
         """The text of this instance's top-level post ``ts`` (a routine's), if it is one."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             rows = hot_all(conn, _OWN_ROOT, {"instance": instance, "channel": channel, "ts": ts})
         return str(rows[0][0]) if rows else None
 
     def unsent_replies(self, instance: str, channel: str, thread_ts: str) -> list[str]:
         """Texts of this instance's turn replies in a thread still waiting to be sent."""
         params = {"instance": instance, "channel": channel, "thread_ts": thread_ts}
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return [str(r[0]) for r in hot_all(conn, _UNSENT_REPLIES, params)]
 
     def replies_of(self, turn_ids: list[int]) -> list[tuple[int, str, str]]:

@@ -48,11 +48,11 @@ class RoomHalts:
             return conn.execute(_RESUME, {"room": room}).rowcount == 1
 
     def is_halted(self, room: str) -> bool:
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return hot_exists(conn, _IS_HALTED, {"room": room})
 
     def halted(self) -> list[HaltRow]:
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             rows = hot_all(conn, _HALTED, {})  # every turn poll asks
         return _HALT_ROW.all(rows)
 

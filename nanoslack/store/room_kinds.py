@@ -91,7 +91,7 @@ class RoomKinds:
 
     def get(self, channel: str) -> RoomRow:
         """The room's row, or a plain mention room when it has none."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             r = hot_first(conn, _GET, {"platform_id": f"slack:{channel}"})
         return _ROOM.read(r) if r else mention_room(channel)
 

@@ -115,7 +115,7 @@ class Rounds:
     # The reads below run on every turn and every scheduler wake, in rooms of every kind:
     # on the driver's fast path (``hot_first``), as the other per-turn statements are.
     def of_question(self, room: str, question_ts: str) -> RoundRow | None:
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             r = hot_first(conn, _BY_QUESTION, {"room": room, "ts": question_ts})
         return _ROUND.first(r)
 
@@ -126,12 +126,12 @@ class Rounds:
 
     def under_way(self) -> list[RoundRow]:
         """Rounds open or closing, in every room."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return _ROUND.all(hot_all(conn, _OPEN, {}))
 
     def waiting(self) -> frozenset[tuple[str, str]]:
         """(room, question ts) of every question waiting for its room's round to close."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return frozenset((str(r[0]), str(r[1])) for r in hot_all(conn, _WAITING, {}))
 
     def join(self, round_id: int, instance: str) -> None:
@@ -176,7 +176,7 @@ class Rounds:
 
     def rooms_to_open(self) -> list[str]:
         """Rooms with a waiting question and no round under way (one was stopped, say)."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return [str(r[0]) for r in hot_all(conn, _WAITING_ROOMS, {})]
 
     def stop(self, room: str) -> list[int]:

@@ -162,7 +162,7 @@ class Tasks:
 
     def open_in(self, room: str) -> list[TaskRow]:
         """What the board lists: the room's open tasks that still count, oldest first."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return [_TASK.read(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def mine_in_thread(self, room: str, thread_ts: str, instance: str) -> list[TaskRow]:

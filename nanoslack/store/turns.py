@@ -160,7 +160,7 @@ class Turns:
 
     def last_through(self, instance: str, channel: str, thread_key: str) -> str | None:
         params = {"instance": instance, "channel": channel, "thread_key": thread_key}
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             row = hot_first(conn, _LAST_THROUGH, params)
         return None if row is None or row[0] is None else str(row[0])
 

@@ -57,7 +57,7 @@ class Users:
         self._db = db
 
     def get(self, user_id: str) -> UserRow | None:
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             r = hot_first(conn, _GET, {"id": user_id})  # every turn's sender
         return _USER.first(r)
 

@@ -148,7 +148,7 @@ class Votes:
 
     def open_in(self, room: str) -> list[VoteRow]:
         """The room's open votes whose question is out, the newest first."""
-        with self._db.transaction() as conn:
+        with self._db.read() as conn:
             return [_VOTE.read(r) for r in hot_all(conn, _OPEN_IN, {"room": room})]  # every room turn
 
     def asked_by(self, instance: str) -> list[VoteRow]:
