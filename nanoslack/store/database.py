@@ -82,15 +82,21 @@ class Transaction:
             callback()
 
 
-class JoinedTransaction:
-    """A nested ``transaction()`` in the thread that holds the outer one: it only joins
-    (the lock taken once more, the depth counted), so one object per database serves
-    every such call; the pipeline's stages open several per message."""
+class _Shared:
+    """A context manager without state of its own: one object per database serves every
+    call (the hot path enters several per message)."""
 
     __slots__ = ("_db",)
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+
+class JoinedTransaction(_Shared):
+    """A nested ``transaction()`` in the thread that holds the outer one: it only joins
+    (the lock taken once more, the depth counted)."""
+
+    __slots__ = ()
 
     def __enter__(self) -> Connection:
         db = self._db
@@ -104,17 +110,14 @@ class JoinedTransaction:
         db._lock.release()
 
 
-class Read:
+class Read(_Shared):
     """``with db.read() as conn`` on SQLite outside a transaction: the store's lock, and no
     BEGIN. Each statement is then a transaction of SQLite's own, reading one committed
     state, and none takes the write lock: a read of one statement in its own BEGIN
     IMMEDIATE cost five times the statement (docs/architecture.md). A body that goes
     through SQLAlchemy's own path makes it begin a transaction: that one ends here."""
 
-    __slots__ = ("_db",)
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
+    __slots__ = ()
 
     def __enter__(self) -> Connection:
         db = self._db

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nanoslack.asks import OwnerAsks
@@ -21,6 +22,7 @@ __all__ = [
     "make_gate",
     "message",
     "next_ts",
+    "until",
 ]
 
 INSTANCE = "dana"
@@ -42,3 +44,12 @@ def bot_message(bot_id: str = "B0ELI", **kw: Any) -> Inbound:
 def make_gate(store: Store, owners: Sequence[str] = (OWNER,)) -> Gate:
     """The gate as an instance's core builds it: asking ``owners`` through its asks."""
     return Gate(store, OwnerAsks(store, instance=INSTANCE, owners=owners))
+
+
+def until(check: Callable[[], bool], within: float = 10) -> None:
+    """Wait in this thread for ``check`` to hold; TimeoutError after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met")
+        time.sleep(0.01)

@@ -9,24 +9,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nanoslack.store import Store, sqlite_url
 from nanoslack.store.checkpoint import Checkpointer
+from tests.core.core_helpers import until
 
 PAGE = 4096
 BURSTS, PAGES_A_BURST = 20, 100
-
-
-def _until(check: Callable[[], bool], within: float = 10) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def test_while_checkpoints_run_the_stores_commits_leave_the_copying_to_them_and_
         _write_pages(file_store, PAGES_A_BURST)
         largest = max(largest, wal.stat().st_size)
         # A quiet moment after each burst, as between the fleet's batches: a pass copies it.
-        _until(lambda passes=passes: checkpoints.passes >= passes + 2)
+        until(lambda passes=passes: checkpoints.passes >= passes + 2)
     checkpoints.stop()
     # Without the thread (and no automatic checkpoints) the WAL would hold all 20 bursts.
     assert largest < 3 * PAGES_A_BURST * PAGE
@@ -112,6 +105,7 @@ _WRITER = """
 import sys
 from nanoslack.store import Store, sqlite_url
 from nanoslack.store.checkpoint import Checkpointer
+from tests.core.core_helpers import until
 store = Store.open(sqlite_url(sys.argv[1]))
 store.checkpoints.start()
 drv = store.db.driver()

@@ -23,7 +23,7 @@ from nanoslack.core import EdgeParts, FleetCore, InstanceCore, Observers
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.store import Store, StoreUnavailable, sqlite_url, store_unavailable
-from tests.core.core_helpers import BOT_USER, INSTANCE, bot_message
+from tests.core.core_helpers import BOT_USER, INSTANCE, bot_message, until
 from tests.e2e.helpers import SILENT_AGENT
 from tests.pg import PgServer
 
@@ -110,7 +110,7 @@ async def test_a_deadlock_with_another_process_locking_rooms_in_the_opposite_ord
     done, errors = threading.Event(), []
     other = threading.Thread(target=_other_process_locks_r2_then_r1, args=(pg_url, done, errors))
     other.start()
-    await asyncio.to_thread(lambda: _until(lambda: _holds_a_lock(pg_url)))
+    await asyncio.to_thread(lambda: until(lambda: _holds_a_lock(pg_url)))
     with structlog.testing.capture_logs() as logs:
         await core.start()
         assert core.record([first, second]) == [True, True]
@@ -137,14 +137,6 @@ def _holds_a_lock(url: str) -> bool:
     with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone()
     return bool(row and row[0])
-
-
-def _until(check: Callable[[], bool], within: float = 10) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        time.sleep(0.01)
 
 
 async def _until_async(check: Callable[[], bool], within: float = 10) -> None:
