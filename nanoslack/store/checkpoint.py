@@ -50,6 +50,7 @@ class Checkpointer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.passes = 0  # checkpoint passes run (tests and benches read it)
+        self._failing: str | None = None  # the error last logged, until a pass succeeds
         self.restarts = 0  # of them, the ones under the store's lock
 
     @property
@@ -110,7 +111,11 @@ class Checkpointer:
         try:
             _busy, pages, _copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
-            log.warning("wal checkpoint failed", error=str(exc))
+            # Once per error, not four times a second while it lasts (a full disk, say).
+            if str(exc) != self._failing:
+                self._failing = str(exc)
+                log.warning("wal checkpoint failed", error=self._failing)
             return None
+        self._failing = None
         self.passes += 1
         return int(pages)

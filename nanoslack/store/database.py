@@ -167,7 +167,7 @@ class Database:
 
     @property
     def is_sqlite(self) -> bool:
-        return self.engine.dialect.name == "sqlite"
+        return self._sqlite
 
     def sqlite_file(self) -> str | None:
         """The database file's path, when it is SQLite on a file (not ``:memory:``)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from nanoslack.store import Store, sqlite_url
 from nanoslack.store.checkpoint import Checkpointer
@@ -138,3 +140,17 @@ def test_every_commit_survives_a_kill_while_checkpoints_run_on_their_thread(tmp_
         rows = store.db.driver().execute("SELECT count(*), max(n) FROM blobs").fetchone()
         assert store.db.driver().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert rows[0] == rows[1] >= committed
+
+
+def test_a_checkpoint_error_is_logged_once_while_it_lasts(file_store: Store, tmp_path: Path) -> None:
+    checkpoints = Checkpointer(file_store.db)
+    broken = sqlite3.connect(tmp_path / "fleet.db")
+    broken.close()  # every pass on it fails, as on a full disk
+    working = sqlite3.connect(tmp_path / "fleet.db", isolation_level=None)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(4):
+            checkpoints._round(broken)
+        checkpoints._round(working)  # it recovers: the next failure is news again
+        checkpoints._round(broken)
+    working.close()
+    assert [entry["event"] for entry in logs] == ["wal checkpoint failed"] * 2
