@@ -62,10 +62,14 @@ class Checkpointer:
         if path is None or self._thread is not None:
             return
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-        # The checkpoint's fsyncs follow the connection that runs it: the store's setting.
-        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            # The checkpoint's fsyncs follow the connection that runs it: the store's setting.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._set_autocheckpoint(0)
+        except BaseException:
+            conn.close()  # no thread to own it
+            raise
         self._stop.clear()
-        self._set_autocheckpoint(0)
         event.listen(self._db.engine, "connect", self._on_connect)
         self._thread = threading.Thread(target=self._run, args=(conn,), name="sqlite-checkpoint", daemon=True)
         self._thread.start()
