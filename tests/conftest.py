@@ -20,7 +20,7 @@ import structlog
 
 from nanoslack.emulator import Emulator, Options, ThreadedEmulator
 from nanoslack.eventloop import loop_factory
-from nanoslack.logs import NOISY_LOGGERS
+from nanoslack.logs import NOISY_LOGGERS, reset_loggers
 from nanoslack.store import Store
 from tests import pg
 
@@ -55,6 +55,7 @@ def restore_logging() -> Iterator[None]:
     yield
     structlog.reset_defaults()
     structlog.configure(**saved)
+    reset_loggers()
     structlog.contextvars.clear_contextvars()
     root.handlers[:] = handlers
     root.setLevel(level)

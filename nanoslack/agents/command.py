@@ -51,15 +51,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from pathlib import Path
 from typing import Protocol
 
-import structlog
-
 from nanoslack.agents import drafts
 from nanoslack.agents.prompt import opening, render_thread
 from nanoslack.agents.redact import tail
 from nanoslack.agents.types import Reply, Tools, Turn, TurnFailed
 from nanoslack.config.agent import DEFAULT_TIMEOUT_S
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 SEPARATOR = "---"
 STDERR_TAIL = 200

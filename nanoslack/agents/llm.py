@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 
 import httpx2
-import structlog
 from pydantic_ai.models import Model
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
@@ -21,8 +20,9 @@ from nanoslack.agents.prompt import opening, render_prompt
 from nanoslack.agents.replay import keep, replay, size
 from nanoslack.agents.types import BudgetExhausted, Reply, Tools, Turn, TurnFailed
 from nanoslack.config import Secret
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 # Appended to the teammate's system prompt by the LLM back ends only: command and
 # script agents answer on stdout / from rules and need no such rule.

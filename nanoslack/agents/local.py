@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from nanoslack.agents.teammates import list_skills
 from nanoslack.agents.tool import (
     READ_SKILL,
@@ -30,8 +28,9 @@ from nanoslack.agents.tool import (
 )
 from nanoslack.agents.types import BudgetExhausted, ToolResult
 from nanoslack.agents.usage import TokenLedger
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 DEFAULT_MAX_STEPS = 12
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.capabilities import AbstractCapability, RawToolArgs, ValidatedToolArgs
@@ -63,8 +62,9 @@ from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool
 from nanoslack.agents.types import Tools
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 SEND_MESSAGE = "send_message"
 REASON_CHARS = 200

@@ -17,7 +17,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any, cast
 
-import structlog
 from pydantic import ValidationError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -33,8 +32,9 @@ from pydantic_ai.messages import (
 
 from nanoslack.agents.prompt import EARLIER_TURNS_NOT_SHOWN
 from nanoslack.agents.types import PastTurn, Turn
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 KEPT_RESULT_CHARS = 2_000
 CUT_NOTE = "… [cut in the kept copy]"

@@ -56,11 +56,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from nanoslack.agents.types import Line, Reply, Tools, Turn, TurnFailed
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.agents")
+log = get_logger("nanoslack.agents")
 
 SENDER_KINDS = ("human", "bot", "agent", "any")
 BUILTINS = ("sender", "name", "next", "text")

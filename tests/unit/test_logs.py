@@ -5,10 +5,12 @@ import json
 import logging
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
+from structlog.typing import EventDict, WrappedLogger
 
 from nanoslack.config import Secret
-from nanoslack.logs import configure_logging, get_logger, redact_processor, redact_text
+from nanoslack.logs import configure_logging, get_logger, redact_processor, redact_text, reset_loggers
 
 BOT = "xoxb-1234-5678-AbCdEfGh"
 APP = "xapp-1-A0APP-99-deadbeef"
@@ -122,3 +124,43 @@ def test_redaction_processor_masks_values_for_captured_logs_too() -> None:
 )
 def test_redact_text_covers_slack_token_shapes(text: str, expected: str) -> None:
     assert redact_text(text) == expected
+
+
+def test_a_logger_made_before_configuring_follows_each_later_configuration() -> None:
+    log = get_logger("early")  # as a module's logger, made at import
+    log.info("before any configuration")  # assembled from structlog's defaults
+    quiet = configured("warning")
+    log.info("discarded")
+    log.warning("kept", n=1)
+    loud = configured("debug")
+    log.debug("now kept", n=2)
+    assert "discarded" not in quiet.getvalue() and "kept" in quiet.getvalue()
+    assert "now kept" in loud.getvalue() and "n=2" in loud.getvalue()
+    assert "now kept" not in quiet.getvalue()
+
+
+def test_captured_logs_reach_a_logger_already_assembled() -> None:
+    configured("info")
+    log = get_logger("assembled")
+    log.info("first")  # assembled now, outside the capture
+    with capture_logs() as entries:
+        log.info("captured", room="C1")
+    assert [e["event"] for e in entries] == ["captured"]
+    assert entries[0]["room"] == "C1"
+
+
+def test_reset_loggers_takes_up_structlog_configured_directly() -> None:
+    out = configured("info")
+    log = get_logger("direct")
+    log.info("through configure_logging")
+    seen: list[str] = []
+
+    def keep(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+        seen.append(str(event_dict["event"]))
+        raise structlog.DropEvent
+
+    structlog.configure(processors=[keep])
+    reset_loggers()
+    log.info("through structlog")
+    assert seen == ["through structlog"]
+    assert "through structlog" not in out.getvalue()
