@@ -24,7 +24,9 @@ in_tree() {  # in_tree TREE NAME COMMAND…: stdout's JSON line to OUT/NAME.json
   local tree="$1" name="$2"
   shift 2
   { uptime; } >"$OUT/$name.load"
-  (cd "$tree" && PYTHONPATH="$tree" "$PY" "$@") | grep -m1 '^{' >"$OUT/$name.json"
+  # The rest of the output drained, not cut off: a bench printing its summary after the
+  # JSON line must not die of a closed pipe (and take this script with it).
+  (cd "$tree" && PYTHONPATH="$tree" "$PY" "$@") | { grep -m1 '^{' >"$OUT/$name.json"; cat >/dev/null; }
   { uptime; } >>"$OUT/$name.load"
 }
 
