@@ -12,6 +12,7 @@ import functools
 import logging
 import re
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
@@ -134,8 +135,9 @@ def configure_logging(level: str = "info", fmt: str = "console", stream: TextIO 
 
 
 # Every ``Logger`` made: ``reset_loggers`` reaches them (weakly: a logger made for one
-# line goes when it is done with).
+# line goes when it is done with). The lock: a thread may make one while another resets.
 _LOGGERS: weakref.WeakSet[Logger] = weakref.WeakSet()
+_LOGGERS_LOCK = threading.Lock()
 _METHODS = ("debug", "info", "warning", "error", "exception", "critical", "bind")
 
 
@@ -144,7 +146,9 @@ def reset_loggers() -> None:
     after configuring structlog other than through ``configure_logging`` (a test putting
     the previous configuration back). ``structlog.testing.capture_logs`` needs no call: it
     changes the processors' list in place, the one the assembled loggers hold."""
-    for logger in list(_LOGGERS):
+    with _LOGGERS_LOCK:
+        loggers = list(_LOGGERS)
+    for logger in loggers:
         logger.unassemble()
 
 
@@ -169,7 +173,8 @@ class Logger:
     def __init__(self, name: str | None) -> None:
         self.name = name
         self.unassemble()
-        _LOGGERS.add(self)
+        with _LOGGERS_LOCK:
+            _LOGGERS.add(self)
 
     def unassemble(self) -> None:
         for method in _METHODS:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import structlog
-
 from nanoslack.config.values import positive_seconds
+from nanoslack.logs import get_logger
 
-log = structlog.get_logger("nanoslack.lease")
+log = get_logger("nanoslack.lease")
 
 TTL_KEY = "NANOSLACK_LEASE_SECONDS"
 HEARTBEAT_KEY = "NANOSLACK_LEASE_HEARTBEAT"

@@ -18,12 +18,11 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-import structlog
-
 from nanoslack.config.lease import LeaseTimings
+from nanoslack.logs import get_logger
 from nanoslack.store import Store, store_unavailable
 
-log = structlog.get_logger("nanoslack.lease")
+log = get_logger("nanoslack.lease")
 
 # How long a clean stop waits for an instance still stopping after its lease was lost.
 LOST_STOP_WAIT_S = 20.0
