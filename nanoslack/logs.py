@@ -123,9 +123,9 @@ def configure_logging(level: str = "info", fmt: str = "console", stream: TextIO 
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        # Level filtering in the wrapper: a call below the level is a no-op
-        # (~0.4 µs, through ``Logger``) instead of a trip through the processor chain (~5 µs), and the
-        # pipeline logs a debug line per message.
+        # Level filtering in the wrapper: a call below the level is a no-op (~0.4 µs,
+        # through ``Logger``) instead of a trip through the processor chain (~5 µs), and
+        # the pipeline logs a debug line per message.
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # Not cached by structlog: a later configure_logging must reach loggers created
         # at import time. ``Logger`` caches per configuration instead.
