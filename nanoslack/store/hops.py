@@ -16,20 +16,26 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.engine import PG_LOCK_SPACE
-from nanoslack.store.fastpath import hot_execute, hot_exists, hot_first
+from nanoslack.store.fastpath import hot_execute, hot_first
 from nanoslack.store.rows import Row, insert_sql
 
 # Held until the reserving transaction ends, so the count and the insert are one step
 # for every process; READ COMMITTED then sees the previous holder's committed row.
 _LOCK_ROOM = text("SELECT pg_advisory_xact_lock(:space, hashtext(:room))")
-_HELD = text("SELECT 1 FROM a2a_hops WHERE room = :room AND instance = :instance AND ts = :ts")
-_COUNT_IDENTITY = text("SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance")
-_COUNT_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room")
-_RANK_IDENTITY = text(
-    "SELECT count(*) FROM a2a_hops WHERE room = :room AND instance = :instance AND ts <= :ts"
+# One statement answers all a reservation asks before its insert: the hops used, whether
+# this message holds one already, and its rank among them (the hops at or before its ts).
+_TALLY_IDENTITY = text(
+    "SELECT count(*), count(CASE WHEN ts = :ts THEN 1 END), count(CASE WHEN ts <= :ts THEN 1 END)"
+    " FROM a2a_hops WHERE room = :room AND instance = :instance"
 )
-_RANK_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room AND ts <= :ts")
-_ROOM_HAS_TS = text("SELECT 1 FROM a2a_hops WHERE room = :room AND ts = :ts LIMIT 1")
+# ``room`` scope counts distinct bot messages; "held" is this instance's row, "counted"
+# any instance's row for the message (then it costs the room no new hop).
+_TALLY_ROOM = text(
+    "SELECT count(DISTINCT ts), count(CASE WHEN ts = :ts AND instance = :instance THEN 1 END),"
+    " count(CASE WHEN ts = :ts THEN 1 END), count(DISTINCT CASE WHEN ts <= :ts THEN ts END)"
+    " FROM a2a_hops WHERE room = :room"
+)
+_COUNT_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room")
 _INSERT = text(
     insert_sql("a2a_hops", ("room", "instance", "ts", "bot_id", "created_at"), values={"created_at": ":now"})
     + " ON CONFLICT DO NOTHING"
@@ -76,19 +82,23 @@ class Hops:
         commit), so concurrent deliveries, even from other processes, cannot over-admit.
         """
         key = {"room": room, "instance": instance, "ts": ts}
-        by_room = scope == "room"
         with self._db.transaction() as conn:
             if not self._db.is_sqlite:
                 conn.execute(_LOCK_ROOM, {"space": PG_LOCK_SPACE, "room": room})
-            if not hot_exists(conn, _HELD, key):
-                already_counted = by_room and hot_exists(conn, _ROOM_HAS_TS, key)
-                if not already_counted:
-                    used = _scalar(hot_first(conn, _COUNT_ROOM if by_room else _COUNT_IDENTITY, key))
-                    if used >= max_hops:
-                        return None
-                hot_execute(conn, _INSERT, {**key, "bot_id": bot_id, "now": time.time()})
-                self._clean.discard((room, instance))
-            return _scalar(hot_first(conn, _RANK_ROOM if by_room else _RANK_IDENTITY, key))
+            if scope == "room":
+                used, held, counted, rank = _ints(hot_first(conn, _TALLY_ROOM, key), 4)
+            else:
+                used, held, rank = _ints(hot_first(conn, _TALLY_IDENTITY, key), 3)
+                counted = held
+            if held:
+                return rank
+            if not counted:
+                if used >= max_hops:
+                    return None
+                rank += 1  # the new row is a hop of its own, at or before its ts
+            hot_execute(conn, _INSERT, {**key, "bot_id": bot_id, "now": time.time()})
+            self._clean.discard((room, instance))
+            return rank
 
     def reset(self, *, room: str, instance: str | None) -> int:
         """A human spoke: forget the room's hops (one identity's, or everyone's)."""
@@ -111,6 +121,11 @@ class Hops:
         with self._db.transaction() as conn:
             rows = conn.execute(_LIST).all()
         return _HOP_COUNT.all(rows)
+
+
+def _ints(row: tuple[object, ...] | None, n: int) -> list[int]:
+    """A tally's row as ints (``count`` never gives NULL; no row reads as zeros)."""
+    return [int(v) if isinstance(v, int) else 0 for v in row] if row else [0] * n
 
 
 def _scalar(row: tuple[object, ...] | None) -> int:

@@ -154,6 +154,29 @@ def test_room_scope_counts_one_budget_across_instances_and_resets_it_all(
     assert admitted(fleet.send(bot, to="dana"))
 
 
+def test_room_scope_counts_a_message_heard_by_every_instance_as_one_hop(
+    store: Store, bot: MessageFactory
+) -> None:
+    fleet = Fleet(store, max_hops=2, scope="room")
+    hops = []
+    for ts in ("1.000001", "1.000002"):
+        for to in ("dana", "eli"):
+            result = fleet.send(bot, to=to, ts=ts)
+            assert isinstance(result, Admitted)
+            hops.append(result.msg.hop)
+    assert hops == [1, 1, 2, 2]  # the second instance to hear it pays nothing, even at the limit
+    assert not admitted(fleet.send(bot, to="dana", ts="1.000003"))
+
+
+def test_a_resumed_earlier_message_keeps_its_place_among_the_hops(store: Store, bot: MessageFactory) -> None:
+    fleet = Fleet(store, max_hops=3)
+    fleet.send(bot, ts="1.000002")
+    fleet.send(bot, ts="1.000003")
+    earlier = fleet.send(bot, ts="1.000001")  # recorded before the others, processed after them
+    assert isinstance(earlier, Admitted) and earlier.msg.hop == 1
+    assert not admitted(fleet.send(bot, ts="1.000004"))
+
+
 def test_a_rolled_back_admission_consumes_no_hop(store: Store, bot: MessageFactory) -> None:
     fleet = Fleet(store, max_hops=2)
     with pytest.raises(RuntimeError), store.transaction():
