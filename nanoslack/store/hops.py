@@ -115,7 +115,8 @@ class Hops:
     def room_count(self, room: str) -> int:
         """The room's hops as ``room`` scope counts them: distinct bot messages."""
         with self._db.transaction() as conn:
-            return _scalar(conn.execute(_COUNT_ROOM, {"room": room}).first())
+            (count,) = _ints(hot_first(conn, _COUNT_ROOM, {"room": room}), 1)
+        return count
 
     def counts(self) -> list[HopCount]:
         with self._db.transaction() as conn:
@@ -124,9 +125,5 @@ class Hops:
 
 
 def _ints(row: tuple[object, ...] | None, n: int) -> list[int]:
-    """A tally's row as ints (``count`` never gives NULL; no row reads as zeros)."""
+    """A row of counts as ints (``count`` never gives NULL; no row reads as zeros)."""
     return [int(v) if isinstance(v, int) else 0 for v in row] if row else [0] * n
-
-
-def _scalar(row: tuple[object, ...] | None) -> int:
-    return int(row[0]) if row and isinstance(row[0], int) else 0
