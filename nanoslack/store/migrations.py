@@ -16,7 +16,7 @@ from nanoslack.store import tables  # noqa: F401
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -172,6 +172,14 @@ def _v11_reply_drafts(conn: Connection) -> None:
     _create_tables(conn)
 
 
+def _v12_step_cost(conn: Connection) -> None:
+    """Version 12: what each model call cost in US dollars (``turn_steps.cost_usd``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("turn_steps")}
+    if "cost_usd" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cost_usd FLOAT")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -179,7 +187,7 @@ def _v11_reply_drafts(conn: Connection) -> None:
 # adds tables too (``room_halts``, ``room_notices``, ``budget_grants``). Version 4: ``_v4_asks``.
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
 # Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
-# Version 11: ``_v11_reply_drafts``.
+# Version 11: ``_v11_reply_drafts``. Version 12: ``_v12_step_cost``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -192,6 +200,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v9_assistant_threads,
     _v10_routines,
     _v11_reply_drafts,
+    _v12_step_cost,
 ]
 
 

@@ -25,6 +25,7 @@ class StepRow:
     error: str | None
     created_at: float
     cached_tokens: int = 0  # of ``tokens``, input read from the provider's prompt cache
+    cost_usd: float | None = None  # a model call's price (None: a tool, or a model not priced)
 
 
 _STEP = Row(StepRow, table="turn_steps")
@@ -47,6 +48,7 @@ class Steps:
         result_size: int = 0,
         tokens: int = 0,
         cached_tokens: int = 0,
+        cost_usd: float | None = None,
         ms: float = 0.0,
         error: str | None = None,
     ) -> None:
@@ -59,6 +61,7 @@ class Steps:
             "result_size": result_size,
             "tokens": tokens,
             "cached_tokens": cached_tokens,
+            "cost_usd": cost_usd,
             "ms": round(ms, 1),
             "error": error[:500] if error else None,
             "now": time.time(),

@@ -374,6 +374,10 @@ class TurnStep(SQLModel, table=True):
     ms: float = 0.0
     error: str | None = None
     created_at: float
+    # What the model call cost in US dollars by ``genai-prices`` (schema version 12, last
+    # as its ALTER TABLE puts it); NULL for a tool call and for a model the price table
+    # does not know (docs/agents.md).
+    cost_usd: float | None = None
 
 
 class Handoff(SQLModel, table=True):

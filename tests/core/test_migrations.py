@@ -117,3 +117,23 @@ def test_a_version_10_database_gets_reply_drafts_as_a_fresh_one_has_them(tmp_pat
         assert draft is not None and (draft.channel, draft.thread_ts, draft.ts) == ("C0ROOM", "1.0", "2.0")
     for table in PLAIN_SQL_TABLES:
         assert _columns(fresh, table) == _columns(plain, table) == _columns(old, table), table
+
+
+def test_a_version_11_database_keeps_its_steps_and_prices_new_ones(tmp_path: Path) -> None:
+    """Version 12 adds ``turn_steps.cost_usd``: an older database's steps stay (no price),
+    a new step keeps its price, and the table has the columns a fresh one has."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    with Store.open(sqlite_url(str(fresh))):
+        pass
+    with Store.open(sqlite_url(str(old))) as store:
+        store.steps.add(7, 1, kind="model", name="gpt-4o-mini", tokens=30)
+    conn = sqlite3.connect(old)
+    conn.executescript(
+        "ALTER TABLE turn_steps DROP COLUMN cost_usd;"
+        "UPDATE schema_meta SET value = '11' WHERE key = 'version';"
+    )
+    conn.close()
+    with Store.open(sqlite_url(str(old))) as store:
+        store.steps.add(7, 2, kind="model", name="gpt-4o-mini", tokens=30, cost_usd=0.0002)
+        assert [(s.step, s.cost_usd) for s in store.steps.of(7)] == [(1, None), (2, 0.0002)]
+    assert _columns(fresh, "turn_steps") == _columns(old, "turn_steps")
