@@ -21,8 +21,8 @@ def _msg(sender: str, channel: str = "C1", thread: str = "1.0") -> MessageRow:
     return MessageRow("dana", channel, "2.0", thread, None, sender, "hi", "pending", 0, 0, 0.0)
 
 
-def _turn(channel: str = "C1", thread: str = "1.0") -> Turn:
-    return Turn("dana", "dana", channel, thread, "slack:U1", False, "Group chat", (), ())
+def _turn(channel: str = "C1", thread: str = "1.0", routine: str = "") -> Turn:
+    return Turn("dana", "dana", channel, thread, "slack:U1", False, "Group chat", (), (), routine=routine)
 
 
 @dataclass
@@ -34,21 +34,29 @@ class _TurnNotes:
     effects: TurnEffects
 
 
-def _tools(store: Store, *senders: str, lead: str | None = None, thread: str = "1.0") -> _TurnNotes:
-    notes = Notes("dana", store, MemorySettings(), (OWNER,), lead_of=lambda _c: lead)
+def _tools(
+    store: Store,
+    *senders: str,
+    lead: str | None = None,
+    thread: str = "1.0",
+    settings: MemorySettings | None = None,
+    routine: str = "",
+) -> _TurnNotes:
+    notes = Notes("dana", store, settings or MemorySettings(), (OWNER,), lead_of=lambda _c: lead)
     turn_id = store.turns.start(
         instance="dana",
         channel="C1",
         thread_key=thread,
         reply_thread_ts=thread,
-        sender_id=senders[-1],
+        sender_id=senders[-1] if senders else "fleet",
         through_ts="2.0",
         messages=len(senders),
         wrapping_up=False,
     )
     effects = TurnEffects()
     msgs = [_msg(s, thread=thread) for s in senders]
-    return _TurnNotes(notes.tools(turn_id, _turn(thread=thread), msgs, effects), turn_id, effects)
+    turn = _turn(thread=thread, routine=routine)
+    return _TurnNotes(notes.tools(turn_id, turn, msgs, effects), turn_id, effects)
 
 
 def _call(given: _TurnNotes, name: str, **args: Any) -> tuple[str, bool]:
@@ -104,3 +112,68 @@ def test_a_remember_is_a_draft_until_its_turn_is_recorded(store: Store) -> None:
     assert kept.text == "deploys are on Thursday" and kept.asked_by == f"slack:{OWNER}"
     later = _tools(store, f"slack:{OWNER}")
     assert _call(later, "recall", query="DEPLOYS thursday")[0].endswith("deploys are on Thursday")
+
+
+def _keep(store: Store, given: _TurnNotes) -> None:
+    """What the recorder does once the turn is recorded."""
+    Notes("dana", store, MemorySettings(), (OWNER,)).apply(given.turn_id, _turn(), given.effects)
+
+
+def _owner_notes(store: Store, *texts: str, scope: str = "self") -> list[str]:
+    """Notes an owner's turns kept, one turn each (ids rise in order): their refs."""
+    refs = []
+    for text in texts:
+        turn = _tools(store, f"slack:{OWNER}")
+        answer, error = _call(turn, "remember", text=text, scope=scope)
+        assert not error, answer
+        _keep(store, turn)
+        refs.append(answer.split()[2])
+    return refs
+
+
+def test_recall_finds_only_the_notes_holding_every_word_of_the_query(store: Store) -> None:
+    _owner_notes(store, "deploys are on Thursday", "lunch is on Friday")
+    text, _ = _call(_tools(store, f"slack:{OWNER}"), "recall", query="deploys friday")
+    assert text == "no note holds 'deploys friday'"
+    text, _ = _call(_tools(store, f"slack:{OWNER}"), "recall", query="on THURSDAY")
+    assert text.endswith("deploys are on Thursday") and "Friday" not in text
+
+
+def test_recall_lists_the_newest_note_first(store: Store) -> None:
+    first, second, third = _owner_notes(store, "the oldest plan", "a newer plan", "the newest plan")
+    text, _ = _call(_tools(store, f"slack:{OWNER}"), "recall", query="plan")
+    assert [line.split()[0] for line in text.splitlines()] == [third, second, first]
+
+
+def test_a_full_scope_refusal_names_the_oldest_notes_to_forget(store: Store) -> None:
+    refs = _owner_notes(store, *(f"note number {i} " + "x" * 80 for i in range(5)))
+    small = MemorySettings(memory_chars=500)
+    text, error = _call(_tools(store, f"slack:{OWNER}", settings=small), "remember", text="y" * 100)
+    assert error and text.endswith(f"forget some first (the oldest: {', '.join(refs[:3])})"), text
+
+
+def test_a_note_of_exactly_500_characters_is_kept(store: Store) -> None:
+    text, error = _call(_tools(store, f"slack:{OWNER}"), "remember", text="x" * 500)
+    assert not error and text.startswith("remembered as m"), text
+
+
+def test_a_strangers_turn_cannot_make_the_agent_forget_its_own_self_or_private_note(store: Store) -> None:
+    own = store.memories.add(
+        instance="dana", scope="self", text="never deploy on Friday", asked_by="operator"
+    )
+    private = store.memories.add(instance="dana", scope="private", text="the vault code", asked_by="operator")
+    for note_id in (own, private):
+        stranger = _tools(store, "slack:bot:B0ELI")
+        text, error = _call(stranger, "forget", id=f"m{note_id}")
+        assert error and text == "nothing forgotten: only your owners can ask you to forget your own notes"
+        _keep(store, stranger)
+    assert {n.id for n in store.memories.visible("dana", "slack:C1", private=True)} == {own, private}
+
+
+def test_a_routines_own_run_may_keep_a_self_note(store: Store) -> None:
+    run = _tools(store, routine="plan")  # a routine's run: no message woke it
+    text, error = _call(run, "remember", text="the plan moved to Monday")
+    assert not error and text.startswith("remembered as m"), text
+    _keep(store, run)
+    (kept,) = store.memories.visible("dana", "slack:C1", private=False)
+    assert kept.text == "the plan moved to Monday" and kept.asked_by == "routine:plan"
