@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 
 from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets
+from nanoslack.inbound import FeatureClick
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Pipeline
-from nanoslack.team import VoteClick
 from nanoslack.tools.approvals import OwnerToolApprover
 
 log = get_logger(__name__)
 
 # Takes a person's click on a vote's button: True when it counted.
-OnVote = Callable[[VoteClick], bool]
+OnVote = Callable[[FeatureClick], bool]
 
 
 class ClickRouter:
@@ -71,12 +71,12 @@ class ClickRouter:
         elif kind is TOOL:
             self._tool_approvals.answer(answer)
 
-    async def ballot(self, click: VoteClick) -> None:
+    async def ballot(self, click: FeatureClick) -> None:
         """A person's click on one of a vote's buttons (any human in the room may answer;
         a second click replaces the first)."""
         for take in self._votes:
             if take(click):
-                log.info("vote click", instance=self.instance, vote=click.vote_id, user=click.by_user)
+                log.info("vote click", instance=self.instance, vote=click.item, user=click.by_user)
 
     def _decide_approval(self, answer: Answer) -> None:
         try:

@@ -55,19 +55,19 @@ from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.agent import daily_tokens
 from nanoslack.control import Halts
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
-from nanoslack.inbound import Identity, Inbound, bot_sender_id
+from nanoslack.inbound import FeatureClick, Identity, Inbound, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, Pipeline, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
-from nanoslack.rounds import RoundKeeper, warn_chiefless
+from nanoslack.rounds import RoundsFeature, warn_chiefless
 from nanoslack.routines import spec as routine_spec
 from nanoslack.routines.clock import RoutineClock, RunQueue
 from nanoslack.routines.feature import RoutinesFeature
 from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import MessageRow, Store
-from nanoslack.team import Team, VoteClick
+from nanoslack.team import TeamFeature
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
 from nanoslack.tools.mcp import TeammateMcp
@@ -219,7 +219,7 @@ class InstanceCore:
         """An owner's click on one of this instance's questions (``nanoslack.asks``)."""
         await self._clicks.answer(answer)
 
-    async def ballot(self, click: VoteClick) -> None:
+    async def ballot(self, click: FeatureClick) -> None:
         """A person's click on one of a vote's buttons."""
         await self._clicks.ballot(click)
 
@@ -274,7 +274,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
     # The room features (``nanoslack.features``), registered in one list: the turns, the
     # recorder, room control and the clicks ask each of them, in this order.
-    rounds = RoundKeeper(store, instance=name, chief=services.tools.chief)
+    rounds = RoundsFeature(store, instance=name, chief=services.tools.chief)
     routine_turns = RoutineTurns(store, name, RunQueue(), owners=services.owners, tally=tally)
     routine_clock = build_routine_clock(
         identity,
@@ -288,7 +288,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     features: list[RoomFeature] = [
         rounds,
         MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
-        Team(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
+        TeamFeature(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
         RoutinesFeature(store, name, services.owners, turns=routine_turns, clock=routine_clock),
         *services.extra_features(identity),
     ]

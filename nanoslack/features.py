@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from nanoslack.agents import Turn
+    from nanoslack.inbound import FeatureClick, ThreadKey
     from nanoslack.store import MessageRow
-    from nanoslack.team import VoteClick
     from nanoslack.tools.host import TurnEffects
     from nanoslack.tools.memory import Notes
     from nanoslack.tools.toolbox import ToolFamily
-    from nanoslack.turns.transcript import ThreadKey
 
 
 class Clock(Protocol):
@@ -69,7 +68,7 @@ class RoomFeature(Protocol):
 
     # -- what people and owners do -----------------------------------------------------------
 
-    def click(self, click: VoteClick) -> bool:
+    def click(self, click: FeatureClick) -> bool:
         """A person's click on one of its buttons: True when it took it."""
         return False
 

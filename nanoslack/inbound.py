@@ -1,5 +1,6 @@
 """The value types every pipeline stage shares: who an instance is, the message it
-heard, and a stage's refusal.
+heard, the thread a turn answers, a person's click on a room feature's button, and a
+stage's refusal.
 
 Pure data: no Slack client, no bolt, no SQL. The Slack edge builds an ``Inbound``
 from an event payload (``nanoslack.slack.parse``); the guard may re-attribute it
@@ -186,6 +187,25 @@ PAYLOAD_FIELDS = (
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadKey:
+    """One conversation thread of an instance's turns: one turn at a time in each."""
+
+    channel: str
+    thread_key: str  # "" in DMs
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureClick:
+    """A person's click on one of a room feature's buttons (a vote's option), as the edge
+    parses it: the item the buttons belong to (a vote's id), the option's index, and who
+    clicked. The click router offers it to every room feature (``RoomFeature.click``)."""
+
+    item: int
+    option: int
+    by_user: str  # the clicking Slack user (U…)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
-from nanoslack.rounds import RoundKeeper
+from nanoslack.rounds import RoundsFeature
 from nanoslack.router import Route, Router
 from nanoslack.store import Store, store_unavailable
 
@@ -85,7 +85,7 @@ class Pipeline:
         guard: BotInboundGuard,
         router: Router,
         gate: Gate,
-        rounds: RoundKeeper,
+        rounds: RoundsFeature,
         names: NameResolver | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
@@ -283,7 +283,7 @@ def build_pipeline(
     chief: str | None = None,
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
-    rounds: RoundKeeper | None = None,
+    rounds: RoundsFeature | None = None,
     features: Sequence[RoomFeature] = (),
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance.
@@ -293,7 +293,7 @@ def build_pipeline(
     instance = identity.instance
     asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    rounds = rounds or RoundKeeper(store, instance=instance, chief=chief)
+    rounds = rounds or RoundsFeature(store, instance=instance, chief=chief)
     control = RoomControl(store, asks, halts or Halts(store), features=features or (rounds,))
     policy = A2APolicy(
         instance=instance,

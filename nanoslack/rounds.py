@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from nanoslack.features import RoomFeature
 from nanoslack.halts import Halts
-from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
+from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.store import MemberRow, MessageRow, RoomRow, RoundRow, Store
-
-if TYPE_CHECKING:  # the turn stage imports this module; a type is all it needs from there
-    from nanoslack.turns.transcript import ThreadKey
 
 log = get_logger(__name__)
 
@@ -66,7 +62,7 @@ def named_bots(msg: Inbound, room: RoomRow, known_bots: frozenset[str]) -> list[
     return [user for user in msg.mentions if user in bots]
 
 
-class RoundKeeper(RoomFeature):
+class RoundsFeature(RoomFeature):
     """Rounds of ``round`` rooms: their routing (the router and the pipeline ask it) and,
     as a room feature (``nanoslack.features``), a member's notes, a member's finish, the
     close on each poll and the stop at a halt."""

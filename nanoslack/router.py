@@ -30,7 +30,7 @@ from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
 from nanoslack.frozen import quick_init
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
-from nanoslack.rounds import RoundKeeper
+from nanoslack.rounds import RoundsFeature
 from nanoslack.store import GroupRow, RoomRow, Store
 
 log = get_logger(__name__)
@@ -54,12 +54,12 @@ class Route:
 
 class Router:
     def __init__(
-        self, store: Store, *, instance: str, bot_user_id: str, rounds: RoundKeeper | None = None
+        self, store: Store, *, instance: str, bot_user_id: str, rounds: RoundsFeature | None = None
     ) -> None:
         self._store = store
         self.instance = instance
         self.bot_user_id = bot_user_id
-        self._rounds = rounds or RoundKeeper(store, instance=instance, chief=None)
+        self._rounds = rounds or RoundsFeature(store, instance=instance, chief=None)
         self._version: tuple[int, ...] = ()
         self._groups: dict[str, GroupRow | None] = {}
         self._rooms: dict[str, RoomRow] = {}

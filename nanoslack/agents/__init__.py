@@ -14,14 +14,13 @@ from nanoslack.agents.local import LocalTools
 from nanoslack.agents.prompt import WRAPPING_UP_CUE, render_prompt, render_thread
 from nanoslack.agents.script import RulesError, ScriptAgent
 from nanoslack.agents.teammates import Teammate, load_teammate
-from nanoslack.agents.tool import Tool
+from nanoslack.agents.tool import Tool, ToolResult
 from nanoslack.agents.types import (
     Agent,
     BudgetExhausted,
     Line,
     PastTurn,
     Reply,
-    ToolResult,
     Tools,
     Turn,
     TurnFailed,

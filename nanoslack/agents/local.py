@@ -23,10 +23,11 @@ from nanoslack.agents.tool import (
     ReadSkill,
     SendMessage,
     Tool,
+    ToolResult,
     dumped,
     find,
 )
-from nanoslack.agents.types import BudgetExhausted, ToolResult
+from nanoslack.agents.types import BudgetExhausted
 from nanoslack.agents.usage import TokenLedger
 from nanoslack.logs import get_logger
 

@@ -22,12 +22,20 @@ from typing import Any, Generic, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from nanoslack.agents.types import ToolResult
 from nanoslack.replies import MAX_POSTS
 
 A = TypeVar("A", bound=BaseModel)
 # A refusal's list of what did not fit is cut after this many problems.
 MAX_PROBLEMS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call gives back to the model: always text; ``is_error`` when the call
+    was refused or failed (the text says why, so the model can tell the human plainly)."""
+
+    text: str
+    is_error: bool = False
 
 
 class Arguments(BaseModel):

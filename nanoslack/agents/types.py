@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from nanoslack.agents.tool import Tool
+    from nanoslack.agents.tool import Tool, ToolResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +99,6 @@ class BudgetExhausted(TurnFailed):
     def __init__(self, message: str, *, scope: str = "instance") -> None:
         super().__init__(message)
         self.scope = scope
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult:
-    """What a tool call gives back to the model: always text; ``is_error`` when the call
-    was refused or failed (the text says why, so the model can tell the human plainly)."""
-
-    text: str
-    is_error: bool = False
 
 
 class Tools(Protocol):

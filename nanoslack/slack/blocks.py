@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from nanoslack.asks import KINDS, Answer, Choice, kind_of_choice
+from nanoslack.inbound import FeatureClick
 from nanoslack.store import AskRow, VoteRow
-from nanoslack.team import VoteClick
 from nanoslack.team.votes import question_text
 
 ACTION_PREFIX = "nanoslack_"
@@ -95,7 +95,7 @@ def vote_blocks(vote: VoteRow) -> list[Block]:
     ]
 
 
-def vote_clicks_of(body: Mapping[str, Any]) -> list[VoteClick]:
+def vote_clicks_of(body: Mapping[str, Any]) -> list[FeatureClick]:
     """The ballots a ``block_actions`` payload carries (clicks on a vote's buttons)."""
     user = (body.get("user") or {}).get("id")
     if not isinstance(user, str):
@@ -108,7 +108,7 @@ def vote_clicks_of(body: Mapping[str, Any]) -> list[VoteClick]:
             continue
         vote, _, option = str(action.get("value") or "").partition(":")
         if vote.isdigit() and option.isdigit():
-            found.append(VoteClick(vote_id=int(vote), option=int(option), by_user=user))
+            found.append(FeatureClick(item=int(vote), option=int(option), by_user=user))
     return found
 
 

@@ -14,14 +14,13 @@ from typing import Protocol
 
 from nanoslack.asks import Answer
 from nanoslack.config import InstanceSettings
-from nanoslack.inbound import Identity, Inbound
+from nanoslack.inbound import FeatureClick, Identity, Inbound
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.slack.adapter import SocketModeClient
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
 from nanoslack.slack.socket import EnvelopePump, SocketOptions
 from nanoslack.store import Store
-from nanoslack.team import VoteClick
 from nanoslack.worker import FleetBacklog
 
 # A recorded message, and whether the core is to check it first (``Core.submit``).
@@ -42,7 +41,7 @@ class Core(Protocol):
 
     async def answer(self, answer: Answer) -> None: ...
 
-    async def ballot(self, click: VoteClick) -> None: ...
+    async def ballot(self, click: FeatureClick) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ parsed and self filtered: the message to record, or None with the reason logged)
 ``accepted`` (the recorded messages that go to the core; a repeat is ignored) and
 ``interactive`` (any other envelope with a payload: an owner's click on one of the
 core's questions becomes an ``Answer`` for the core, ``blocks.answers_of``, a person's
-click on a vote's button a ``VoteClick``, ``blocks.vote_clicks_of``; the rest is ignored).
+click on a vote's button a ``FeatureClick``, ``blocks.vote_clicks_of``; the rest is ignored).
 """
 
 from __future__ import annotations
@@ -14,17 +14,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from nanoslack.asks import Answer
-from nanoslack.inbound import Drop, Identity, Inbound
+from nanoslack.inbound import Drop, FeatureClick, Identity, Inbound
 from nanoslack.logs import get_logger
 from nanoslack.slack import pane
 from nanoslack.slack.blocks import answers_of, vote_clicks_of
 from nanoslack.slack.parse import is_self, parse_event
-from nanoslack.team import VoteClick
 
 log = get_logger(__name__)
 
 OnAnswer = Callable[[Answer], Awaitable[None]]
-OnVote = Callable[[VoteClick], Awaitable[None]]
+OnVote = Callable[[FeatureClick], Awaitable[None]]
 
 
 class Intake:

@@ -1,6 +1,6 @@
 """Rooms that work as teams (docs/team-rooms.md): reports and the board, votes, directives.
 
-``Team`` is one instance's part, a room feature (``nanoslack.features``; the root
+``TeamFeature`` is one instance's part, a room feature (``nanoslack.features``; the root
 registers it with the others):
 
 - ``toolsets``: each turn's team tools (``nanoslack.tools.team``), offered with the host
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from nanoslack.agents import Tool, Turn
 from nanoslack.config.team import TeamSettings
 from nanoslack.features import Clock, RoomFeature
-from nanoslack.inbound import Identity, bot_sender_id
+from nanoslack.inbound import FeatureClick, Identity, ThreadKey, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.store import MessageRow, Store
 from nanoslack.team.board import BoardKeeper, render
@@ -34,23 +33,13 @@ from nanoslack.team.votes import VoteKeeper
 from nanoslack.tools.host import TurnEffects
 from nanoslack.tools.team import Ballot, DirectiveRefused, Report, TeamTools, VoteOpen, Voters
 from nanoslack.tools.toolbox import ToolFamily
-from nanoslack.turns.transcript import ThreadKey
 
-__all__ = ["BoardKeeper", "Team", "TeamClock", "VoteClick", "VoteKeeper", "render"]
+__all__ = ["BoardKeeper", "TeamClock", "TeamFeature", "VoteKeeper", "render"]
 
 log = get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class VoteClick:
-    """A person's click on one of a vote's buttons, as the edge hands it in."""
-
-    vote_id: int
-    option: int  # the option's index
-    by_user: str  # the clicking Slack user (U…)
-
-
-class Team(RoomFeature):
+class TeamFeature(RoomFeature):
     def __init__(
         self,
         store: Store,
@@ -159,9 +148,8 @@ class Team(RoomFeature):
         if vote is not None:
             self.votes.cast(vote, voter=self.instance, kind="bot", choice=act.choice, now=now)
 
-    def click(self, click: VoteClick) -> bool:
-        """A person's ballot (one each; a second click replaces the first)."""
+    def click(self, click: FeatureClick) -> bool:
+        """A person's ballot on a vote (``click.item``; one each, a second click replaces
+        the first)."""
         with self._store.transaction():
-            return self.votes.cast_human(
-                click.vote_id, click.option, slack_user=click.by_user, now=time.time()
-            )
+            return self.votes.cast_human(click.item, click.option, slack_user=click.by_user, now=time.time())

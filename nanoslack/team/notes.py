@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nanoslack.inbound import ThreadKey
 from nanoslack.store import MessageRow, Store
 from nanoslack.team.board import age, progress
-from nanoslack.turns.transcript import ThreadKey
 
 
 def vote_lines(store: Store, instance: str, channel: str) -> list[str]:

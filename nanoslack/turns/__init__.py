@@ -8,12 +8,11 @@ written, in one transaction). ``nanoslack.core`` builds them for each instance.
 
 from nanoslack.turns.record import BUDGET_TEXT, TurnRecorder
 from nanoslack.turns.scheduler import TurnOptions, TurnScheduler
-from nanoslack.turns.transcript import RoomDirectory, ThreadKey, Transcripts
+from nanoslack.turns.transcript import RoomDirectory, Transcripts
 
 __all__ = [
     "BUDGET_TEXT",
     "RoomDirectory",
-    "ThreadKey",
     "TurnOptions",
     "TurnRecorder",
     "TurnScheduler",

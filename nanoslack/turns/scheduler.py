@@ -32,7 +32,7 @@ from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import Halts, is_acknowledgement
 from nanoslack.features import RoomFeature
-from nanoslack.inbound import FLEET_SENDER
+from nanoslack.inbound import FLEET_SENDER, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.routines.clock import QueuedRun, day_start
@@ -43,7 +43,7 @@ from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.signals import Outcome, Presence, SignalledTools, TurnSignal, Waking
-from nanoslack.turns.transcript import ThreadKey, Transcripts
+from nanoslack.turns.transcript import Transcripts
 
 log = get_logger(__name__)
 

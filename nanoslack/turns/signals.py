@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from nanoslack.agents import Tools
+from nanoslack.agents import ToolResult, Tools
 from nanoslack.agents.drafts import Draft
 from nanoslack.agents.tool import Tool
-from nanoslack.agents.types import ToolResult
 
 Outcome = Literal["posted", "silent", "failed"]
 # Host tools that only collect what the turn will post: nothing to show while they "run".

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, Teammate, Turn
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
-from nanoslack.inbound import FLEET_SENDER, Identity, bot_sender_id
+from nanoslack.inbound import FLEET_SENDER, Identity, ThreadKey, bot_sender_id
 from nanoslack.routines.spec import Routine
 from nanoslack.store import MessageRow, Store
 from nanoslack.turns.history import Recall, ThreadMemory
@@ -47,12 +46,6 @@ class RoomDirectory(Protocol):
     async def member_names(self, channel: str) -> tuple[str, ...]: ...
 
     def name_of_user(self, slack_user_id: str) -> str | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadKey:
-    channel: str
-    thread_key: str  # "" in DMs
 
 
 class Transcripts:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nanoslack.inbound import ThreadKey
 from nanoslack.store import MessageRow, Store
-from nanoslack.turns.transcript import ThreadKey, TurnNotes
+from nanoslack.turns.transcript import TurnNotes
 
 
 def viewing_notes(store: Store) -> TurnNotes:

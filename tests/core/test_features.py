@@ -18,13 +18,12 @@ from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.core import EdgeParts, Services, build_instance
 from nanoslack.features import RoomFeature
 from nanoslack.gate import Gate
-from nanoslack.inbound import Identity
+from nanoslack.inbound import Identity, ThreadKey
 from nanoslack.router import Router
 from nanoslack.store import MessageRow, Store
 from nanoslack.tools import ToolFamily
 from nanoslack.tools.host import TurnEffects
 from nanoslack.turns import TurnOptions
-from nanoslack.turns.transcript import ThreadKey
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, message
 from tests.core.test_turns import deliver, settle, turn_posts
 

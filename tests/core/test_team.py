@@ -17,9 +17,9 @@ import pytest
 from nanoslack.agents import Turn
 from nanoslack.agents.tool import call_tool
 from nanoslack.config.team import TeamSettings
-from nanoslack.inbound import Identity
+from nanoslack.inbound import FeatureClick, Identity
 from nanoslack.store import Store
-from nanoslack.team import Team, VoteClick
+from nanoslack.team import TeamFeature
 from nanoslack.team.board import EMPTY, render
 from nanoslack.tools.host import TurnEffects
 from nanoslack.tools.team import TeamTools
@@ -46,9 +46,9 @@ def turn(channel: str = ROOM, thread_ts: str = THREAD, instance: str = "eli") ->
     )
 
 
-def team(store: Store, instance: str = "eli", **settings: Any) -> Team:
+def team(store: Store, instance: str = "eli", **settings: Any) -> TeamFeature:
     identity = Identity(instance, "T0", SIBLINGS[instance], f"B0{instance.upper()}")
-    return Team(store, identity, TeamSettings(**settings))
+    return TeamFeature(store, identity, TeamSettings(**settings))
 
 
 class Electorate:
@@ -75,7 +75,7 @@ def call(t: TeamTools, name: str, **arguments: Any) -> str:
     return ("error: " if result.is_error else "") + result.text
 
 
-def commit(store: Store, t: TeamTools, who: Team, turn_id: int = 1) -> None:
+def commit(store: Store, t: TeamTools, who: TeamFeature, turn_id: int = 1) -> None:
     with store.transaction():
         who.apply(turn_id, turn(instance=who.instance), t.effects)
 
@@ -214,8 +214,8 @@ def test_a_vote_waits_for_its_people_and_bots_and_closes_at_once_when_all_answer
         ("dana", "eli"),
         ("slack:U0ALICE", "dana", "eli"),
     )
-    assert dana.click(VoteClick(vote.id, 1, "U0ALICE"))
-    assert dana.click(VoteClick(vote.id, 0, "U0ALICE"))  # the second click replaces the first
+    assert dana.click(FeatureClick(vote.id, 1, "U0ALICE"))
+    assert dana.click(FeatureClick(vote.id, 0, "U0ALICE"))  # the second click replaces the first
     assert store.votes.get(vote.id).is_open  # type: ignore[union-attr]
     store.votes.posted(vote.id, "1700000001.000200", T0)
     t = tools(store)
@@ -226,7 +226,7 @@ def test_a_vote_waits_for_its_people_and_bots_and_closes_at_once_when_all_answer
     assert closed.result == (
         "🗳️ Vote closed: “Ship?” — yes 2 (<@U0ALICE>, @dana) · no 1 (@eli) → *yes*. Everyone answered."
     )
-    assert not dana.click(VoteClick(vote.id, 1, "U0ALICE"))  # closed: the click changes nothing
+    assert not dana.click(FeatureClick(vote.id, 1, "U0ALICE"))  # closed: the click changes nothing
     keys = {r.dedupe_key: r for r in store.outbox.queued("dana")}
     assert keys[f"vote-result:{vote.id}"].text == closed.result
     assert keys[f"vote-closed:{vote.id}"].vote_id == vote.id
@@ -408,7 +408,7 @@ def test_a_vote_click_is_read_from_its_button_and_an_owners_answer_is_not_one() 
         return {"type": "block_actions", "user": {"id": "U0ALICE"}, "actions": list(actions)}
 
     click = body({"action_id": "nanoslack_vote_1", "value": "7:1"})
-    assert vote_clicks_of(click) == [VoteClick(vote_id=7, option=1, by_user="U0ALICE")]
+    assert vote_clicks_of(click) == [FeatureClick(item=7, option=1, by_user="U0ALICE")]
     assert answers_of(click) == []
     assert vote_clicks_of(body({"action_id": "nanoslack_vote_1", "value": "seven"})) == []
     assert vote_clicks_of(body({"action_id": "nanoslack_approve", "value": "3"})) == []

@@ -26,7 +26,7 @@ from nanoslack.budgets import StoreLedger
 from nanoslack.core import Services, build_turns
 from nanoslack.features import RoomFeature
 from nanoslack.gate import Gate
-from nanoslack.inbound import Identity, Inbound
+from nanoslack.inbound import Identity, Inbound, ThreadKey
 from nanoslack.ops import admin
 from nanoslack.router import Router
 from nanoslack.store import Store
@@ -34,7 +34,7 @@ from nanoslack.store.errors import StoreUnavailable
 from nanoslack.tools.toolbox import ToolFamily
 from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
 from nanoslack.turns import scheduler as scheduler_module
-from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, ThreadKey, Transcripts
+from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, Transcripts
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts
 from tests.e2e.turn_agent import TurnAgent
 
