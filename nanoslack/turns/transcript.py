@@ -5,9 +5,11 @@ turns, replayed; its notes). Then the new part: the thread since this instance's
 turn there, oldest first, up to the newest message the turn answers (``through_ts``)
 and no further: what the agent is shown and what the turn consumes are the same
 messages, so a message that arrives while the turn waits for a slot is answered by the
-next turn, once. Room context is included, held and refused messages never; the
-instance's own earlier posts too (sent or still queued) while the thread has no history
-of its turns; people are named (``<@U…>`` → ``@name``). A transcript holds at most
+next turn, once; and one it answers is shown even when it is older than the thread's
+last turn (recorded late, after a later message there had its turn: a redelivery after
+a kill or a dropped socket). Room context is included, held and refused messages never;
+the instance's own earlier posts too (sent or still queued) while the thread has no
+history of its turns; people are named (``<@U…>`` → ``@name``). A transcript holds at most
 ``MAX_MESSAGES`` messages and ``MAX_CHARS`` characters, the newest kept: a thread of
 pasted logs must not overflow the model's context and fail every turn there.
 
@@ -102,7 +104,7 @@ class Transcripts:
             else len(rows)
         )
         reply_thread = key.thread_key  # the waking message's thread; "" in a DM
-        transcript = [self._line(row) for row in rows]
+        transcript = [self._line(row) for row in with_late(rows, msgs, since)]
         if not recall.has_history:
             # With a history its own posts are in its replayed turns, as the tool calls
             # that made them: shown once, not again as lines of the thread.
@@ -213,6 +215,15 @@ class Transcripts:
     def _readable(self, text: str) -> str:
         """``<@U0ELI>`` → ``@eli``: the agent addresses people by name."""
         return mrkdwn.readable(text, self._directory.name_of_user)
+
+
+def with_late(rows: Sequence[MessageRow], msgs: Sequence[MessageRow], since: str | None) -> list[MessageRow]:
+    """The thread since the last turn, plus the messages this turn answers that are older
+    than that turn's ``through_ts``, in ts order. Such a message was recorded late: Slack
+    redelivered it (a dropped socket, a kill before the inbox commit) after a later message
+    of its thread had its turn. The turn consumes it, so it must be shown it."""
+    late = [m for m in msgs if since is not None and m.ts <= since]
+    return sorted([*late, *rows], key=lambda row: float(row.ts)) if late else list(rows)
 
 
 def room_label(key: ThreadKey) -> str:

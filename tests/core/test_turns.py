@@ -462,6 +462,30 @@ async def test_a_turn_shows_the_thread_only_up_to_the_newest_message_it_answers(
     assert turn.earlier_not_shown == 0
 
 
+async def test_a_mention_recorded_after_a_later_message_of_its_thread_was_answered_is_shown_to_its_turn(
+    store: Store, router: Router, gate: Gate, program: TurnAgent, turns: TurnScheduler
+) -> None:
+    """Slack redelivers an event the fleet never recorded (a dropped socket, a kill before
+    the inbox commit) after later events went through: a mention can become pending after
+    a turn already answered a later message of its thread. The next turn answers it (it is
+    consumed); it must also show it, though it is older than that turn's ``through_ts``
+    (docs/architecture.md "Replies exactly once")."""
+    parent = deliver(store, router, gate, message(user=OWNER, text="context: the build is red"))
+    asked_first, asked_second = next_ts(), next_ts()
+    deliver(store, router, gate, thread(parent, user=OWNER, mention=True, text="second ask", ts=asked_second))
+    await settle(store, turns, turns_done=1)
+    late = deliver(
+        store, router, gate, thread(parent, user=OWNER, mention=True, text="first ask", ts=asked_first)
+    )
+    assert store.messages.get(late.key).status == "pending"  # type: ignore[union-attr]
+    await settle(store, turns, turns_done=2)
+
+    first, second = program.calls()
+    assert "alice: @dana second ask" in first["stdin"] and "first ask" not in first["stdin"]
+    assert "alice: @dana first ask" in second["stdin"]
+    assert store.messages.get(late.key).status == "done"  # type: ignore[union-attr]
+
+
 async def test_a_long_thread_counts_as_not_shown_only_what_came_before_the_messages_a_turn_answers(
     store: Store, router: Router, gate: Gate, tmp_path: Path
 ) -> None:
