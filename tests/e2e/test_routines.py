@@ -421,3 +421,31 @@ async def test_a_routines_file_written_while_the_fleet_runs_is_read_and_runs(
     await room.emu.wait_for(
         lambda: "other" in cli(db=room.db) and "every 1s" not in cli(db=room.db), timeout=20
     )
+
+
+async def test_a_mention_that_comes_while_a_routine_gets_ready_is_answered_before_the_routines_turn(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.reply("dana", "on it")
+    folder = room.tmp / "teammates" / "dana"
+    # A gate held until the test lets it go: the run holds dana's one turn slot meanwhile.
+    gate = gate_script(
+        room, "dana", "held.sh", "touch gate.started\nwhile [ -e gate.hold ]; do sleep 0.02; done\nexit 0"
+    )
+    (folder / "gate.hold").touch()
+    write_routines(room, "dana", routine_toml(room.channel, every="1d", gate=gate))
+    await fleet_factory(["dana"], **fleet_keys(room, program, NANOSLACK_MAX_TURNS="1"))
+    await room.emu.wait_for(lambda: room.sql("SELECT count(*) FROM routines") == [(1,)])
+    cli("run", "dana", "plan", db=room.db)
+    await room.emu.wait_for(lambda: (folder / "gate.started").exists(), timeout=20)
+    mention = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} status?")
+    await room.emu.wait_for(
+        lambda: room.sql("SELECT status FROM messages WHERE ts = ?", mention) == [("pending",)], timeout=20
+    )
+    (folder / "gate.hold").unlink()
+    await room.emu.wait_for(lambda: len(program.calls("dana")) >= 2, timeout=20)
+    first, second = program.calls("dana")[:2]
+    assert "status?" in first["stdin"], "the routine's turn went ahead of a person's"
+    assert second["stdin"].startswith('[Routine "plan"]')
+    await room.emu.wait_for(lambda: statuses(room) == [("done", "")], timeout=20)
