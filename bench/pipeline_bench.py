@@ -23,6 +23,7 @@ from nanoslack.config import A2AConfig
 from nanoslack.inbound import Drop, Identity
 from nanoslack.logs import configure_logging
 from nanoslack.pipeline import build_pipeline
+from nanoslack.rounds import RoundsFeature
 from nanoslack.slack.parse import is_self, parse_event
 from nanoslack.store import Store
 
@@ -49,7 +50,9 @@ async def run(n: int, db: Path, batch: int) -> dict[str, Any]:
     store = Store.open(f"sqlite:///{db}")
     ident = Identity(instance="dana", team_id="T0", bot_user_id=BOT_USER, bot_id="B0DANA")
     config = A2AConfig(frozenset({ROOM}), 10**9)
-    pipeline = build_pipeline(ident, store, owners=(OWNER,), a2a_config=lambda: config)
+    # The room feature that takes part in routing (the instance's core passes all of them).
+    rounds = RoundsFeature(store, instance=ident.instance, chief=None)
+    pipeline = build_pipeline(ident, store, owners=(OWNER,), a2a_config=lambda: config, features=[rounds])
     bodies = [payload(i) for i in range(n)]
     # As the fleet runs (``Fleet.start``, ``Fleet.run``): SQLite's checkpoints on their
     # thread, the collector settled once the process is built.

@@ -28,7 +28,6 @@ from nanoslack.asks import HALT, OwnerAsks, by_id, who
 from nanoslack.halts import Halts as Halts  # re-exported: the stages take it from here
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
-from nanoslack.rounds import ROUND
 from nanoslack.store import Store
 
 if TYPE_CHECKING:
@@ -187,7 +186,7 @@ class RoomControl:
         if not self._store.room_halts.halt(room, by=by_id(by_user), instance=self.instance):
             return Control("processed", "room already halted", "halted")
         for feature in self._features:
-            feature.halted(room)  # a round: nobody still answering posts, the chief does not close
+            feature.halted(room)
         halt = self.halts.get(room)
         stamp = f"{halt.halted_at:.6f}" if halt else "0"
         self._notice(f"halt:{room}:{stamp}", room, HALT_TEXT.format(who=who(by_user)))
@@ -211,19 +210,24 @@ class RoomControl:
         instance saw in the room, so every instance that hits the limit before the
         next human message writes the same outbox key, and only the first row lands.
 
-        None in a ``round`` room: no bot answers a bot there, so nothing pauses; a round's
-        answers and its dispatch reach the limit by design, and a notice after the
-        dispatch would be the round's last post (docs/team-rooms.md)."""
-        if self._store.room_kinds.get(msg.channel).kind == ROUND:
-            log.debug("pause notice skipped: round room", instance=self.instance, room=msg.channel)
-            return
+        The room's features may change the notice or leave it out
+        (``RoomFeature.pause_notice``: a room where nothing pauses, docs/team-rooms.md)."""
+        text = PAUSE_TEXT.format(n=max_hops)
+        if self._features:
+            room = self._store.room_kinds.get(msg.channel)
+            for feature in self._features:
+                changed = feature.pause_notice(room, text)
+                if changed is None:
+                    log.debug(
+                        "pause notice skipped",
+                        instance=self.instance,
+                        room=msg.channel,
+                        feature=type(feature).__name__,
+                    )
+                    return
+                text = changed
         epoch = self._store.messages.last_human_ts(self.instance, msg.channel)
-        if self._notice(
-            f"pause:{msg.channel}:{epoch}",
-            msg.channel,
-            PAUSE_TEXT.format(n=max_hops),
-            msg.thread_ts or msg.ts,
-        ):
+        if self._notice(f"pause:{msg.channel}:{epoch}", msg.channel, text, msg.thread_ts or msg.ts):
             log.info("pause notice", instance=self.instance, room=msg.channel, max=max_hops, epoch=epoch)
 
     def _notice(self, key: str, room: str, text: str, thread_ts: str | None = None) -> bool:

@@ -274,7 +274,6 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
     # The room features (``nanoslack.features``), registered in one list: the turns, the
     # recorder, room control and the clicks ask each of them, in this order.
-    rounds = RoundsFeature(store, instance=name, chief=services.tools.chief)
     routine_turns = RoutineTurns(store, name, RunQueue(), owners=services.owners, tally=tally)
     routine_clock = build_routine_clock(
         identity,
@@ -286,7 +285,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         tally=tally,
     )
     features: list[RoomFeature] = [
-        rounds,
+        RoundsFeature(store, instance=name, chief=services.tools.chief),
         MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
         TeamFeature(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
         RoutinesFeature(store, name, services.owners, turns=routine_turns, clock=routine_clock),
@@ -302,7 +301,6 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         halts=halts,
         names=edge.directory,
         fence=edge.fence,
-        rounds=rounds,
         features=features,
     )
     turns = build_turns(

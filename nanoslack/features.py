@@ -16,12 +16,13 @@ Every hook has a default that does nothing, so a feature says only what it does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from nanoslack.agents import Turn
-    from nanoslack.inbound import FeatureClick, ThreadKey
-    from nanoslack.store import MessageRow
+    from nanoslack.inbound import FeatureClick, Inbound, ThreadKey
+    from nanoslack.store import MessageRow, RoomRow
     from nanoslack.tools.host import TurnEffects
     from nanoslack.tools.memory import Notes
     from nanoslack.tools.toolbox import ToolFamily
@@ -33,7 +34,36 @@ class Clock(Protocol):
     async def run(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Engagement:
+    """A feature's answer to whether a message in its room engages the instance."""
+
+    engaged: bool
+    reason: str  # what the router logs and the inbox keeps, e.g. "mention"
+    # For the instance without naming it (a person's question to a whole room): it gets a
+    # messaging group, as a mention would, so the gate can judge it.
+    addressed: bool = False
+
+
 class RoomFeature(Protocol):
+    # -- a message, inside the pipeline's transaction ------------------------------------------
+
+    def engagement(self, msg: Inbound, room: RoomRow, *, bot_user_id: str) -> Engagement | None:
+        """Whether a person's or a bot's message in ``room`` (never a DM) engages the
+        instance, when this feature decides that room; None leaves it to the messaging
+        group's engage mode. The router asks the features in order: the first answer counts."""
+        return None
+
+    def allowed(self, msg: Inbound, room: RoomRow | None, reason: str) -> None:
+        """The gate let ``msg`` through to the instance (``reason``: why it engaged);
+        ``room`` is None in a DM."""
+        return None
+
+    def pause_notice(self, room: RoomRow, text: str) -> str | None:
+        """The notice room control posts when bots reach the hop limit in ``room``: ``text``
+        as it is, another text, or None for no notice. Each feature gets the previous one's."""
+        return text
+
     # -- a turn ------------------------------------------------------------------------------
 
     def notes(self, instance: str, key: ThreadKey, msgs: Sequence[MessageRow]) -> Sequence[str]:

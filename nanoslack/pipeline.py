@@ -11,8 +11,13 @@ leaves nothing to redo. After the commit the guard's ``on_accepted`` runs, and e
 message's ``Outcome`` goes back to the caller, the instance's core
 (``nanoslack.core``), which starts what comes next: a turn, a halt.
 
-``build_pipeline`` assembles guard, A2A policy, router and gate around one room-control
-stage; the instance's core, the tests and the benchmark all build it that way. No bolt
+The room features (``nanoslack.features``) take part without being named here: the
+router asks them whether a message engages the instance, room control tells them of a
+halt and asks them for the hop limit's pause notice, and once the gate has let a
+message in, each is told (``RoomFeature.allowed``), in the same transaction.
+
+``build_pipeline`` puts room control, guard with the A2A policy, router and gate in that
+order; the instance's core, the tests and the benchmark all build it that way. No bolt
 here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
 """
 
@@ -33,7 +38,6 @@ from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
-from nanoslack.rounds import RoundsFeature
 from nanoslack.router import Route, Router
 from nanoslack.store import Store, store_unavailable
 
@@ -85,7 +89,7 @@ class Pipeline:
         guard: BotInboundGuard,
         router: Router,
         gate: Gate,
-        rounds: RoundsFeature,
+        features: Sequence[RoomFeature],
         names: NameResolver | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
@@ -96,7 +100,7 @@ class Pipeline:
         self.gate = gate
         self._store = store
         self._router = router
-        self._rounds = rounds
+        self._features = tuple(features)
         self._names = names
         # Several hosts (docs/operations.md): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
@@ -229,13 +233,9 @@ class Pipeline:
         admitted = decision.msg
         route = self._router.route(admitted)
         verdict = self.gate.judge(admitted, route) if route.engaged else None
-        if (
-            verdict is not None
-            and verdict.action == "allow"
-            and route.room is not None
-            and route.room.kind == "round"
-        ):
-            self._rounds.joined(admitted, route.room, route.reason)  # a round room: it answers in the round
+        if verdict is not None and verdict.action == "allow":
+            for feature in self._features:
+                feature.allowed(admitted, route.room, route.reason)
         reason = verdict.reason if verdict else route.reason
         finished.append((msg.key, "done", reason))
         return Outcome("processed", reason, decision, route, verdict)
@@ -280,21 +280,17 @@ def build_pipeline(
     hop_scope: str = "identity",
     asks: OwnerAsks | None = None,
     halts: Halts | None = None,
-    chief: str | None = None,
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
-    rounds: RoundsFeature | None = None,
-    features: Sequence[RoomFeature] = (),
+    features: Sequence[RoomFeature],
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance.
     ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``;
-    ``rounds`` (shared with the instance's turns) defaults to a keeper with ``chief``;
-    ``features`` are the room features room control tells of a halt (the rounds among them)."""
+    ``features``: the instance's room features, in the order the stages ask them."""
     instance = identity.instance
     asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    rounds = rounds or RoundsFeature(store, instance=instance, chief=chief)
-    control = RoomControl(store, asks, halts or Halts(store), features=features or (rounds,))
+    control = RoomControl(store, asks, halts or Halts(store), features=features)
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,
@@ -309,9 +305,9 @@ def build_pipeline(
         store=store,
         control=control,
         guard=guard,
-        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, rounds=rounds),
+        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, features=features),
         gate=Gate(store, asks),
-        rounds=rounds,
+        features=features,
         names=names,
         fence=fence,
     )

@@ -1,10 +1,13 @@
 """``round`` rooms (docs/team-rooms.md): a question to the whole room, answered at once, closed by the chief.
 
 A human message in a round room that names no bot engages every bot of the room (the
-router asks ``engages``); one that names bots engages only those. When the gate lets
-the question through to an instance, that instance joins the question's round
-(``joined``, in the pipeline's transaction; the first instance to see the question
-creates the round, ``waiting`` while another round of the room is under way). Each
+router asks the features' ``engagement``); one that names bots engages only those. When
+the gate lets the question through to an instance, that instance joins the question's
+round (``allowed``, in the pipeline's transaction; the first instance to see the question
+creates the round, ``waiting`` while another round of the room is under way). No pause
+notice in a round room (``pause_notice``): no bot answers a bot there, so nothing pauses;
+a round's answers and its dispatch reach the hop limit by design, and a notice after the
+dispatch would be the round's last post. Each
 member answers in its own turn, told the others answer too (``notes``); the members'
 answers are room context and wake nobody (bot messages never engage in a round room).
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from nanoslack.features import RoomFeature
+from nanoslack.features import Engagement, RoomFeature
 from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey, ThreadKey
 from nanoslack.logs import get_logger
@@ -43,6 +46,11 @@ BRIEF = (
     "Close the round with a dispatch: one line per task, `✓ <task> → @<name> · <when>`, "
     "then the one thing that needs {asker}, if any."
 )
+# What a message in a round room is to a member (``RoundsFeature.engagement``).
+_BOT_ANSWER = Engagement(False, "round answers are room context")
+_MENTIONED = Engagement(True, "mention", addressed=True)
+_NOT_NAMED = Engagement(False, "not mentioned", addressed=True)
+_EVERYONE = Engagement(True, ROUND, addressed=True)
 TOGETHER = "Everyone in this room answers this question at once, each for their own part{close}."
 ADDRESSED = "{asker} addressed this to you directly{others}: answer in full."
 
@@ -63,9 +71,9 @@ def named_bots(msg: Inbound, room: RoomRow, known_bots: frozenset[str]) -> list[
 
 
 class RoundsFeature(RoomFeature):
-    """Rounds of ``round`` rooms: their routing (the router and the pipeline ask it) and,
-    as a room feature (``nanoslack.features``), a member's notes, a member's finish, the
-    close on each poll and the stop at a halt."""
+    """Rounds of ``round`` rooms, as a room feature (``nanoslack.features``): who a question
+    engages and the round it joins, no pause notice, a member's notes, a member's finish,
+    the close on each poll and the stop at a halt."""
 
     def __init__(self, store: Store, *, instance: str, chief: str | None) -> None:
         self._store = store
@@ -75,18 +83,24 @@ class RoundsFeature(RoomFeature):
 
     # -- the pipeline ----------------------------------------------------------------------
 
-    def engages(self, msg: Inbound, room: RoomRow, *, bot_user_id: str) -> tuple[bool, str]:
-        """(engaged, reason) of a message in a round room."""
+    def engagement(self, msg: Inbound, room: RoomRow, *, bot_user_id: str) -> Engagement | None:
+        """In a round room: a person's question is for every bot of the room (each needs
+        its messaging group for the gate), unless it names bots; a bot's answer is context."""
+        if room.kind != ROUND:
+            return None
         if msg.is_bot:
-            return False, "round answers are room context"
+            return _BOT_ANSWER
         if msg.mentions_user(bot_user_id):
-            return True, "mention"
+            return _MENTIONED
         if named_bots(msg, room, self._known_bots()):
-            return False, "not mentioned"
-        return True, ROUND
+            return _NOT_NAMED
+        return _EVERYONE
 
-    def joined(self, msg: Inbound, room: RoomRow, reason: str) -> None:
-        """The gate let a question through to this instance: it answers in the round."""
+    def allowed(self, msg: Inbound, room: RoomRow | None, reason: str) -> None:
+        """The gate let a question in a round room through to this instance: it answers
+        in the question's round."""
+        if room is None or room.kind != ROUND:
+            return
         named = reason != ROUND
         chief = chief_of(room, self._chief)
         if named and chief is not None and not self._chief_named(msg, room, chief):
@@ -226,6 +240,10 @@ class RoundsFeature(RoomFeature):
         )
 
     # -- room control ----------------------------------------------------------------------
+
+    def pause_notice(self, room: RoomRow, text: str) -> str | None:
+        """None in a round room: nothing pauses there (the module's docstring)."""
+        return None if room.kind == ROUND else text
 
     def halted(self, room: str) -> None:
         """Inside the halting transaction: the round under way ends, and nothing of it runs

@@ -11,6 +11,10 @@ hearing a busy channel leaves no trace but room context. Engage modes:
 - ``mention-sticky``: a mention engages and marks its thread; later messages in that
   thread engage without one. Never sticky in DMs (they have no threads).
 
+A room feature may decide a room's messages instead of the engage mode
+(``RoomFeature.engagement``, docs/architecture.md "Room features"): the router asks the
+features in order, the first answer counts.
+
 Messages that do not engage are stored as ``context`` for later turns; engaged ones
 are left to the gate, which writes their row.
 
@@ -27,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nanoslack.control import ACK_FILTERED, ACKNOWLEDGEMENT, is_acknowledgement
+from nanoslack.features import Engagement, RoomFeature
 from nanoslack.frozen import quick_init
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
-from nanoslack.rounds import RoundsFeature
 from nanoslack.store import GroupRow, RoomRow, Store
 
 log = get_logger(__name__)
@@ -45,8 +49,8 @@ MAX_CACHED_THREADS = 50_000
 class Route:
     group: GroupRow | None
     engaged: bool
-    # Engaged: "mention", "dm", "sticky thread", "pattern", "round". Ignored: "not
-    # mentioned", "pattern not matched", "no messaging group", "round answers are room context".
+    # Engaged: "mention", "dm", "sticky thread", "pattern", or a room feature's reason.
+    # Ignored: "not mentioned", "pattern not matched", "no messaging group", or a feature's.
     reason: str
     # The A2A room's settings (kind, lead, mission) for a group conversation.
     room: RoomRow | None = None
@@ -54,12 +58,12 @@ class Route:
 
 class Router:
     def __init__(
-        self, store: Store, *, instance: str, bot_user_id: str, rounds: RoundsFeature | None = None
+        self, store: Store, *, instance: str, bot_user_id: str, features: Sequence[RoomFeature]
     ) -> None:
         self._store = store
         self.instance = instance
         self.bot_user_id = bot_user_id
-        self._rounds = rounds or RoundsFeature(store, instance=instance, chief=None)
+        self._features = tuple(features)
         self._version: tuple[int, ...] = ()
         self._groups: dict[str, GroupRow | None] = {}
         self._rooms: dict[str, RoomRow] = {}
@@ -82,8 +86,9 @@ class Router:
                 route = Route(group, False, "room intro" if msg.intro else "fleet notice")
             else:
                 room = None if msg.is_dm else self._room(msg.channel)
-                group = self._group_for(msg, room)
-                route = self._acknowledged(msg, group) or self._engage(msg, group, room)
+                by_feature = None if room is None else self._feature_engagement(msg, room)
+                group = self._group_for(msg, by_feature is not None and by_feature.addressed)
+                route = self._acknowledged(msg, group) or self._engage(msg, group, room, by_feature)
             if not route.engaged:
                 self._store.messages.add(msg, group_id=group.id if group else None, status="context")
         return route
@@ -142,14 +147,19 @@ class Router:
             room = self._rooms[channel] = self._store.room_kinds.get(channel)
         return room
 
-    def _group_for(self, msg: Inbound, room: RoomRow | None) -> GroupRow | None:
+    def _feature_engagement(self, msg: Inbound, room: RoomRow) -> Engagement | None:
+        for feature in self._features:
+            engagement = feature.engagement(msg, room, bot_user_id=self.bot_user_id)
+            if engagement is not None:
+                return engagement
+        return None
+
+    def _group_for(self, msg: Inbound, addressed: bool) -> GroupRow | None:
+        """The instance's group for the conversation, created when someone addresses the
+        instance: a DM, a mention, or a feature's ``addressed``."""
         platform_id = msg.platform_id
         group = self._known_group(platform_id)
-        # A round room asks every bot a human's question: each needs its group for the gate.
-        addressed = msg.mentions_user(self.bot_user_id) or (
-            room is not None and room.kind == "round" and not msg.is_bot
-        )
-        if group is None and (msg.is_dm or addressed):
+        if group is None and (msg.is_dm or addressed or msg.mentions_user(self.bot_user_id)):
             group = self._store.groups.create(platform_id, self.instance, kind="dm" if msg.is_dm else "group")
             log.info(
                 "messaging group created", instance=self.instance, platform_id=platform_id, kind=group.kind
@@ -166,12 +176,13 @@ class Router:
         log.info(ACK_FILTERED, instance=self.instance, channel=msg.channel, ts=msg.ts, sender=msg.sender)
         return Route(group, False, ACKNOWLEDGEMENT)
 
-    def _engage(self, msg: Inbound, group: GroupRow | None, room: RoomRow | None) -> Route:
+    def _engage(
+        self, msg: Inbound, group: GroupRow | None, room: RoomRow | None, by_feature: Engagement | None
+    ) -> Route:
         if group is None:
             return Route(None, False, "no messaging group", room)
-        if room is not None and room.kind == "round" and not group.is_dm:
-            engaged, reason = self._rounds.engages(msg, room, bot_user_id=self.bot_user_id)
-            return Route(group, engaged, reason, room)
+        if by_feature is not None and not group.is_dm:
+            return Route(group, by_feature.engaged, by_feature.reason, room)
         engaged, reason = self._by_mode(msg, group)
         return Route(group, engaged, reason, room)
 

@@ -8,12 +8,12 @@ import pytest
 from nanoslack.gate import Gate
 from nanoslack.router import Router
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, make_gate
+from tests.core.core_helpers import make_gate, make_router
 
 
 @pytest.fixture
 def router(store: Store) -> Router:
-    return Router(store, instance=INSTANCE, bot_user_id=BOT_USER)
+    return make_router(store)
 
 
 @pytest.fixture

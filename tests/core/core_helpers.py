@@ -9,6 +9,8 @@ from typing import Any
 from nanoslack.asks import OwnerAsks
 from nanoslack.gate import Gate
 from nanoslack.inbound import Inbound
+from nanoslack.rounds import RoundsFeature
+from nanoslack.router import Router
 from nanoslack.store import Store
 from tests.factories import inbound, next_ts
 
@@ -20,6 +22,8 @@ __all__ = [
     "ROOM",
     "bot_message",
     "make_gate",
+    "make_router",
+    "rounds_feature",
     "message",
     "next_ts",
     "until",
@@ -44,6 +48,22 @@ def bot_message(bot_id: str = "B0ELI", **kw: Any) -> Inbound:
 def make_gate(store: Store, owners: Sequence[str] = (OWNER,)) -> Gate:
     """The gate as an instance's core builds it: asking ``owners`` through its asks."""
     return Gate(store, OwnerAsks(store, instance=INSTANCE, owners=owners))
+
+
+def rounds_feature(store: Store, instance: str = INSTANCE) -> RoundsFeature:
+    """The rounds as an instance without a chief has them."""
+    return RoundsFeature(store, instance=instance, chief=None)
+
+
+def make_router(store: Store, instance: str = INSTANCE, bot_user_id: str = BOT_USER) -> Router:
+    """The router as an instance's core builds it, asking the room features that decide
+    engagement (the rounds, without a chief)."""
+    return Router(
+        store,
+        instance=instance,
+        bot_user_id=bot_user_id,
+        features=(rounds_feature(store, instance),),
+    )
 
 
 def until(check: Callable[[], bool], within: float = 10) -> None:

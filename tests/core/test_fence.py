@@ -15,7 +15,7 @@ from nanoslack.config import A2AConfig
 from nanoslack.inbound import Identity
 from nanoslack.pipeline import LeaseLost, Outcome, Pipeline, build_pipeline
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, rounds_feature
 
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 HOLDER = "host-a:101:0000aaaa"  # this process
@@ -30,6 +30,7 @@ def fenced_pipeline(store: Store) -> Pipeline:
         owners=[OWNER],
         a2a_config=lambda: config,
         fence=lambda: store.leases.holds(INSTANCE, HOLDER),
+        features=[rounds_feature(store)],
     )
 
 

@@ -10,14 +10,16 @@ from nanoslack.guard import Admit
 from nanoslack.inbound import Drop, Identity, Inbound
 from nanoslack.pipeline import Pipeline, build_pipeline
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, rounds_feature
 
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 
 
 def make_pipeline(store: Store) -> Pipeline:
     config = A2AConfig(frozenset({ROOM}), 6)
-    return build_pipeline(IDENTITY, store, owners=[OWNER], a2a_config=lambda: config)
+    return build_pipeline(
+        IDENTITY, store, owners=[OWNER], a2a_config=lambda: config, features=[rounds_feature(store)]
+    )
 
 
 def break_writes_of(sql: Callable[[str], int], store: Store, ts: str) -> None:

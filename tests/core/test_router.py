@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from nanoslack.router import Router
 from nanoslack.store import Store
-from tests.core.core_helpers import DM, INSTANCE, ROOM, bot_message, message
+from tests.core.core_helpers import DM, INSTANCE, ROOM, bot_message, make_router, message
 
 ROOM_ID = 1  # the first messaging group created
 
@@ -60,7 +60,7 @@ def test_mention_sticky_keeps_answering_the_mentioned_thread_but_not_others(rout
 def test_stickiness_survives_a_new_router(router: Router, store: Store) -> None:
     parent = message(mention=True)
     router.route(parent)
-    fresh = Router(store, instance=INSTANCE, bot_user_id=router.bot_user_id)
+    fresh = make_router(store)
     assert fresh.route(message(thread_ts=parent.ts)).engaged
 
 

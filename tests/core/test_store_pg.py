@@ -16,7 +16,15 @@ from nanoslack.gate import Gate, Verdict
 from nanoslack.inbound import Inbound
 from nanoslack.router import Router
 from nanoslack.store import SCHEMA_VERSION, Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, make_gate, message
+from tests.core.core_helpers import (
+    INSTANCE,
+    OWNER,
+    ROOM,
+    bot_message,
+    make_gate,
+    make_router,
+    message,
+)
 
 ELI = "slack:bot:B0ELI"
 
@@ -36,7 +44,7 @@ def route_and_judge(store: Store, router: Router, gate: Gate, msg: Inbound) -> V
 
 
 def fleet(store: Store) -> tuple[Router, Gate]:
-    return Router(store, instance=INSTANCE, bot_user_id=BOT_USER), make_gate(store)
+    return make_router(store), make_gate(store)
 
 
 def test_a_bot_message_stores_its_sender_and_a_later_name_is_kept_never_erased(store: Store) -> None:
