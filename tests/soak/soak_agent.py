@@ -33,7 +33,9 @@ def main() -> None:
     with open(sys.argv[1], "a", encoding="utf-8") as log:
         log.write(json.dumps(entry) + "\n")
     h = int(hashlib.sha256(f"{instance}\n{prompt}".encode()).hexdigest()[:12], 16)
-    roll, item = h % 100, h % 1000
+    # The item names the prompt (12 hex digits): the test finds each bot message in the
+    # prompts of the turns it woke, as it finds alice's.
+    roll, item = h % 100, f"{h:012x}"
     others = [b for b in BOTS if b != instance]
     if roll < 30:
         return  # silence

@@ -12,6 +12,8 @@ restarted. Once everything has settled, the emulator's record and the store must
 - every message that woke an agent (human, or admitted bot) was answered by exactly
   one *recorded* turn (a turn may run again after a kill that hit before its output
   was recorded: docs/architecture.md "Replies exactly once"), and nothing Slack delivered was lost;
+- every message a turn consumed was in its agent's prompt (a mention marked ``done``
+  that no agent was ever shown is lost all the same);
 - no reply was posted twice (outbox keys in the posts' metadata);
 - no bot message from the other room reached an agent;
 - no instance was ever admitted more than ``SLACK_A2A_MAX_HOPS`` consecutive bot
@@ -298,6 +300,7 @@ def _agent_turns(soak: Soak) -> list[dict[str, str]]:
 def _check(soak: Soak) -> None:
     _check_nothing_lost(soak)
     _check_one_turn_per_message(soak)
+    _check_every_answered_message_was_shown(soak)
     _check_replies_posted_once(soak)
     _check_other_room_never_reached_an_agent(soak)
     _check_hop_limit(soak)
@@ -359,6 +362,28 @@ def _check_one_turn_per_message(soak: Soak) -> None:
     assert bots, "no bot message ever woke an agent: the soak did not exercise A2A turns"
     failed = soak.sql("SELECT id, error FROM turns WHERE status = 'failed'")
     assert not failed, f"turns failed: {failed[:3]}"
+
+
+def _check_every_answered_message_was_shown(soak: Soak) -> None:
+    """A message a turn consumed was in the prompt of one of its instance's agent runs: a
+    mention marked ``done`` that no prompt ever held was lost, however its status reads.
+    Each message is known by its own words: alice's ``task N``, a bot's item (its prompt's hash)."""
+    named = {msg["ts"]: _words(msg.get("text", "")) for msg in soak.emu.all_messages(soak.room)}
+    seen: dict[str, set[str]] = {name: set() for name in BOTS}
+    for run in _agent_turns(soak):
+        if run["channel"] == soak.room:
+            seen[run["instance"]].update(WORDS.findall(run["prompt"]))
+    answered = soak.sql("SELECT instance, ts FROM messages WHERE channel = ? AND status = 'done'", soak.room)
+    unseen = [(name, ts, named[ts]) for name, ts in answered if named.get(ts) and named[ts] not in seen[name]]
+    assert not unseen, f"{len(unseen)} answered messages were never shown to their agent, e.g. {unseen[:3]}"
+
+
+WORDS = re.compile(r"task \d+: your view\?|item [0-9a-f]{12}")
+
+
+def _words(text: str) -> str:
+    found = WORDS.search(text)
+    return found.group(0) if found else ""
 
 
 def _check_replies_posted_once(soak: Soak) -> None:
@@ -464,5 +489,8 @@ async def test_soak_short(tmp_path: Path, soak_seed: int) -> None:
     os.environ.get("NANOSLACK_SOAK") != "1", reason="long soak: set NANOSLACK_SOAK=1 to run it"
 )
 async def test_soak_long(tmp_path: Path, soak_seed: int) -> None:
-    """2,000 human messages, faults throughout, a SIGKILL every ~100 messages."""
-    await _soak(tmp_path, Plan(messages=2000, kills=20, seed=soak_seed))
+    """2,000 human messages, faults throughout, a SIGKILL every ~100 messages
+    (``NANOSLACK_SOAK_MESSAGES`` and ``NANOSLACK_SOAK_KILLS`` size it otherwise)."""
+    messages = int(os.environ.get("NANOSLACK_SOAK_MESSAGES", "2000"))
+    kills = int(os.environ.get("NANOSLACK_SOAK_KILLS", str(messages // 100)))
+    await _soak(tmp_path, Plan(messages=messages, kills=kills, seed=soak_seed))
