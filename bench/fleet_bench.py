@@ -66,8 +66,8 @@ from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
 from nanoslack.ops.envfile import write_env
 from nanoslack.pipeline import Outcome
+from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.fleet import Fleet
-from nanoslack.slack.instance import SocketOptions
 from nanoslack.store import Store
 
 TARGET_RATIO_ACKS = 3.0  # the median of the rounds

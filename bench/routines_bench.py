@@ -26,9 +26,9 @@ from pathlib import Path
 import _common  # noqa: F401 - puts the repository on sys.path
 from _common import drop_proxies
 
-from nanoslack.control import Halts
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.halts import Halts
 from nanoslack.logs import configure_logging
 from nanoslack.routines.clock import RoutineClock, RunQueue
 from nanoslack.routines.spec import load

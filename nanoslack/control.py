@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from nanoslack import mrkdwn
 from nanoslack.asks import HALT, OwnerAsks, by_id, who
-from nanoslack.halts import Halts as Halts  # re-exported: the stages take it from here
+from nanoslack.halts import Halts
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.store import Store

@@ -8,7 +8,7 @@ guard, router, gate: ``nanoslack.pipeline``); the turns (``nanoslack.turns``); t
 ordered batch worker (``nanoslack.worker``) and the click router (``nanoslack.clicks``).
 
 The Slack edge (``nanoslack.slack``) first learns who the instance is and hands the core
-what it asked for (``EdgeParts``: the directory of names, the presence, the lease's
+what it asked for (``EdgeParts``: the directory of names, the turns' signals, the lease's
 fence); after that the two meet at these points, nothing more:
 
 - ``record(msgs)``: a batch of parsed messages into the durable inbox (the edge acks
@@ -53,8 +53,8 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.agent import daily_tokens
-from nanoslack.control import Halts
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
+from nanoslack.halts import Halts
 from nanoslack.inbound import FeatureClick, Identity, Inbound, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
@@ -76,7 +76,7 @@ from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import TurnsClosed
-from nanoslack.turns.signals import Presence
+from nanoslack.turns.signals import TurnSignals
 from nanoslack.turns.viewing import viewing_notes
 from nanoslack.worker import QUEUE_GRACE_S, BatchWorker, FleetBacklog, Observers, OnOutcome, OnPending
 
@@ -148,7 +148,7 @@ class EdgeParts:
     """What the edge hands the core once Slack said who the instance is."""
 
     directory: Directory
-    presence: Presence | None = None
+    signals: TurnSignals | None = None
     # Several hosts (docs/operations.md): whether this process still holds the lease.
     fence: Callable[[], bool] | None = None
     # Who is in a room, for votes (``tools.team.Voters``); None: votes wait for nobody named.
@@ -308,7 +308,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         agent,
         services,
         directory=edge.directory,
-        presence=edge.presence,
+        signals=edge.signals,
         halts=halts,
         budgets=budgets,
         features=features,
@@ -375,7 +375,7 @@ def build_turns(
     services: Services,
     *,
     directory: RoomDirectory,
-    presence: Presence | None = None,
+    signals: TurnSignals | None = None,
     halts: Halts | None = None,
     budgets: Budgets | None = None,
     features: Sequence[RoomFeature] = (),
@@ -436,7 +436,7 @@ def build_turns(
         limiter=services.limiter,
         halts=halts,
         room_budget=budgets.room if budgets else None,
-        presence=presence,
+        signals=signals,
         features=features,
         wake_instance=services.wake,
         options=services.turns,

@@ -31,11 +31,12 @@ from nanoslack import failpoints
 from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
-from nanoslack.control import Effect, Halts, RoomControl
+from nanoslack.control import Effect, RoomControl
 from nanoslack.features import RoomFeature
 from nanoslack.frozen import quick_init
 from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
+from nanoslack.halts import Halts
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route, Router

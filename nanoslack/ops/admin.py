@@ -29,8 +29,9 @@ from nanoslack.config import (
     read_env_file,
     split_list,
 )
-from nanoslack.control import HALTED, Halts, RoomControl
+from nanoslack.control import HALTED, RoomControl
 from nanoslack.gate import Gate
+from nanoslack.halts import Halts
 from nanoslack.store import ApprovalRow, Store, sqlite_url
 from nanoslack.team.board import render as render_board
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanoslack.control import Halts
+from nanoslack.halts import Halts
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.routines.spec import Routine, RoutineFile

@@ -1,5 +1,5 @@
 """One instance's Socket Mode connection: our client (``adapter.SocketModeClient``) and
-the envelope pump it feeds (``socket.EnvelopePump``), on the fleet's loop beside the core.
+the envelope pump it feeds (``pump.EnvelopePump``), on the fleet's loop beside the core.
 
 The pump writes to the inbox before it acks (``Core.record``, synchronous), hands the
 recorded messages to the core in order (``Core.submit``) and an owner's click or ballot
@@ -16,10 +16,10 @@ from nanoslack.asks import Answer
 from nanoslack.config import InstanceSettings
 from nanoslack.inbound import FeatureClick, Identity, Inbound
 from nanoslack.metrics import FleetMetrics, Tally
-from nanoslack.slack.adapter import SocketModeClient
+from nanoslack.slack.adapter import SocketModeClient, SocketOptions
 from nanoslack.slack.client import make_web_client
 from nanoslack.slack.intake import Intake
-from nanoslack.slack.socket import EnvelopePump, SocketOptions
+from nanoslack.slack.pump import EnvelopePump
 from nanoslack.store import Store
 from nanoslack.worker import FleetBacklog
 

@@ -29,9 +29,9 @@ from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.shutdown import Shutdown
+from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper
-from nanoslack.slack.socket import SocketOptions
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
@@ -148,8 +148,12 @@ class Fleet:
             # Slack says who the instance is; the core is built from the edge's parts of
             # it; the instance joins the two (docs/architecture.md).
             intro = await SlackInstance.introduce(settings, self._edge, self.settings.surface)
-            core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
-            rt = SlackInstance(intro, self._edge, core)
+            try:
+                core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
+                rt = SlackInstance(intro, self._edge, core)
+            except BaseException:
+                await intro.close()
+                raise
         except SlackApiError as exc:
             log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
             return False

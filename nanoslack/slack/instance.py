@@ -4,7 +4,8 @@ Socket Mode client and the envelope pump), its poster and its working reaction.
 Everything the instance decides lives in its core (``nanoslack.core.InstanceCore``).
 Building one takes two steps the fleet runs in turn: ``SlackInstance.introduce`` asks
 Slack who the instance is and makes what the core asks of the edge (``core.EdgeParts``:
-the directory of names, the presence); ``SlackInstance(intro, options, core)`` then
+the directory of names, the turns' signals, and the reply streams those use);
+``SlackInstance(intro, options, core)`` then
 joins the core to the wire: the pump hands the core recorded messages, the intake hands
 it clicks, and the poster sends what the core queued in the outbox. This module only
 talks to Slack.
@@ -35,13 +36,13 @@ from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.pane import AssistantPane
 from nanoslack.slack.poster import Poster
-from nanoslack.slack.presence import SlackPresence
-from nanoslack.slack.socket import SocketOptions
+from nanoslack.slack.reaction import WorkingReaction
+from nanoslack.slack.status import Refusals, StatusLine
 from nanoslack.slack.streams import ReplyStreams
-from nanoslack.slack.surface import Refusals, SurfacePresence
+from nanoslack.slack.surface import SurfaceSignals
 from nanoslack.turns.scheduler import TurnsClosed
 
-__all__ = ["EdgeOptions", "Introduction", "SlackInstance", "SocketOptions"]
+__all__ = ["EdgeOptions", "Introduction", "SlackInstance"]
 
 log = get_logger(__name__)
 
@@ -51,63 +52,55 @@ DRAIN_S = 5.0
 
 @dataclass(frozen=True)
 class Introduction:
-    """What Slack said of the instance (``auth.test``), and the edge's parts of it."""
+    """What Slack said of the instance (``auth.test``), and the edge's parts of it: the
+    reply streams first, then the turns' signals that stream into them."""
 
     settings: InstanceSettings
     client: AsyncWebClient
     identity: Identity
     names: SlackNames
-    presence: SurfacePresence
+    # One HTTP session for every post of the instance (closed by ``close``).
+    post_session: aiohttp.ClientSession
+    post_client: AsyncWebClient
+    refusals: Refusals
+    streams: ReplyStreams
+    signals: SurfaceSignals
 
     def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
         """What the core asks of the edge (``core.build_instance``)."""
-        return EdgeParts(directory=self.names, presence=self.presence, fence=fence, voters=self.names)
+        return EdgeParts(directory=self.names, signals=self.signals, fence=fence, voters=self.names)
+
+    async def close(self) -> None:
+        """An instance that never ran (its core could not be built) lets its session go."""
+        await self.post_session.close()
 
 
 class SlackInstance:
     def __init__(self, intro: Introduction, options: EdgeOptions, core: InstanceCore) -> None:
-        settings, surface = intro.settings, intro.presence
+        settings = intro.settings
         self.name = settings.name
         self.core = core
         self.identity = core.identity
         self.client = intro.client
+        self._intro = intro
         tally = self.tally = options.tally(self.name)
         self.connection = Connection(settings, options, core)
-        # One HTTP session for every post of the instance; closed by ``stop``.
-        self._post_session = aiohttp.ClientSession()
-        post_client = make_post_client(
-            settings.bot_token.reveal(), options.api_url, on_error=tally.api_error, session=self._post_session
-        )
-        pacer = ChannelPacer(rate=options.post_rate)
-        # Kept with streaming off too: a stream a crash left open is still finished, not reposted.
-        streams = ReplyStreams(
-            self.name,
-            post_client,
-            options.store,
-            team_id=self.identity.team_id,
-            bot_user_id=self.identity.bot_user_id,
-            refusals=surface.refusals,
-            enabled=surface.streams,
-            on_plain_fallback=surface.clear,
-        )
-        if surface is not None:
-            surface.replies = streams
         self._poster = Poster(
             self.name,
-            post_client,
+            intro.post_client,
             options.store,
             held_rooms=core.held_rooms,
-            pacer=pacer,
+            pacer=ChannelPacer(rate=options.post_rate),
             tally=tally,
-            streams=streams,
+            streams=intro.streams,
         )
         options.store.outbox.subscribe(self.name, self._poster.wake)
         self._pane = AssistantPane(
             self.name,
-            post_client,
+            intro.post_client,
             options.store,
             teammates_dir=core.teammates_dir,
-            refusals=surface.refusals,
+            refusals=intro.refusals,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -121,18 +114,36 @@ class SlackInstance:
         on_error = options.tally(settings.name).api_error
         client = make_web_client(settings.bot_token.reveal(), options.api_url, on_error=on_error)
         auth_test = await client.auth_test()
+        identity = _identity(settings.name, auth_test)
         names = SlackNames(client, options.store, options.siblings)
-        reaction = options.working_reaction
         surface = surface or SurfaceSettings()
-        presence = SurfacePresence(
-            client,
-            settings.name,
-            reaction=SlackPresence(client, reaction, settings.name) if reaction else None,
-            refusals=Refusals(settings.name),
-            refresh=surface.status_refresh,
-            streams=surface.stream,
+        post_session = aiohttp.ClientSession()
+        post_client = make_post_client(
+            settings.bot_token.reveal(), options.api_url, on_error=on_error, session=post_session
         )
-        return Introduction(settings, client, _identity(settings.name, auth_test), names, presence)
+        refusals = Refusals(settings.name)
+        status = StatusLine(client, settings.name, refusals)
+        # Kept with streaming off too: a stream a crash left open is still finished, not reposted.
+        streams = ReplyStreams(
+            settings.name,
+            post_client,
+            options.store,
+            team_id=identity.team_id,
+            bot_user_id=identity.bot_user_id,
+            refusals=refusals,
+            enabled=surface.stream,
+            on_plain_fallback=status.clear,
+        )
+        reaction = options.working_reaction
+        signals = SurfaceSignals(
+            status,
+            reaction=WorkingReaction(client, reaction, settings.name) if reaction else None,
+            replies=streams,
+            refresh=surface.status_refresh,
+        )
+        return Introduction(
+            settings, client, identity, names, post_session, post_client, refusals, streams, signals
+        )
 
     @property
     def reconnects(self) -> int:
@@ -171,7 +182,7 @@ class SlackInstance:
             await shutdown.run(self._poster.drain(), shutdown.remaining(at_least=DRAIN_S))
         for task in self._tasks:
             await cancel(task)
-        await self._post_session.close()
+        await self._intro.close()
         return closed
 
     async def is_connected(self) -> bool:

@@ -1,6 +1,6 @@
 """What the edge makes of an envelope before the core sees it.
 
-For the envelope pump (``socket.EnvelopePump``): ``screen`` (an ``event_callback``
+For the envelope pump (``pump.EnvelopePump``): ``screen`` (an ``event_callback``
 parsed and self filtered: the message to record, or None with the reason logged),
 ``accepted`` (the recorded messages that go to the core; a repeat is ignored) and
 ``interactive`` (any other envelope with a payload: an owner's click on one of the

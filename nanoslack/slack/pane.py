@@ -10,7 +10,7 @@ a DM message like any other (the IM, in the pane's thread): a DM turn.
 The events come with the socket's envelopes (``Intake.screen`` hands them over through
 ``hook_for``, on the socket's loop) and are handled on the core's loop, in the background:
 best effort, never holding an ack. A refused call (no ``assistant:write``) is the
-surface's one log line (``surface.Refusals``).
+surface's one log line (``status.Refusals``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.agents import load_teammate
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
-from nanoslack.slack.surface import Refusals, slack_error
+from nanoslack.slack.status import Refusals, slack_error
 from nanoslack.store import Store
 
 log = get_logger(__name__)

@@ -40,7 +40,7 @@ from nanoslack import failpoints
 from nanoslack.inbound import InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.replies import STREAM_MAX_CHARS
-from nanoslack.slack.surface import Refusals, slack_error
+from nanoslack.slack.status import Refusals, slack_error
 from nanoslack.store import OutboxRow, Store
 from nanoslack.turns.signals import UNSHOWN_TOOLS
 
@@ -88,6 +88,12 @@ class ReplyStreams:
         self._on_plain_fallback = on_plain_fallback
         # Drafts streaming while their turns run, until the poster takes them over.
         self._live: dict[int, LiveDraft] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Replies in DMs stream (NANOSLACK_STREAM); off, only a stream a crash left open
+        is still finished."""
+        return self._enabled
 
     def target(self, row: OutboxRow) -> StreamTarget | None:
         """Where ``row`` streams to; None when it is posted as a plain message."""

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from nanoslack import failpoints
 from nanoslack.agents import Reply, Turn
 from nanoslack.budgets import InstanceBudget
-from nanoslack.control import ACK_FILTERED, Halts, is_acknowledgement
+from nanoslack.control import ACK_FILTERED, is_acknowledgement
+from nanoslack.halts import Halts
 from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
-from nanoslack.control import Halts, is_acknowledgement
+from nanoslack.control import is_acknowledgement
 from nanoslack.features import RoomFeature
+from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
@@ -42,7 +43,7 @@ from nanoslack.store import MessageRow, Store
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
-from nanoslack.turns.signals import Outcome, Presence, SignalledTools, TurnSignal, Waking
+from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignal, TurnSignals, Waking
 from nanoslack.turns.transcript import Transcripts
 
 log = get_logger(__name__)
@@ -83,7 +84,7 @@ class TurnScheduler:
         limiter: asyncio.Semaphore,
         halts: Halts,
         room_budget: RoomBudget | None = None,
-        presence: Presence | None = None,
+        signals: TurnSignals | None = None,
         features: Sequence[RoomFeature] = (),
         wake_instance: Callable[[str], None] | None = None,
         options: TurnOptions | None = None,
@@ -99,7 +100,7 @@ class TurnScheduler:
         self._transcripts = transcripts
         self._recorder = recorder
         self._toolboxes = toolboxes
-        self._presence = presence
+        self._signals = signals
         # The room features (``nanoslack.features``): what they hold back, their ticks.
         self._features = tuple(features)
         self._wake_instance = wake_instance
@@ -421,7 +422,7 @@ class TurnScheduler:
     def _signal(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
         """The waking message's signal; none for a handoff (it is not in Slack)."""
         waking = msgs[-1]
-        if waking.internal or self._presence is None:
+        if waking.internal or self._signals is None:
             return None
         dm = not turn.thread_ts
         thread_ts = turn.thread_ts
@@ -430,7 +431,7 @@ class TurnScheduler:
             with contextlib.suppress(Exception):  # a store outage: the message's own thread
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
-        return self._presence.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
+        return self._signals.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
 
     # -- routines (docs/routines.md) ------------------------------------------------------------
 

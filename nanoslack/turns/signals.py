@@ -1,6 +1,6 @@
 """What a turn shows in Slack while it runs (the edge decides how: ``nanoslack.slack.surface``).
 
-The scheduler opens a ``TurnSignal`` for the message that woke a turn (``Presence.begin``),
+The scheduler opens a ``TurnSignal`` for the message that woke a turn (``TurnSignals.begin``),
 tells it when a tool starts and ends (``SignalledTools`` wraps the turn's tools, so every
 back end's calls are seen, MCP and host tools alike), and ends it with the turn's outcome.
 In a room that is the working reaction; in a DM the status line (docs/agent-surface.md), and
@@ -46,8 +46,8 @@ class TurnSignal(Protocol):
         ...
 
 
-class Presence(Protocol):
-    """Shows in Slack that a turn is working on a message."""
+class TurnSignals(Protocol):
+    """Shows in Slack that a turn is working on a message: one ``TurnSignal`` a turn."""
 
     def begin(self, waking: Waking) -> TurnSignal: ...
 

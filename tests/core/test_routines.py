@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nanoslack.agents import Turn, load_teammate
 from nanoslack.agents.tool import call_tool
-from nanoslack.control import Halts
+from nanoslack.halts import Halts
 from nanoslack.inbound import Identity
 from nanoslack.routines.clock import RoutineClock, RunQueue
 from nanoslack.routines.spec import OWNER as TO_OWNERS

@@ -19,8 +19,8 @@ from nanoslack.emulator import App, Emulator, User
 from nanoslack.inbound import Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
+from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.fleet import Fleet
-from nanoslack.slack.instance import SocketOptions
 from tests.e2e.helpers import sql, write_fleet_env
 
 FAST_SOCKET = SocketOptions(ping_interval=1.0, idle_reconnect=300.0, watchdog_interval=0.5)

@@ -10,16 +10,16 @@ import sqlite3
 import pytest
 
 from nanoslack.logs import configure_logging
-from nanoslack.slack import socket
+from nanoslack.slack import pump
 from tests.e2e.conftest import Room
 
-BURST = 3 * socket.MAX_QUEUED
+BURST = 3 * pump.MAX_QUEUED
 
 
 async def test_a_restart_with_a_queued_burst_records_everything_once_in_order_with_bounded_backlog(
     room: Room, fleet_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(socket, "MAX_BACKLOG", 32)
+    monkeypatch.setattr(pump, "MAX_BACKLOG", 32)
     fleet, _ = await fleet_factory(["dana", "eli"])
     await fleet.stop()
     posted = await room.emu.bulk_post(room.human.id, room.channel, [f"burst {i}" for i in range(BURST)])
@@ -44,7 +44,7 @@ async def test_a_restart_with_a_queued_burst_records_everything_once_in_order_wi
     assert seen == posted  # each once, in the order they happened
     # The pump stops reading once the worker is this far behind: at most one
     # socket batch on top of the backlog bound.
-    assert 0 < widest <= 32 + socket.MAX_QUEUED  # the sampler saw the backlog build up
+    assert 0 < widest <= 32 + pump.MAX_QUEUED  # the sampler saw the backlog build up
 
 
 async def test_an_event_the_inbox_cannot_take_is_not_acked_and_is_recorded_once_the_store_answers(

@@ -6,8 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.fleet import Fleet
-from nanoslack.slack.instance import SocketOptions
 from tests.e2e.conftest import Recorder, Room
 
 

@@ -7,8 +7,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 from structlog.testing import capture_logs
 
+from nanoslack.slack.status import Refusals
 from nanoslack.slack.streams import PIECE_CHARS, _pieces
-from nanoslack.slack.surface import Refusals
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.core import FleetBacklog
 from nanoslack.emulator import Emulator
 from nanoslack.slack.adapter import Frames, SocketModeClient, SocketOptions
-from nanoslack.slack.socket import _ack_frame, _loads
+from nanoslack.slack.pump import _ack_frame, _loads
 
 QUICK = SocketOptions(ping_interval=0.2, watchdog_interval=0.05, idle_reconnect=300.0, backoff_first=0.05)
 

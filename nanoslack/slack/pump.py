@@ -35,12 +35,12 @@ import orjson
 from nanoslack.inbound import Inbound
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.slack.adapter import Frames, SocketModeClient, SocketOptions
+from nanoslack.slack.adapter import Frames, SocketModeClient
 from nanoslack.slack.adapter.socket_mode import MAX_QUEUED
 from nanoslack.slack.intake import Intake
 from nanoslack.store.outage import StoreOutage, until_stored
 
-__all__ = ["MAX_BACKLOG", "MAX_QUEUED", "EnvelopePump", "SocketOptions"]
+__all__ = ["MAX_BACKLOG", "MAX_QUEUED", "EnvelopePump"]
 
 log = get_logger(__name__)
 # Recorded and acked messages waiting for the pipeline worker, per instance: past

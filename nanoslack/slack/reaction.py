@@ -26,7 +26,7 @@ log = get_logger(__name__)
 WORKING_AFTER_S = 1.0
 
 
-class SlackPresence:
+class WorkingReaction:
     def __init__(
         self, client: AsyncWebClient, reaction: str, instance: str, *, after: float = WORKING_AFTER_S
     ) -> None:
