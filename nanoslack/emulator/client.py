@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
@@ -64,6 +65,44 @@ class EmulatorClient:
     def post_as_user(self, user_id: str, channel: str, text: str, thread_ts: str | None = None) -> str:
         r = self._req("post", {"user_id": user_id, "channel": channel, "text": text, "thread_ts": thread_ts})
         return str(r["ts"])
+
+    def share_file(
+        self,
+        user_id: str,
+        channel: str,
+        name: str,
+        content: bytes | str,
+        thread_ts: str | None = None,
+        text: str = "",
+        mimetype: str | None = None,
+        title: str | None = None,
+        check_file_info: bool = False,
+    ) -> JSON:
+        """A person shares a file: the ``file_share`` message."""
+        body: JSON = {
+            "user_id": user_id,
+            "channel": channel,
+            "name": name,
+            "thread_ts": thread_ts,
+            "text": text,
+        }
+        body |= {"mimetype": mimetype, "title": title, "check_file_info": check_file_info}
+        if isinstance(content, bytes):
+            body["content_b64"] = base64.b64encode(content).decode()
+        else:
+            body["content"] = content
+        r: JSON = self._req("share_file", body)
+        return r
+
+    def set_file_fault(self, file_id: str, fault: str | None, location: str | None = None) -> None:
+        self._req("file_fault", {"file_id": file_id, "fault": fault, "location": location})
+
+    def edit_as_user(self, user_id: str, channel: str, ts: str, text: str) -> JSON:
+        r: JSON = self._req("edit", {"user_id": user_id, "channel": channel, "ts": ts, "text": text})
+        return r
+
+    def delete_as_user(self, user_id: str, channel: str, ts: str) -> None:
+        self._req("delete", {"user_id": user_id, "channel": channel, "ts": ts})
 
     def bulk_post(
         self,

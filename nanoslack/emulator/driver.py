@@ -174,6 +174,13 @@ class Driver(ABC):
     bulk_post = _Awaited(Engine.bulk_post)
     click_button = _Awaited(Engine.click_button)
     react = _Awaited(Engine.react)
+    edit_as_user = _Awaited(Engine.edit_as_user)
+    delete_as_user = _Awaited(Engine.delete_as_user)
+    share_file = _Awaited(Engine.share_file)
+
+    # ---- files -----------------------------------------------------------------------------
+    set_file_fault = _Plain(Engine.set_file_fault, _of_engine)
+    file_content = _Plain(Engine.file_content, _of_engine)
 
     # ---- reading ---------------------------------------------------------------------------
     conversation_messages = _Plain(Engine.conversation_messages, _of_engine)

@@ -16,8 +16,20 @@ from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
 
 from . import events as ev_mod
+from .files import FAULTS, READ_SCOPE, FileStore, StoredFile, file_obj, message_file
 from .socket import Delivery, SocketHub
-from .state import METADATA_SCOPE, ApiCall, App, Channel, Conversation, EmulatorError, Stats, User, Workspace
+from .state import (
+    METADATA_SCOPE,
+    ApiCall,
+    App,
+    Channel,
+    Conversation,
+    EmulatorError,
+    Stats,
+    User,
+    Workspace,
+    rich_text_blocks,
+)
 from .surface import STATUS_TIMEOUT_S, STREAM_METHODS, Stream, SurfaceState
 
 JSON = dict[str, Any]
@@ -26,6 +38,10 @@ JSON = dict[str, Any]
 NON_MARKETPLACE_METHODS = frozenset({"conversations.history", "conversations.replies"})
 NON_MARKETPLACE_LIMIT = 15
 NON_MARKETPLACE_WINDOW_S = 60.0
+
+
+# What Slack's file host answers a request it cannot authenticate: its sign-in page.
+SIGN_IN_PAGE = b"<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to Slack</body></html>"
 
 
 class Options(TypedDict, total=False):
@@ -58,6 +74,7 @@ class Engine:
         self.log_api_calls = o.get("log_api_calls", True)
         self.non_marketplace = o.get("non_marketplace", False)
         self.surface = SurfaceState(status_timeout=o.get("status_timeout", STATUS_TIMEOUT_S))
+        self.files = FileStore()
         # (app_id, method) -> when its last rate-limited read was answered (monotonic)
         self._last_read: dict[tuple[str, str], float] = {}
         self.api_calls: list[ApiCall] = []
@@ -137,8 +154,10 @@ class Engine:
         blocks: list[JSON] | None = None,
         metadata: JSON | None = None,
         human: bool = False,
+        extra: JSON | None = None,
     ) -> JSON:
-        """Store a message (a reply when ``thread_ts`` is given) and fan it out to member apps."""
+        """Store a message (a reply when ``thread_ts`` is given) and fan it out to member apps
+        (``extra``: more fields of the message, as a file share's ``subtype`` and ``files``)."""
         ch = self.channel(channel)
         if author.id not in ch.member_set:
             raise EmulatorError("not_in_channel")
@@ -154,6 +173,7 @@ class Engine:
             blocks=blocks,
             metadata=metadata,
             human=human,
+            extra=extra,
         )
         ch.by_ts[msg["ts"]] = msg
         if parent is None:
@@ -227,6 +247,30 @@ class Engine:
         ch, msg = self._member_message(app.bot_user_id, channel, ts)
         if msg.get("user") != app.bot_user_id:
             raise EmulatorError("cant_update_message")
+        return await self._edit(ch, msg, app.bot_user_id, text, blocks, metadata, app)
+
+    async def edit_as_user(self, user_id: str, channel: str, ts: str, text: str) -> JSON:
+        """A person (by id or name) edits their own message: its text and the client's
+        blocks change, and member apps get ``message_changed``. The edited message."""
+        user = self.ws.resolve_user(user_id)
+        ch, msg = self._member_message(user.id, channel, ts)
+        if msg.get("user") != user.id or user.is_bot:
+            raise EmulatorError("cant_update_message")
+        blocks = rich_text_blocks(text) if text else None
+        if blocks is None:
+            msg.pop("blocks", None)
+        return await self._edit(ch, msg, user.id, text, blocks, None, None)
+
+    async def _edit(
+        self,
+        ch: Channel,
+        msg: JSON,
+        editor: str,
+        text: str | None,
+        blocks: list[JSON] | None,
+        metadata: JSON | None,
+        app: App | None,
+    ) -> JSON:
         previous = dict(msg)
         if text is not None:
             msg["text"] = text
@@ -234,19 +278,34 @@ class Engine:
             msg["blocks"] = blocks
         if metadata:
             msg["metadata"] = metadata
-        msg["edited"] = {"user": app.bot_user_id, "ts": self.ws.next_ts()}
-        self.surface.streams.pop((channel, ts), None)  # an edit ends a stream: the text is final
+        msg["edited"] = {"user": editor, "ts": self.ws.next_ts()}
+        channel = ch.conv.id
+        self.surface.streams.pop((channel, msg["ts"]), None)  # an edit ends a stream: the text is final
         self._changed(channel, msg)
         event = ev_mod.message_changed_event(ch, msg, previous, self.ws.next_ts())
         await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
         return msg
 
-    def delete_message(self, app: App, channel: str, ts: str) -> None:
-        """An app deletes its own message (a stream too). The emulator sends no
-        ``message_deleted`` event: nothing in the fleet reads one."""
+    async def delete_message(self, app: App, channel: str, ts: str) -> None:
+        """An app deletes its own message (a stream too); member apps get ``message_deleted``."""
         ch, msg = self._member_message(app.bot_user_id, channel, ts)
         if msg.get("user") != app.bot_user_id:
             raise EmulatorError("cant_delete_message")
+        await self._remove(ch, msg, app)
+
+    async def delete_as_user(self, user_id: str, channel: str, ts: str) -> None:
+        """A person (by id or name) deletes their own message: member apps get ``message_deleted``."""
+        user = self.ws.resolve_user(user_id)
+        ch, msg = self._member_message(user.id, channel, ts)
+        if msg.get("user") != user.id or user.is_bot:
+            raise EmulatorError("cant_delete_message")
+        await self._remove(ch, msg, None)
+
+    async def _remove(self, ch: Channel, msg: JSON, app: App | None) -> None:
+        """Take a message out of its conversation (history and replies no longer show it)
+        and send ``message_deleted``. A thread root's replies stay (Slack would leave a
+        tombstone in its place; the emulator leaves nothing)."""
+        ts = str(msg["ts"])
         del ch.by_ts[ts]
         parent_ts = msg.get("thread_ts")
         if parent_ts and parent_ts != ts:
@@ -257,7 +316,10 @@ class Engine:
                 parent["reply_count"] = len(reps)
         else:
             ch.top[:] = [m for m in ch.top if m["ts"] != ts]
-        self.surface.streams.pop((channel, ts), None)
+        self.surface.streams.pop((ch.conv.id, ts), None)
+        self._changed(ch.conv.id, {**msg, "deleted": True})
+        event = ev_mod.message_deleted_event(ch, msg, self.ws.next_ts())
+        await self.emit(ch, event, app, subscription=ev_mod.SUBSCRIPTION[ch.conv.kind])
 
     async def add_reaction(self, user: User, channel: str, ts: str, name: str) -> None:
         """``user`` reacts to a message; apps subscribed to ``reaction_added`` hear of it."""
@@ -295,6 +357,147 @@ class Engine:
     async def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
         """A user (by id or name) reacts to a message; ``reaction`` with or without colons."""
         await self.add_reaction(self.ws.resolve_user(user_id), channel, ts, reaction.strip(":"))
+
+    # ---- files (``files.py``) ------------------------------------------------------------
+    def new_upload(self, app: App, filename: str, length: int) -> tuple[str, str]:
+        """``files.getUploadURLExternal``: a file id and the URL to POST its bytes to."""
+        f = self.files.new(self.ws.new_id("F"), filename, app.bot_user_id, length=length)
+        return f.id, f"{self.base_url}/upload/v1/{self.files.upload_token(f.id)}"
+
+    def receive_upload(self, token: str, content: bytes) -> int:
+        """The bytes POSTed to an upload URL; the size kept (KeyError: no such URL)."""
+        f = self.files.files[self.files.uploads.pop(token)]
+        f.content = content
+        return len(content)
+
+    async def complete_upload(
+        self,
+        app: App,
+        items: list[JSON],
+        channel: str | None,
+        thread_ts: str | None,
+        comment: str,
+        blocks: list[JSON] | None,
+    ) -> list[JSON]:
+        """``files.completeUploadExternal``: the uploaded files are done; with ``channel``
+        they are shared there (in ``thread_ts``'s thread) as one ``file_share`` message."""
+        found: list[StoredFile] = []
+        for item in items:
+            f = self.files.files.get(str(item.get("id") or ""))
+            if f is None or f.user != app.bot_user_id or f.content is None:
+                raise EmulatorError("file_not_found")
+            if f.completed:
+                raise EmulatorError("file_already_completed")
+            found.append(f)
+        ch = self.channel(channel) if channel else None
+        if ch is not None and app.bot_user_id not in ch.member_set:
+            raise EmulatorError("not_in_channel")
+        parent = self._thread_parent(ch, thread_ts) if ch is not None and thread_ts else None
+        for f, item in zip(found, items, strict=True):
+            f.completed = True
+            if item.get("title"):
+                f.title = str(item["title"])
+            if ch is not None:
+                f.channels.append(ch.conv.id)
+        objs = [self._file_obj(f) for f in found]
+        if ch is not None:
+            author = self.ws.users[app.bot_user_id]
+            extra = {"subtype": "file_share", "files": objs, "upload": True, "display_as_bot": False}
+            await self.post_message(
+                author,
+                ch.conv.id,
+                comment,
+                thread_ts=parent["ts"] if parent else None,
+                blocks=None if comment else blocks,
+                extra=extra,
+            )
+        return objs
+
+    def _file_obj(self, f: StoredFile) -> JSON:
+        public = any(self.ws.channels[c].conv.kind == "channel" for c in f.channels if c in self.ws.channels)
+        return file_obj(self.base_url, self.ws.team_id, self.ws.domain, f, public=public)
+
+    def _visible_file(self, app: App, file_id: str) -> StoredFile:
+        """A file the app may see: it uploaded it, or it is in a conversation the file was
+        shared in (``file_not_found`` otherwise, ``file_deleted`` for a deleted one)."""
+        f = self.files.files.get(file_id)
+        if f is None:
+            raise EmulatorError("file_not_found")
+        mine = f.user == app.bot_user_id
+        shared = any(app.bot_user_id in self.ws.channels[c].member_set for c in f.channels)
+        if not (mine or shared):
+            raise EmulatorError("file_not_found")
+        if f.deleted:
+            raise EmulatorError("file_deleted")
+        return f
+
+    def file_info(self, app: App, file_id: str) -> JSON:
+        """``files.info``: the whole file object (what a ``check_file_info`` entry lacks)."""
+        return self._file_obj(self._visible_file(app, file_id))
+
+    def download(
+        self, authorization: str, file_id: str, token_in_query: bool
+    ) -> tuple[int, dict[str, str], bytes]:
+        """What ``url_private(_download)`` answers: (status, headers, body). The bot token of
+        this workspace, with ``files:read``, in an ``Authorization: Bearer`` header, else
+        Slack's sign-in page (HTML, status 200: check the content type); a file the app may
+        not see or that is gone 404; a refused one 403; a redirected one 302."""
+        token = authorization[7:].strip() if authorization.lower().startswith("bearer ") else ""
+        app = self.ws.bot_tokens.get(token)
+        if token_in_query or app is None or token in self.ws.revoked or READ_SCOPE not in app.scopes:
+            return 200, {"Content-Type": "text/html; charset=utf-8"}, SIGN_IN_PAGE
+        try:
+            f = self._visible_file(app, file_id)
+        except EmulatorError:
+            return 404, {"Content-Type": "text/plain"}, b"File not found"
+        if f.fault == "refused":
+            return 403, {"Content-Type": "text/plain"}, b"Forbidden"
+        if f.fault == "redirect":
+            return 302, {"Location": f.location or "http://127.0.0.1:9/"}, b""
+        if f.fault == "gone" or f.content is None:
+            return 404, {"Content-Type": "text/plain"}, b"File not found"
+        return 200, {"Content-Type": f.mimetype}, f.content
+
+    async def share_file(
+        self,
+        user_id: str,
+        channel: str,
+        name: str,
+        content: bytes | str,
+        thread_ts: str | None = None,
+        text: str = "",
+        mimetype: str | None = None,
+        title: str | None = None,
+        check_file_info: bool = False,
+    ) -> JSON:
+        """A person (by id or name) shares a file in a conversation (a thread with
+        ``thread_ts``): a ``file_share`` message whose ``files[]`` carries it (only its id and
+        ``file_access: check_file_info`` with ``check_file_info=True``). The message."""
+        user = self.ws.resolve_user(user_id)
+        ch = self.channel(channel)
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        f = self.files.new(self.ws.new_id("F"), name, user.id, mimetype=mimetype)
+        f.content, f.completed, f.check_file_info = data, True, check_file_info
+        f.title = title or name
+        f.channels.append(ch.conv.id)
+        entry = message_file(self._file_obj(f), check_file_info)
+        extra = {"subtype": "file_share", "files": [entry], "upload": False, "display_as_bot": False}
+        return await self.post_message(
+            user, ch.conv.id, text, thread_ts=thread_ts, human=not user.is_bot, extra=extra
+        )
+
+    def set_file_fault(self, file_id: str, fault: str | None, location: str | None = None) -> None:
+        """Make a file's download fail: ``refused`` (403), ``gone`` (404; ``files.info``
+        then answers ``file_deleted``), ``redirect`` (302 to ``location``, any URL: another
+        host, to test that a token is never sent there); None serves it again."""
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS} or None")
+        f = self.files.files[file_id]
+        f.fault, f.location, f.deleted = fault, location, fault == "gone"
+
+    def file_content(self, file_id: str) -> bytes | None:
+        """A file's bytes (None: never uploaded)."""
+        return self.files.files[file_id].content
 
     # ---- the agent surface (``surface.py``) -------------------------------------------
     def set_status(

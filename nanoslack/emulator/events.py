@@ -43,9 +43,11 @@ def stored_message(
     blocks: list[JSON] | None,
     metadata: JSON | None,
     human: bool,
+    extra: JSON | None = None,
 ) -> JSON:
-    """A new message as Slack stores it: a human's carries the client's rich-text blocks,
-    an app's its bot fields; a reply names its thread."""
+    """A new message as Slack stores it: a human's carries the client's rich-text blocks
+    (when it has text), an app's its bot fields; a reply names its thread. ``extra``: more
+    fields (a ``file_share`` message's ``subtype`` and ``files``)."""
     msg: JSON = {"user": author.id, "type": "message", "ts": ts}
     if app is not None:
         msg["bot_id"] = app.bot_id
@@ -56,9 +58,12 @@ def stored_message(
         msg["bot_profile"] = bot_profile(ws, app)
     if human:
         msg["client_msg_id"] = secrets.token_hex(16)
-        msg["blocks"] = blocks if blocks is not None else rich_text_blocks(text)
+        if blocks is not None or text:
+            msg["blocks"] = blocks if blocks is not None else rich_text_blocks(text)
     elif blocks is not None:
         msg["blocks"] = blocks
+    if extra:
+        msg.update(extra)
     if parent is not None:
         msg["thread_ts"] = parent["ts"]
         msg["parent_user_id"] = parent["user"]
@@ -83,6 +88,28 @@ def message_changed_event(ch: Channel, msg: JSON, previous: JSON, ts: str) -> JS
         "event_ts": ts,
         "channel_type": CHANNEL_TYPE[ch.conv.kind],
     }
+
+
+def message_deleted_event(ch: Channel, previous: JSON, ts: str) -> JSON:
+    """The hidden ``message_deleted`` event: ``deleted_ts`` names the message, which
+    ``previous_message`` shows as it was; no ``user`` at the top level."""
+    return {
+        "type": "message",
+        "subtype": "message_deleted",
+        "hidden": True,
+        "deleted_ts": previous["ts"],
+        "channel": ch.conv.id,
+        "previous_message": {k: v for k, v in previous.items() if k not in _THREAD_SUMMARY},
+        "ts": ts,
+        "event_ts": ts,
+        "channel_type": CHANNEL_TYPE[ch.conv.kind],
+    }
+
+
+def markdown_blocks(markdown_text: str) -> list[JSON]:
+    """What a ``markdown_text`` post keeps: one ``markdown`` block with the text as sent
+    (Slack renders it; the emulator does not translate it into other blocks)."""
+    return [{"type": "markdown", "text": markdown_text}]
 
 
 def reaction_added_event(user: User, reaction: str, channel: str, msg: JSON, event_ts: str) -> JSON:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict
 from typing import Any
@@ -51,6 +52,12 @@ def build_app(engine: Engine) -> web.Application:
     async def link(request: web.Request) -> web.StreamResponse:
         return await engine.hub.handle_ws(request)
 
+    async def file_handler(request: web.Request) -> web.StreamResponse:
+        return await webapi.serve_file(engine, request)
+
+    async def upload_handler(request: web.Request) -> web.StreamResponse:
+        return await webapi.receive_upload(engine, request)
+
     # ---- driver --------------------------------------------------------------------------
     def route(fn: Any) -> Any:
         async def wrapped(request: web.Request) -> web.StreamResponse:
@@ -98,6 +105,31 @@ def build_app(engine: Engine) -> web.Application:
     async def d_post(b: JSON) -> JSON:
         ts = await engine.post_as_user(b["user_id"], b["channel"], b["text"], b.get("thread_ts"))
         return {"ts": ts}
+
+    async def d_share_file(b: JSON) -> JSON:
+        content = base64.b64decode(b["content_b64"]) if "content_b64" in b else str(b.get("content", ""))
+        return await engine.share_file(
+            b["user_id"],
+            b["channel"],
+            b["name"],
+            content,
+            thread_ts=b.get("thread_ts"),
+            text=b.get("text", ""),
+            mimetype=b.get("mimetype"),
+            title=b.get("title"),
+            check_file_info=bool(b.get("check_file_info", False)),
+        )
+
+    async def d_file_fault(b: JSON) -> JSON:
+        engine.set_file_fault(b["file_id"], b.get("fault"), b.get("location"))
+        return {"ok": True}
+
+    async def d_edit(b: JSON) -> JSON:
+        return await engine.edit_as_user(b["user_id"], b["channel"], b["ts"], b["text"])
+
+    async def d_delete(b: JSON) -> JSON:
+        await engine.delete_as_user(b["user_id"], b["channel"], b["ts"])
+        return {"ok": True}
 
     async def d_bulk(b: JSON) -> JSON:
         texts = b.get("texts")
@@ -180,6 +212,9 @@ def build_app(engine: Engine) -> web.Application:
     app.router.add_route("*", "/api/{method}", api_handler)
     app.router.add_get("/link/", link)
     app.router.add_get("/link", link)
+    app.router.add_get("/files-pri/{team_file}/{name}", file_handler)
+    app.router.add_get("/files-pri/{team_file}/{download:download}/{name}", file_handler)
+    app.router.add_post("/upload/v1/{token}", upload_handler)
     d = "/_emulator/"
     for path, fn in [
         ("workspace", d_workspace),
@@ -188,6 +223,10 @@ def build_app(engine: Engine) -> web.Application:
         ("conversations", d_conv),
         ("post", d_post),
         ("bulk_post", d_bulk),
+        ("share_file", d_share_file),
+        ("file_fault", d_file_fault),
+        ("edit", d_edit),
+        ("delete", d_delete),
         ("messages", d_messages),
         ("api_calls", d_api_calls),
         ("fail_next", d_fail_next),

@@ -21,6 +21,11 @@ DEFAULT_EVENTS: frozenset[str] = frozenset(
         "reaction_added",
         "assistant_thread_started",
         "assistant_thread_context_changed",
+        # Slack's agent platform (DESIGN §19): the Home and messages tabs, the context a
+        # person views beside an agent_view app, and the Stop button of an agent session.
+        "app_home_opened",
+        "app_context_changed",
+        "agent_session_stopped",
     }
 )
 # The bot scopes an app has unless it is made with others: every scope the fleet's
@@ -44,6 +49,11 @@ DEFAULT_SCOPES: frozenset[str] = frozenset(
         "assistant:write",
     }
 )
+# The scopes files need (DESIGN §17: reading what people share, uploading into a thread).
+# The manifest does not ask for them yet; until it does, an app made without ``scopes``
+# has them besides the manifest's (APP_DEFAULT_SCOPES), so the file methods can be used.
+FILE_SCOPES: frozenset[str] = frozenset({"files:read", "files:write"})
+APP_DEFAULT_SCOPES: frozenset[str] = DEFAULT_SCOPES | FILE_SCOPES
 # Without it Slack leaves message metadata out of events and of history/replies.
 METADATA_SCOPE = "metadata.message:read"
 # What Slack's x-oauth-scopes header says for an app-level token.
@@ -81,7 +91,7 @@ class App:
     bot_token: str
     app_token: str
     events: set[str] = field(default_factory=lambda: set(DEFAULT_EVENTS))
-    scopes: set[str] = field(default_factory=lambda: set(DEFAULT_SCOPES))
+    scopes: set[str] = field(default_factory=lambda: set(APP_DEFAULT_SCOPES))
     verification_token: str = ""
     updated: int = 0
 
@@ -193,7 +203,7 @@ class Workspace:
         events: list[str] | None = None,
         scopes: list[str] | None = None,
     ) -> App:
-        """A bot app; ``scopes`` are its bot token's (default: the fleet manifest's)."""
+        """A bot app; ``scopes`` are its bot token's (default: the fleet manifest's and FILE_SCOPES)."""
         if name in self.users_by_name:
             raise ValueError(f"name {name!r} already exists")
         app = App(
@@ -204,7 +214,7 @@ class Workspace:
             bot_token=bot_token or f"xoxb-emu-{name}-{secrets.token_hex(12)}",
             app_token=app_token or f"xapp-emu-{name}-{secrets.token_hex(12)}",
             events=set(events) if events is not None else set(DEFAULT_EVENTS),
-            scopes=set(scopes) if scopes is not None else set(DEFAULT_SCOPES),
+            scopes=set(scopes) if scopes is not None else set(APP_DEFAULT_SCOPES),
             verification_token=secrets.token_hex(12),
             updated=int(time.time()),
         )

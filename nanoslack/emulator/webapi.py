@@ -10,7 +10,8 @@ from typing import Any
 from aiohttp import web
 
 from .engine import NON_MARKETPLACE_LIMIT, Engine
-from .events import CHANNEL_TYPE, bot_profile
+from .events import CHANNEL_TYPE, bot_profile, markdown_blocks
+from .files import READ_SCOPE, WRITE_SCOPE
 from .state import APP_TOKEN_SCOPES, METADATA_SCOPE, ApiCall, App, Channel, EmulatorError, User, parse_bool
 from .surface import ASSISTANT_SCOPE, checked_chunks, checked_prompts, checked_text, chunk_text
 
@@ -444,8 +445,7 @@ async def chat_post_message(c: Ctx) -> JSON:
         chan = conv.id
     c.params["channel"] = chan
     ch = c.member_channel()
-    text = c.opt("text") or ""
-    blocks = c.jsonish("blocks")
+    text, blocks = _content(c, c.opt("text") or "", c.jsonish("blocks"))
     if not text and not blocks:
         raise EmulatorError("no_text")
     if blocks is not None and not isinstance(blocks, list):
@@ -459,7 +459,7 @@ async def chat_post_message(c: Ctx) -> JSON:
             "event_payload": metadata.get("event_payload") or {},
         }
     msg = await c.engine.post_message(
-        c.bot_user, ch.conv.id, text, thread_ts=c.opt("thread_ts"), blocks=blocks, metadata=metadata
+        c.bot_user, ch.conv.id, text or "", thread_ts=c.opt("thread_ts"), blocks=blocks, metadata=metadata
     )
     return {"channel": ch.conv.id, "ts": msg["ts"], "message": strip_meta(msg, True)}
 
@@ -470,9 +470,8 @@ async def chat_update(c: Ctx) -> JSON:
     ts = c.opt("ts")
     if not ts:
         raise EmulatorError("message_not_found")
-    blocks = c.jsonish("blocks")
     metadata = c.jsonish("metadata")
-    text = c.opt("text")
+    text, blocks = _content(c, c.opt("text"), c.jsonish("blocks"))
     if text is None and blocks is None:
         raise EmulatorError("no_text")
     msg = await c.engine.update_message(
@@ -487,8 +486,103 @@ async def chat_delete(c: Ctx) -> JSON:
     ts = c.opt("ts")
     if not ts:
         raise EmulatorError("message_not_found")
-    c.engine.delete_message(c.bot, ch.conv.id, ts)
+    await c.engine.delete_message(c.bot, ch.conv.id, ts)
     return {"channel": ch.conv.id, "ts": ts}
+
+
+# Slack's limit for ``markdown_text`` on chat.postMessage and chat.update.
+MARKDOWN_TEXT_LIMIT = 12_000
+
+
+def _content(c: Ctx, text: str | None, blocks: Any) -> tuple[str | None, Any]:
+    """A post's or an edit's text and blocks; ``markdown_text`` (standard Markdown, at most
+    12,000 characters, never with ``text`` or ``blocks``) is kept as the message's text and
+    one ``markdown`` block."""
+    markdown = c.opt("markdown_text")
+    if markdown is None:
+        return text, blocks
+    if text or blocks is not None:
+        raise EmulatorError("markdown_text_conflict")
+    if len(markdown) > MARKDOWN_TEXT_LIMIT:
+        raise EmulatorError("msg_too_long")
+    return markdown, markdown_blocks(markdown)
+
+
+# ---- files (files.py) ----------------------------------------------------------------------
+
+
+@api("files.getUploadURLExternal")
+async def files_get_upload_url_external(c: Ctx) -> JSON:
+    _needs(c, WRITE_SCOPE)
+    filename = c.req("filename")
+    try:
+        length = int(c.req("length"))
+    except ValueError as e:
+        raise EmulatorError("invalid_arguments") from e
+    if length < 1:
+        raise EmulatorError("invalid_arguments")
+    file_id, url = c.engine.new_upload(c.bot, filename, length)
+    return {"upload_url": url, "file_id": file_id}
+
+
+@api("files.completeUploadExternal")
+async def files_complete_upload_external(c: Ctx) -> JSON:
+    _needs(c, WRITE_SCOPE)
+    items = c.jsonish("files")
+    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
+        raise EmulatorError("invalid_arguments")
+    channel = c.opt("channel_id") or (c.opt("channels") or "").split(",")[0] or None
+    blocks = c.jsonish("blocks")
+    if blocks is not None and not isinstance(blocks, list):
+        raise EmulatorError("invalid_blocks")
+    files = await c.engine.complete_upload(
+        c.bot, items, channel, c.opt("thread_ts"), c.opt("initial_comment") or "", blocks
+    )
+    return {"files": files}
+
+
+@api("files.info")
+async def files_info(c: Ctx) -> JSON:
+    _needs(c, READ_SCOPE)
+    file_id = c.opt("file")
+    if not file_id:
+        raise EmulatorError("file_not_found")
+    return {
+        "file": c.engine.file_info(c.bot, file_id),
+        "comments": [],
+        "response_metadata": {"next_cursor": ""},
+    }
+
+
+async def serve_file(engine: Engine, request: web.Request) -> web.StreamResponse:
+    """``url_private`` (and ``url_private_download``, which also says ``attachment``)."""
+    team_file = request.match_info["team_file"]
+    file_id = team_file.split("-", 1)[1] if "-" in team_file else team_file
+    status, headers, body = engine.download(
+        request.headers.get("Authorization", ""), file_id, "token" in request.query
+    )
+    if status == 200 and request.match_info.get("download"):
+        headers = {**headers, "Content-Disposition": f'attachment; filename="{request.match_info["name"]}"'}
+    return web.Response(body=body, status=status, headers=headers)
+
+
+async def receive_upload(engine: Engine, request: web.Request) -> web.StreamResponse:
+    """An upload URL: the bytes raw, or the first file of a multipart form."""
+    content = b""
+    if request.content_type == "multipart/form-data":
+        form = await request.post()
+        for value in form.values():
+            if isinstance(value, web.FileField):
+                content = value.file.read()
+                break
+            content = str(value).encode()
+    else:
+        content = await request.read()
+    try:
+        size = engine.receive_upload(request.match_info["token"], content)
+    except KeyError:
+        return web.Response(status=404, text="upload URL not found")
+    return web.Response(status=200, text=f"OK - {size}")
 
 
 @api("users.info")

@@ -101,3 +101,17 @@ def test_cli_serves_a_workspace_file_with_fixed_tokens(tmp_path: Path, entry: li
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_http_driver_shares_files_and_edits_and_deletes_as_a_person(temu: ThreadedEmulator) -> None:
+    drv = EmulatorClient(temu.base_url)
+    alice, dana = drv.add_user("alice"), drv.add_app("dana")
+    conv = drv.create_conversation([alice["id"], dana["bot_user_id"]], kind="im")
+    shot = drv.share_file(alice["id"], conv["id"], "shot.png", b"\x89PNG\x00", text="look")
+    assert shot["subtype"] == "file_share" and shot["files"][0]["size"] == 5
+    assert temu.file_content(shot["files"][0]["id"]) == b"\x89PNG\x00"
+    drv.set_file_fault(shot["files"][0]["id"], "refused")
+    ts = drv.post_as_user(alice["id"], conv["id"], "typo")
+    assert drv.edit_as_user(alice["id"], conv["id"], ts, "fixed")["text"] == "fixed"
+    drv.delete_as_user(alice["id"], conv["id"], ts)
+    assert [m["text"] for m in drv.all_messages(conv["id"])] == ["look"]

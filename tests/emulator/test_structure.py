@@ -20,6 +20,7 @@ LIFECYCLE = {"start", "stop", "in_thread"}
 IMPORT_ORDER = [
     "state",
     "surface",
+    "files",
     "workspace",
     "events",
     "socket",
