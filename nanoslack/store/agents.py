@@ -7,26 +7,18 @@ membership writes and on rollbacks, for the gate's membership cache.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached
 from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.tables import AgentGroupRow as AgentGroupRow
 
 Role = Literal["member", "admin"]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentGroupRow:
-    id: int
-    instance: str
-    name: str
-    created_at: float
-
-
-_AGENT_GROUP = Row(AgentGroupRow, table="agent_groups")
+_AGENT_GROUP = Row(AgentGroupRow)
 _GET = text(f"SELECT {_AGENT_GROUP.sql} FROM agent_groups WHERE instance = :instance")
 _CREATE = text(
     _AGENT_GROUP.insert(skip=("id",), values={"name": ":instance", "created_at": ":now"})

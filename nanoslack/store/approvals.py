@@ -7,35 +7,16 @@ what remembers a Deny: a decided row is never reopened by new messages.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_first
 from nanoslack.store.rows import Row, insert_sql
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRow:
-    id: int
-    agent_group_id: int
-    messaging_group_id: int
-    sender_id: str
-    status: str  # pending | approved | denied
-    owner_id: str | None
-    request_channel: str | None
-    request_ts: str | None
-    created_at: float
-    decided_at: float | None
-    decided_by: str | None
-    instance: str
-    platform_id: str | None  # the room the first held message came from
-
+from nanoslack.store.tables import ApprovalRow as ApprovalRow
 
 _APPROVAL = Row(
     ApprovalRow,
-    table="pending_sender_approvals",
     prefix="a.",
     columns={"instance": "g.instance", "platform_id": "m.platform_id"},
 )

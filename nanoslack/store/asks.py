@@ -8,35 +8,14 @@ ref), the first answer closes it and later ones change nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import AskRow as AskRow
 
-
-@dataclass(frozen=True, slots=True)
-class AskRow:
-    id: int
-    kind: str
-    ref: str
-    instance: str
-    question: str
-    detail: str | None
-    status: str  # open | answered
-    choice: str | None
-    answered_by: str | None
-    verdict: str | None
-    created_at: float
-    answered_at: float | None
-
-    @property
-    def is_open(self) -> bool:
-        return self.status == "open"
-
-
-_ASK = Row(AskRow, table="owner_asks")
+_ASK = Row(AskRow)
 _OPEN = text(
     _ASK.insert(
         skip=("id", "choice", "answered_by", "verdict", "answered_at"),

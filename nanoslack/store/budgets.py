@@ -7,33 +7,25 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import Grant as Grant
 
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    allowed: int  # the day's raised cap (0: none)
-    stopped_by: str | None
-
-
-_GRANT_ROW = Row(Grant, table="budget_grants")
+_GRANT_ROW = Row(Grant)
 _GRANT = text(
     f"SELECT {_GRANT_ROW.sql} FROM budget_grants WHERE scope = :scope AND subject = :subject AND day = :day"
 )
-_COLUMNS = ("scope", "subject", "day", "allowed", "stopped_by", "updated_at")
 _ALLOW = text(
-    insert_sql("budget_grants", _COLUMNS, values={"stopped_by": "NULL", "updated_at": ":now"})
+    _GRANT_ROW.insert(values={"stopped_by": "NULL", "updated_at": ":now"})
     + " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = NULL,"
     " allowed = CASE WHEN budget_grants.allowed > :allowed THEN budget_grants.allowed ELSE :allowed END,"
     " updated_at = :now"
 )
 _STOP = text(
-    insert_sql("budget_grants", _COLUMNS, values={"allowed": "0", "stopped_by": ":by", "updated_at": ":now"})
+    _GRANT_ROW.insert(values={"allowed": "0", "stopped_by": ":by", "updated_at": ":now"})
     + " ON CONFLICT (scope, subject, day) DO UPDATE SET stopped_by = :by, updated_at = :now"
 )
 
@@ -45,7 +37,7 @@ class Grants:
     def get(self, scope: str, subject: str, day: str) -> Grant:
         with self._db.transaction() as conn:
             row = conn.execute(_GRANT, {"scope": scope, "subject": subject, "day": day}).first()
-        return _GRANT_ROW.read(row) if row else Grant(0, None)
+        return _GRANT_ROW.read(row) if row else Grant(scope, subject, day, 0, None, 0.0)
 
     def allow(self, scope: str, subject: str, day: str, *, up_to: int) -> None:
         params = {"scope": scope, "subject": subject, "day": day, "allowed": up_to, "now": time.time()}

@@ -11,27 +11,15 @@ start (``ts`` empty) says a start was attempted: its message is looked for in th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import ReplyDraft as ReplyDraft
 
-
-@dataclass(frozen=True, slots=True)
-class ReplyDraft:
-    turn_id: int
-    channel: str
-    thread_ts: str
-    ts: str  # "" when the start's answer was never recorded
-    started_at: float
-
-
-_DRAFT = Row(ReplyDraft, table="reply_drafts", empty=("ts",))
-_OPEN = text(
-    _DRAFT.insert(extra=("instance",), values={"turn_id": ":turn", "ts": "''", "started_at": ":now"})
-)
+_DRAFT = Row(ReplyDraft, empty=("ts",))
+_OPEN = text(_DRAFT.insert(values={"turn_id": ":turn", "ts": "''", "started_at": ":now"}))
 _STARTED = text("UPDATE reply_drafts SET ts = :ts WHERE instance = :instance AND turn_id = :turn")
 _OF_TURN = text(f"SELECT {_DRAFT.sql} FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
 # Drafts of turns that will never be recorded (left by a crash) in this conversation.

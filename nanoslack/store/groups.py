@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import text
@@ -18,6 +17,7 @@ from sqlalchemy import text
 from nanoslack.store.database import Cached, Database
 from nanoslack.store.fastpath import hot_execute_in_order, hot_exists, hot_rows, in_order, positional_names
 from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.tables import GroupRow as GroupRow
 from nanoslack.store.writebehind import WriteBehind
 
 GroupKind = Literal["dm", "group"]
@@ -29,30 +29,7 @@ GROUP_DEFAULTS = {"engage_mode": "mention-sticky", "engage_pattern": None, "poli
 DM_DEFAULTS = {"engage_mode": "pattern", "engage_pattern": ".", "policy": "decline_notify"}
 
 
-@dataclass(frozen=True, slots=True)
-class GroupRow:
-    id: int
-    platform: str
-    platform_id: str
-    instance: str
-    kind: str
-    name: str | None
-    engage_mode: str
-    engage_pattern: str | None
-    unknown_sender_policy: str
-    created_at: float
-
-    @property
-    def is_dm(self) -> bool:
-        return self.kind == "dm"
-
-    @property
-    def channel(self) -> str:
-        """The Slack conversation id inside ``slack:<id>``."""
-        return self.platform_id.split(":", 1)[1] if ":" in self.platform_id else self.platform_id
-
-
-_GROUP = Row(GroupRow, table="messaging_groups")
+_GROUP = Row(GroupRow)
 _GET = text(
     f"SELECT {_GROUP.sql} FROM messaging_groups"
     " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import HandoffRow as HandoffRow
 
-
-@dataclass(frozen=True, slots=True)
-class HandoffRow:
-    id: int
-    from_instance: str
-    to_instance: str
-    channel: str
-    thread_key: str
-    text: str
-    depth: int
-    turn_id: int
-    ts: str
-    created_at: float
-
-
-_HANDOFF = Row(HandoffRow, table="handoffs")
+_HANDOFF = Row(HandoffRow)
 _ADD = text(_HANDOFF.insert(skip=("id",), values={"created_at": ":now"}))
 _RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -18,18 +17,7 @@ from sqlalchemy import text
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute
 from nanoslack.store.rows import Row
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryRow:
-    id: int
-    turn_id: int
-    prompt: str
-    messages: str  # pydantic-ai's JSON of the turn's model messages; "" without a model
-    posts: tuple[str, ...]
-    opening: str  # JSON {"system": …, "notes": […]} on the turn that built the opening
-    notes_known: tuple[int, ...]
-    chars: int
+from nanoslack.store.tables import HistoryRow as HistoryRow
 
 
 class Unreadable(ValueError):
@@ -54,7 +42,6 @@ def _ints(raw: str) -> tuple[int, ...]:
 # ``Unreadable`` (``parse_row``), so one bad row costs only itself.
 _HISTORY = Row(
     HistoryRow,
-    table="agent_history",
     convert={"posts": lambda v: _strings(str(v or "[]")), "notes_known": lambda v: _ints(str(v or "[]"))},
     empty=("messages", "opening", "chars"),
 )
@@ -73,11 +60,7 @@ _FOOTPRINT = text(
     "SELECT sum(length(prompt) + length(messages) + length(posts) + length(opening)"
     " + length(notes_known) + 40), count(*) FROM agent_history"
 )
-_ADD = text(
-    _HISTORY.insert(
-        skip=("id",), extra=("instance", "channel", "thread_key", "created_at"), values={"created_at": ":now"}
-    )
-)
+_ADD = text(_HISTORY.insert(skip=("id",), values={"created_at": ":now"}))
 
 
 def parse_row(r: Sequence[Any]) -> HistoryRow:

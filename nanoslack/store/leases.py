@@ -9,24 +9,15 @@ when a lease lapsed; SQLite is one host, whose clock it is.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import Connection, text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_first
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import LeaseRow as LeaseRow
 
-
-@dataclass(frozen=True, slots=True)
-class LeaseRow:
-    instance: str
-    holder: str
-    expires_at: float
-    heartbeat_at: float
-
-
-_LEASE = Row(LeaseRow, table="instance_leases")
+_LEASE = Row(LeaseRow)
 _PG_NOW = text("SELECT extract(epoch from clock_timestamp())")
 # Taken when free, lapsed, or ours; otherwise the row is left as it is.
 _TAKE = text(

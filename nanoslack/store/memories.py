@@ -9,35 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import bindparam, text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import NoteRow as NoteRow
 
 SCOPES = ("self", "private", "room")
 
 
-@dataclass(frozen=True, slots=True)
-class NoteRow:
-    id: int
-    instance: str
-    scope: str
-    conversation: str
-    text: str
-    asked_by: str
-    turn_id: int | None
-    created_at: float
-
-    @property
-    def ref(self) -> str:
-        """How agents and operators name it: ``m<id>``."""
-        return f"m{self.id}"
-
-
-_NOTE = Row(NoteRow, table="memories", empty=("conversation",))
+_NOTE = Row(NoteRow, empty=("conversation",))
 # What one turn may see: its own self notes, its private ones in an owner's DM, the
 # room's notes of its conversation. Newest first.
 _VISIBLE = text(
@@ -47,7 +30,7 @@ _VISIBLE = text(
     " OR (scope = 'room' AND conversation = :conversation))"
     " ORDER BY id DESC"
 )
-_ADD = text(_NOTE.insert(skip=("id",), extra=("status",), values={"created_at": ":now"}) + " RETURNING id")
+_ADD = text(_NOTE.insert(skip=("id",), values={"created_at": ":now"}) + " RETURNING id")
 _KEEP = text("UPDATE memories SET status = 'kept' WHERE turn_id = :turn_id AND status = 'draft'")
 _GET = text(f"SELECT {_NOTE.sql} FROM memories WHERE id = :id AND status = 'kept'")
 _DELETE = text("DELETE FROM memories WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))

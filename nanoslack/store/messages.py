@@ -11,44 +11,18 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, text
 
-from nanoslack.inbound import FLEET_SENDER, Inbound, InboxKey
+from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute, hot_execute_in_order, hot_first, in_order
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import MessageRow as MessageRow
 from nanoslack.store.writebehind import WriteBehind
 
-
-@dataclass(frozen=True, slots=True)
-class MessageRow:
-    instance: str
-    channel: str
-    ts: str
-    thread_key: str  # "" in DMs
-    messaging_group_id: int | None
-    sender_id: str
-    text: str
-    status: str
-    hop: int
-    hop_limit: int
-    created_at: float
-    handoff_depth: int = 0  # > 0: handed over by another instance (send_to_agent)
-
-    @property
-    def key(self) -> InboxKey:
-        return InboxKey(self.instance, self.channel, self.ts)
-
-    @property
-    def internal(self) -> bool:
-        """Written by the fleet, not heard in Slack: a handoff, a round's closing brief."""
-        return self.handoff_depth > 0 or self.sender_id == FLEET_SENDER
-
-
-_MESSAGE = Row(MessageRow, table="messages", empty=("handoff_depth",))
+_MESSAGE = Row(MessageRow, empty=("handoff_depth",))
 _ADD_VALUES = {"messaging_group_id": ":group_id", "created_at": ":now"}
 _ADD = in_order(
     text(_MESSAGE.insert(skip=("handoff_depth",), values=_ADD_VALUES) + " ON CONFLICT DO NOTHING"),

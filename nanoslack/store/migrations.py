@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, inspect, text
-from sqlmodel import SQLModel
 
-# Imported for its side effect: it registers every table on SQLModel.metadata.
-from nanoslack.store import tables  # noqa: F401
+# Every table, declared from its row class.
+from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
@@ -39,7 +38,7 @@ END $$
 
 def _create_tables(conn: Connection) -> None:
     # create_all only adds missing tables, so every version can call it.
-    SQLModel.metadata.create_all(conn)
+    tables.METADATA.create_all(conn)
 
 
 def _v2_cache_version(conn: Connection) -> None:

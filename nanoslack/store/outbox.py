@@ -8,54 +8,30 @@ its key: the key is an idempotency token and nothing else.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import bindparam, text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import OutboxRow as OutboxRow
 
-
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
-    id: int
-    instance: str
-    dedupe_key: str
-    kind: str  # post | update
-    purpose: str  # reply | notice | ask | post | vote
-    ask_id: int | None  # the owner ask this DM (or its update) belongs to
-    turn_id: int | None  # the turn this reply belongs to
-    update_of: str | None  # an update waiting for the ts of the post with this key
-    channel: str | None
-    dm_user: str | None
-    thread_ts: str | None
-    update_ts: str | None
-    text: str
-    blocks: str | None  # JSON Block Kit of a row queued before schema v4
-    status: str  # queued | sending (in doubt if the process died) | sent | failed | cancelled
-    attempts: int
-    error: str | None
-    posted_channel: str | None
-    posted_ts: str | None
-    created_at: float
-    sent_at: float | None
-    attempted_at: float | None = None  # when Slack was last called for it (None: never, or before v6)
-    vote_id: int | None = None  # the vote this question (or its closing edit) belongs to
-
-    @property
-    def blocks_list(self) -> list[dict[str, Any]] | None:
-        return json.loads(self.blocks) if self.blocks else None
-
-
-_OUTBOX = Row(OutboxRow, table="outbox")
+_OUTBOX = Row(OutboxRow)
 _ENQUEUE = text(
     _OUTBOX.insert(
-        skip=("id", "blocks", "error", "posted_channel", "posted_ts", "sent_at", "attempted_at"),
+        skip=(
+            "id",
+            "blocks",
+            "metadata_json",
+            "error",
+            "posted_channel",
+            "posted_ts",
+            "sent_at",
+            "attempted_at",
+        ),
         values={"status": "'queued'", "attempts": "0", "created_at": ":now"},
     )
     + " ON CONFLICT DO NOTHING RETURNING id"

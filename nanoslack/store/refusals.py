@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.tables import RefusalRow as RefusalRow
 
-
-@dataclass(frozen=True, slots=True)
-class RefusalRow:
-    messaging_group_id: int
-    platform_id: str | None
-    instance: str
-    sender_id: str
-    reason: str
-    count: int
-    first_seen: float
-    last_seen: float
-    notified_at: float | None
-
-
-_REFUSAL = Row(RefusalRow, table="sender_refusals", prefix="r.", columns={"platform_id": "m.platform_id"})
+_REFUSAL = Row(RefusalRow, prefix="r.", columns={"platform_id": "m.platform_id"})
 _COUNT = text(
     insert_sql(
         "sender_refusals",

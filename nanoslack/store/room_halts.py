@@ -8,24 +8,15 @@ every instance in the room hears the owner's 🛑, the one whose insert landed a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_exists
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import HaltRow as HaltRow
 
-
-@dataclass(frozen=True, slots=True)
-class HaltRow:
-    room: str
-    halted_by: str
-    halted_at: float
-    instance: str | None
-
-
-_HALT_ROW = Row(HaltRow, table="room_halts")
+_HALT_ROW = Row(HaltRow)
 _HALT = text(_HALT_ROW.insert(values={"halted_by": ":by", "halted_at": ":now"}) + " ON CONFLICT DO NOTHING")
 _RESUME = text("DELETE FROM room_halts WHERE room = :room")
 _IS_HALTED = text("SELECT 1 FROM room_halts WHERE room = :room")

@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_first
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import RoomRow as RoomRow
 
 KINDS = ("mention", "round", "chain")
 
 
-@dataclass(frozen=True, slots=True)
-class RoomRow:
-    platform_id: str
-    kind: str  # mention | round | chain (an operator's typo reads as mention)
-    lead: str | None
-    mission: str | None
-    members: tuple[str, ...]
-    member_users: tuple[str, ...] = ()  # the members' bot user ids, when open-room wrote them
-
-    @property
-    def channel(self) -> str:
-        return self.platform_id.removeprefix("slack:")
-
-
 def mention_room(channel: str) -> RoomRow:
-    return RoomRow(f"slack:{channel}", "mention", None, None, ())
+    return RoomRow(f"slack:{channel}", "mention", None, None, (), (), 0.0)
 
 
 def _list(value: object) -> tuple[str, ...]:
@@ -47,13 +33,12 @@ def _or_none(value: object) -> str | None:
 
 _ROOM = Row(
     RoomRow,
-    table="a2a_rooms",
     convert={"kind": _kind, "lead": _or_none, "mission": _or_none, "members": _list, "member_users": _list},
 )
 _GET = text(f"SELECT {_ROOM.sql} FROM a2a_rooms WHERE platform_id = :platform_id")
 _ALL = text(f"SELECT {_ROOM.sql} FROM a2a_rooms ORDER BY platform_id")
 _SET = text(
-    _ROOM.insert(extra=("updated_at",), values={"updated_at": ":now"})
+    _ROOM.insert(values={"updated_at": ":now"})
     + " ON CONFLICT (platform_id) DO UPDATE SET kind = excluded.kind, lead = excluded.lead,"
     " mission = excluded.mission, members = coalesce(excluded.members, a2a_rooms.members),"
     " member_users = coalesce(excluded.member_users, a2a_rooms.member_users),"

@@ -8,44 +8,17 @@ first poll to find it answered closes it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_first
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import MemberRow as MemberRow
+from nanoslack.store.tables import RoundRow as RoundRow
 
-
-@dataclass(frozen=True, slots=True)
-class RoundRow:
-    id: int
-    room: str
-    thread_key: str
-    question_ts: str
-    question: str
-    named: bool
-    chief: str | None
-    status: str
-    created_at: float
-    closed_at: float | None
-    close_ts: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MemberRow:
-    instance: str
-    status: str  # answering | done | silent | failed | budget
-    turn_id: int | None
-    joined_at: float
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "answering"
-
-
-_ROUND = Row(RoundRow, table="rounds")
-_MEMBER = Row(MemberRow, table="round_members")
+_ROUND = Row(RoundRow)
+_MEMBER = Row(MemberRow)
 _OPEN_NEW = text(
     "INSERT INTO rounds (room, thread_key, question_ts, question, named, chief, status, created_at)"
     " SELECT :room, :thread_key, :question_ts, :question, :named, :chief,"
@@ -58,9 +31,7 @@ _GET = text(f"SELECT {_ROUND.sql} FROM rounds WHERE id = :id")
 _OPEN = text(f"SELECT {_ROUND.sql} FROM rounds WHERE status IN ('open', 'closing') ORDER BY id")
 _WAITING = text("SELECT room, question_ts FROM rounds WHERE status = 'waiting'")
 _JOIN = text(
-    _MEMBER.insert(
-        skip=("turn_id",), extra=("round_id",), values={"status": "'answering'", "joined_at": ":now"}
-    )
+    _MEMBER.insert(skip=("turn_id", "finished_at"), values={"status": "'answering'", "joined_at": ":now"})
     + " ON CONFLICT DO NOTHING"
 )
 _MEMBERS = text(f"SELECT {_MEMBER.sql} FROM round_members WHERE round_id = :round_id ORDER BY joined_at")

@@ -10,58 +10,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import ListingRow as ListingRow
+from nanoslack.store.tables import RoutineStateRow as RoutineStateRow
+from nanoslack.store.tables import RunRow as RunRow
 
 RUNNING = "running"
 FINISHED = ("done", "silent", "failed", "skipped", "missed")
 
 
-@dataclass(frozen=True, slots=True)
-class RoutineStateRow:
-    name: str
-    schedule: str
-    channel: str
-    next_due: float | None
-    active: bool
-    paused: bool
-    paused_by: str | None
-    run_requested_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    id: int
-    instance: str
-    routine: str
-    due_at: float
-    status: str
-    reason: str
-    turn_id: int | None
-    tokens: int
-    started_at: float | None
-    ended_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ListingRow:
-    instance: str
-    name: str
-    schedule: str
-    channel: str
-    next_due: float | None
-    paused: bool
-    active: bool
-    last_status: str | None
-    last_reason: str | None
-
-
-_STATE = Row(RoutineStateRow, table="routines", empty=("schedule", "channel"))
-_RUN = Row(RunRow, table="routine_runs", empty=("reason", "tokens"))
+_STATE = Row(RoutineStateRow, empty=("schedule", "channel"))
+_RUN = Row(RunRow, empty=("reason", "tokens"))
 # The latest run's status and reason: the same subquery for each.
 _LATEST_RUN = (
     "(SELECT x.{} FROM routine_runs x WHERE x.instance = r.instance AND x.routine = r.name"
@@ -69,7 +32,6 @@ _LATEST_RUN = (
 )
 _LISTED = Row(
     ListingRow,
-    table="routines",
     prefix="r.",
     empty=("schedule", "channel"),
     columns={"last_status": _LATEST_RUN.format("status"), "last_reason": _LATEST_RUN.format("reason")},
@@ -78,7 +40,6 @@ _LISTED = Row(
 _UPSERT = text(
     _STATE.insert(
         skip=("paused_by", "run_requested_at"),
-        extra=("instance", "updated_at"),
         values={"active": ":yes", "paused": ":no", "updated_at": ":now"},
     )
     + " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"

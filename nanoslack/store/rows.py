@@ -1,7 +1,9 @@
-"""A row class says its columns once: ``Row(SomeRow)`` gives the SELECT list of the
-class's fields (in their order) and a reader that makes an instance of one fetched row,
-converting each value by the field's annotation. Both come from the class's fields, so a
-column added to the row class is selected and read without another word.
+"""A row class says its columns once (``tables``, declared with ``schema.table``):
+``Row(SomeRow)`` gives the SELECT list of the class's fields (in their order), a reader
+that makes an instance of one fetched row, converting each value by the field's
+annotation, and the INSERT and UPDATE statements of its table. All come from the class's
+fields, so a column added to the row class is created, selected, read and written
+without another word.
 
 The reader is compiled once per class into one plain function (the hot path reads turn,
 message and outbox rows for every message: a loop over converters would cost more than
@@ -16,7 +18,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from nanoslack.store.tables import METADATA
+from nanoslack.store.schema import METADATA, table_of
 
 T = TypeVar("T")
 
@@ -42,8 +44,9 @@ _READ_OPTIONAL = {
 class Row(Generic[T]):
     """The columns of ``cls`` and how a fetched row becomes one.
 
-    ``table``: the table whose columns the fields are (checked: a field that is no
-    column of it is an error at import, not a wrong query at run time); ``empty``: fields
+    ``table``: the table whose columns the fields are, by default the one ``cls`` (or
+    the row class it extends) declares (checked: a field that is no column of it is an
+    error at import, not a wrong query at run time); ``empty``: fields
     whose NULL reads as "" or 0; ``prefix``: the
     table's alias in a join (``"a."``); ``columns``: SQL for a field that is not a plain
     column of the table (a joined table's, a subquery); ``convert``: a reader for a
@@ -64,6 +67,8 @@ class Row(Generic[T]):
         columns = columns or {}
         convert = convert or {}
         self.cls = cls
+        if table is None and (declared := table_of(cls)) is not None:
+            table = declared.name
         self.table = table
         self.names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
         if table is not None:
@@ -71,15 +76,12 @@ class Row(Generic[T]):
         self.sql = ", ".join(columns.get(n, f"{prefix}{n}") for n in self.names)
         self.read: Callable[[Sequence[Any]], T] = _compile(cls, self.names, convert, empty)
 
-    def insert(
-        self, *, skip: Sequence[str] = (), extra: Sequence[str] = (), values: Mapping[str, str] | None = None
-    ) -> str:
-        """``insert_sql`` of the row's own table for its fields (less ``skip``, the
-        table's own id), then ``extra`` columns the row class does not read back."""
+    def insert(self, *, skip: Sequence[str] = (), values: Mapping[str, str] | None = None) -> str:
+        """``insert_sql`` of the row's own table for its fields, less ``skip`` (the
+        table's own id, columns left to their defaults or NULL)."""
         if self.table is None:
             raise TypeError(f"{self.cls.__name__}: insert needs the row's table")
-        names = [n for n in self.names if n not in skip] + list(extra)
-        return insert_sql(self.table, names, values=values)
+        return insert_sql(self.table, [n for n in self.names if n not in skip], values=values)
 
     def all(self, rows: Sequence[Sequence[Any]]) -> list[T]:
         read = self.read

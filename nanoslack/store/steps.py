@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import StepRow as StepRow
 
 ARGUMENTS_CHARS = 500
 
 
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    step: int
-    kind: str  # model | tool
-    name: str
-    arguments: str | None
-    result_size: int
-    tokens: int
-    ms: float
-    error: str | None
-    created_at: float
-    cached_tokens: int = 0  # of ``tokens``, input read from the provider's prompt cache
-    cost_usd: float | None = None  # a model call's price (None: a tool, or a model not priced)
-
-
-_STEP = Row(StepRow, table="turn_steps")
-_ADD = text(_STEP.insert(extra=("turn_id",), values={"created_at": ":now"}))
+_STEP = Row(StepRow)
+_ADD = text(_STEP.insert(skip=("id",), values={"created_at": ":now"}))
 _OF = text(f"SELECT {_STEP.sql} FROM turn_steps WHERE turn_id = :turn_id ORDER BY step, id")
 
 

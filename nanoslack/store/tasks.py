@@ -8,56 +8,22 @@ what it last said. Times are passed in (``now``), so what is due is decided by o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import CLOSED_STATUSES as CLOSED_STATUSES
+from nanoslack.store.tables import OPEN_STATUSES as OPEN_STATUSES
+from nanoslack.store.tables import BoardRow as BoardRow
+from nanoslack.store.tables import TaskRow as TaskRow
 
-OPEN_STATUSES = ("working", "input_required")
-CLOSED_STATUSES = ("completed", "failed", "canceled")
 STATUSES = (*OPEN_STATUSES, *CLOSED_STATUSES)
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRow:
-    id: int
-    room: str
-    thread_ts: str
-    request_ts: str
-    instance: str
-    status: str
-    progress_done: int | None
-    progress_total: int | None
-    step: str | None
-    text: str
-    created_at: float
-    updated_at: float
-    pinged_at: float | None
-    stale_at: float | None
-    closed_at: float | None
-
-    @property
-    def is_open(self) -> bool:
-        return self.status in OPEN_STATUSES
-
-
-@dataclass(frozen=True, slots=True)
-class BoardRow:
-    room: str
-    instance: str
-    post_key: str
-    ts: str | None
-    text: str
-    version: int
-    updated_at: float
-
-
-_TASK = Row(TaskRow, table="tasks", empty=("text",))
-_BOARD = Row(BoardRow, table="boards", empty=("text",))
-_TASK_OF_T = Row(TaskRow, table="tasks", prefix="t.", empty=("text",))  # in a join, as ``t``
+_TASK = Row(TaskRow, empty=("text",))
+_BOARD = Row(BoardRow, empty=("text",))
+_TASK_OF_T = Row(TaskRow, prefix="t.", empty=("text",))  # in a join, as ``t``
 # A report: the task's row made to say what the report says. A report starts a new
 # silence, so the ping and the staleness of the last one are forgotten.
 _REPORT = text(

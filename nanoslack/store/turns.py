@@ -10,35 +10,15 @@ turn that failed before its agent ran is taken over by the thread's next start.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_execute, hot_first
 from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.tables import TurnRow as TurnRow
 
-
-@dataclass(frozen=True, slots=True)
-class TurnRow:
-    id: int
-    instance: str
-    channel: str
-    thread_key: str
-    reply_thread_ts: str
-    sender_id: str
-    status: str
-    through_ts: str
-    messages: int
-    posts: int
-    tokens: int
-    wrapping_up: bool
-    error: str | None
-    started_at: float
-    finished_at: float | None
-
-
-_TURN = Row(TurnRow, table="turns")
+_TURN = Row(TurnRow)
 _START = text(
     _TURN.insert(
         skip=("id", "error", "finished_at"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import text
@@ -11,26 +10,12 @@ from sqlalchemy import text
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_first
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import UserRow as UserRow
 
 UserKind = Literal["human", "bot"]
 
 
-@dataclass(frozen=True, slots=True)
-class UserRow:
-    id: str
-    kind: str
-    display_name: str | None
-    slack_user_id: str | None
-    created_at: float
-    updated_at: float
-
-    @property
-    def label(self) -> str:
-        """How operators and owners see this sender: name and id."""
-        return f"{self.display_name} ({self.id})" if self.display_name else self.id
-
-
-_USER = Row(UserRow, table="users")
+_USER = Row(UserRow)
 _GET = text(f"SELECT {_USER.sql} FROM users WHERE id = :id")
 _BY_SLACK_USER = text(
     "SELECT display_name FROM users WHERE slack_user_id = :uid AND display_name IS NOT NULL"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -17,47 +16,9 @@ from sqlalchemy import text
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all
 from nanoslack.store.rows import Row
-
-
-@dataclass(frozen=True, slots=True)
-class VoteRow:
-    id: int
-    room: str
-    thread_ts: str
-    instance: str
-    question: str
-    options: tuple[str, ...]
-    humans: tuple[str, ...]  # Slack user ids
-    bots: tuple[str, ...]  # instance names
-    post_key: str
-    status: str  # open | closed | failed
-    ts: str | None
-    posted_at: float | None
-    reminded_at: float | None
-    closed_at: float | None
-    result: str | None
-    created_at: float
-
-    @property
-    def is_open(self) -> bool:
-        return self.status == "open"
-
-    @property
-    def electorate(self) -> tuple[str, ...]:
-        """Every voter it waits for, as ballots name them (``slack:U…``, instance names)."""
-        return (*(human_voter(u) for u in self.humans), *self.bots)
-
-
-@dataclass(frozen=True, slots=True)
-class BallotRow:
-    voter: str
-    kind: str  # human | bot
-    choice: str
-    cast_at: float
-
-
-def human_voter(slack_user_id: str) -> str:
-    return f"slack:{slack_user_id}"
+from nanoslack.store.tables import BallotRow as BallotRow
+from nanoslack.store.tables import VoteRow as VoteRow
+from nanoslack.store.tables import human_voter as human_voter
 
 
 def _names(raw: Any) -> tuple[str, ...]:
@@ -68,8 +29,8 @@ def _names(raw: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-_VOTE = Row(VoteRow, table="votes", convert={"options": _names, "humans": _names, "bots": _names})
-_BALLOT_ROW = Row(BallotRow, table="ballots")
+_VOTE = Row(VoteRow, convert={"options": _names, "humans": _names, "bots": _names})
+_BALLOT_ROW = Row(BallotRow)
 
 
 _OPEN = text(
@@ -98,7 +59,7 @@ _CLOSE = text(
     " WHERE id = :id AND status = 'open'"
 )
 _BALLOT = text(
-    _BALLOT_ROW.insert(extra=("vote_id",), values={"cast_at": ":now"})
+    _BALLOT_ROW.insert(values={"cast_at": ":now"})
     + " ON CONFLICT (vote_id, voter) DO UPDATE SET choice = excluded.choice, kind = excluded.kind,"
     " cast_at = excluded.cast_at"
 )

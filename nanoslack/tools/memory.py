@@ -190,7 +190,7 @@ class MemoryTools:
         drafts = {a.note_id for a in self._effects.acts if isinstance(a, NoteWritten)}
         if note_id in drafts:
             return NoteRow(
-                note_id, self._ctx.instance, "room", self._conversation, "", "", self._turn_id, 0.0
+                note_id, self._ctx.instance, "room", self._conversation, "", "", self._turn_id, "draft", 0.0
             )
         note = self._store.memories.get(note_id)
         if note is None:

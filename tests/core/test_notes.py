@@ -18,7 +18,7 @@ OWNER = "U0OWNER"
 
 
 def _msg(sender: str, channel: str = "C1", thread: str = "1.0") -> MessageRow:
-    return MessageRow("dana", channel, "2.0", thread, None, sender, "hi", "pending", 0, 0, 0.0)
+    return MessageRow("dana", channel, "2.0", thread, None, sender, "hi", "pending", 0, 0, 0, 0.0)
 
 
 def _turn(channel: str = "C1", thread: str = "1.0", routine: str = "") -> Turn:

@@ -89,7 +89,7 @@ def _turn(turn_id: int, status: str = "done", instance: str = "dana") -> TurnRow
 
 
 def _step(step: int, name: str, arguments: str, error: str | None = None) -> StepRow:
-    return StepRow(step, "tool", name, arguments, 10, 0, 1.0, error, 1.0)
+    return StepRow(step, 7, step, "tool", name, arguments, 10, 0, 0, 1.0, error, 1.0, None)
 
 
 def test_a_remember_or_forget_the_turn_kept_is_a_memory_note_under_the_message() -> None:
