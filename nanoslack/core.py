@@ -312,7 +312,6 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         halts=halts,
         budgets=budgets,
         features=features,
-        routines=routine_turns,
         mcp=mcp,
         approver=tool_approvals,
         tally=tally,
@@ -379,7 +378,6 @@ def build_turns(
     halts: Halts | None = None,
     budgets: Budgets | None = None,
     features: Sequence[RoomFeature] = (),
-    routines: RoutineTurns | None = None,
     mcp: McpTools | None = None,
     approver: ToolApprover | None = None,
     tally: Tally | None = None,
@@ -443,7 +441,6 @@ def build_turns(
         tally=tally,
         yield_to=services.backlog.yield_to,
         between_stages=services.backlog.between_stages,
-        routines=routines,
     )
 
 
@@ -480,8 +477,8 @@ def build_routine_clock(
         wake=wake,
         fence=edge.fence,
         tally=tally,
-        tick=services.turns.routine_tick,
-        clock=services.turns.routine_time,
+        tick=services.turns.clock_tick,
+        clock=services.turns.clock_time,
     )
 
 

@@ -3,6 +3,8 @@
 A room feature is something rooms can do beyond a turn's plain reply: rounds
 (``nanoslack.rounds``), the team's board and votes (``nanoslack.team``), memory notes
 (``MemoryFeature``), routines (``nanoslack.routines.feature``). Each says, through ``RoomFeature``,
+whether a message engages the instance in its rooms, what happens once the gate lets a
+message in, the hop limit's pause notice in its rooms, turns of its own (``TurnSource``),
 what it adds to a turn's prompt, which tools it offers, what it does when a turn's
 effects are committed and when a turn is recorded, its timers, and the clicks it takes.
 ``nanoslack.core.build_instance`` registers them in one list (a feature of its own
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from nanoslack.agents import Turn
+    from nanoslack.agents import Turn, TurnOrigin
     from nanoslack.inbound import FeatureClick, Inbound, ThreadKey
     from nanoslack.store import MessageRow, RoomRow
     from nanoslack.tools.host import TurnEffects
@@ -32,6 +34,53 @@ class Clock(Protocol):
     """A loop that runs with the instance while it runs (the team's, the routines')."""
 
     async def run(self) -> None: ...
+
+
+class SourcedTurn(Protocol):
+    """One turn a source has ready that no message woke (a routine's claimed due time).
+
+    The scheduler runs it as it runs any turn (the agent, the turn's toolbox, the recorder),
+    from what it says here: its prompt is one line from the fleet, its posts are joined into
+    one that starts a thread of its own in ``room`` (or goes to each owner's DM), and its
+    end is told back (``ended``) inside the turn's transaction."""
+
+    @property
+    def origin(self) -> TurnOrigin: ...
+
+    @property
+    def room(self) -> str:
+        """The conversation its posts go to; "" for the owners' DMs. A halt there cancels it."""
+        ...
+
+    @property
+    def max_steps(self) -> int | None: ...
+
+    def tokens_left(self) -> int | None:
+        """Its own token budget left today (None: no cap of its own)."""
+        ...
+
+    async def prepare(self) -> str | None:
+        """Just before the turn, with its slot: the prompt's text; None when it ended there
+        (a gate that skipped it)."""
+        ...
+
+    def put_back(self) -> None:
+        """A person's turn came first: it waits at the head of its source."""
+        ...
+
+    def started(self, turn_id: int) -> None: ...
+
+    def ended(self, status: str, reason: str = "", tokens: int = 0, turn_id: int | None = None) -> None:
+        """How it ended: done, silent, failed, skipped (inside the turn's transaction when
+        it had one)."""
+        ...
+
+
+class TurnSource(Protocol):
+    """Turns with a clock of their own (a feature's ``clocks`` fills it): the scheduler takes
+    one when no turn of a person or a handoff waits, one at a time."""
+
+    def take(self) -> SourcedTurn | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +136,10 @@ class RoomFeature(Protocol):
         return frozenset()
 
     # -- its timers --------------------------------------------------------------------------
+
+    def turn_sources(self) -> Sequence[TurnSource]:
+        """Turns no message wakes that the instance's scheduler runs (a routine's runs)."""
+        return ()
 
     def tick(self) -> Sequence[str]:
         """On every poll of the instance's turns: the instances to wake."""

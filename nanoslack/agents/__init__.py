@@ -24,6 +24,7 @@ from nanoslack.agents.types import (
     Tools,
     Turn,
     TurnFailed,
+    TurnOrigin,
 )
 from nanoslack.agents.usage import MemoryLedger, TokenLedger
 
@@ -64,6 +65,7 @@ __all__ = [
     "Tools",
     "Turn",
     "TurnFailed",
+    "TurnOrigin",
     "WRAPPING_UP_CUE",
     "build_agent",
     "load_teammate",

@@ -105,7 +105,7 @@ def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | Non
         NANOSLACK_NAME=turn.name,
         NANOSLACK_SYSTEM_PROMPT_FILE=str(system_prompt_file),
         # The routine this turn is a run of (docs/routines.md); empty otherwise.
-        NANOSLACK_ROUTINE=turn.routine,
+        NANOSLACK_ROUTINE=turn.origin.name if turn.origin is not None else "",
     )
     return env
 

@@ -77,27 +77,23 @@ def render_line(line: Line) -> str:
 
 EARLIER_TURNS_NOT_SHOWN = "… {n} earlier turns not shown"
 NEW_SINCE = "--- new since your last turn ---"
-ROUTINE_TAG = '[Routine "{name}"]'
-ROUTINE_GUIDE = (
-    "This is a scheduled run of your routine, not a message from someone: do what it asks. "
-    "What you post with send_message starts a new thread; staying silent is fine when there is "
-    "nothing to report."
-)
+ORIGIN_TAG = '[{kind} "{name}"]'
 
 
 def render_prompt(turn: Turn) -> str:
     lines = [header(turn)]
-    if turn.routine:
-        # A routine's turn says so first: nobody spoke, the schedule woke it.
-        lines.insert(0, ROUTINE_TAG.format(name=turn.routine))
+    if turn.origin is not None:
+        # A turn no message woke says so first: nobody spoke (a routine's schedule woke it).
+        lines.insert(0, ORIGIN_TAG.format(kind=turn.origin.kind.capitalize(), name=turn.origin.name))
     if turn.mission:
         lines.append(f"Mission: {turn.mission}")
     lines.extend(turn.notes_changed)
     if turn.earlier_not_shown:
         lines.append(EARLIER_NOT_SHOWN.format(n=turn.earlier_not_shown))
     lines.extend(render_line(line) for line in turn.transcript)
-    if turn.routine:
-        lines.append(ROUTINE_GUIDE)
+    if turn.origin is not None:
+        if turn.origin.guide:
+            lines.append(turn.origin.guide)
     elif any(line.handoff for line in turn.transcript):
         lines.append(HANDOFF_GUIDE)
     lines.extend(turn.notes)

@@ -33,6 +33,21 @@ class Line:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnOrigin:
+    """What started a turn that no message woke, as the room feature that started it names
+    it (docs/routines.md: a scheduled run). Its prompt opens with ``[<Kind> "<name>"]`` and
+    ends with ``guide``; its history is a conversation of its own (``conversation``)."""
+
+    kind: str
+    name: str
+    guide: str = ""
+
+    @property
+    def conversation(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class PastTurn:
     """One earlier turn of the agent in this thread, replayed before the new part
     (docs/memory.md): what it was shown, and what it did."""
@@ -73,9 +88,9 @@ class Turn:
     history_not_shown: int = 0
     notes_changed: tuple[str, ...] = ()
     session: str = ""
-    # The routine this turn is a run of (docs/routines.md), "" for any other turn: its
-    # prompt is tagged [Routine "<name>"] and its posts start a thread of their own.
-    routine: str = ""
+    # What started the turn when no message did (``TurnOrigin``); None for any other turn.
+    # Its posts start a thread of their own.
+    origin: TurnOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,9 +76,6 @@ class RunQueue:
         return len(self._runs)
 
 
-# How a routine's run ended, inside the turn's transaction: (status, reason, tokens).
-RoutineEnded = Callable[[str, str, int], None]
-
 # Loads the instance's routines file (parsing, and the checks that need Slack).
 FileLoader = Callable[[], Awaitable[RoutineFile]]
 

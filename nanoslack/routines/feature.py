@@ -1,11 +1,12 @@
 """Routines as a room feature (``nanoslack.features``): the routine tools each turn is
-offered, and the clock that claims due times (the turns run them: ``RoutineTurns``)."""
+offered, the clock that claims due times, and the turn source the instance's scheduler
+takes the claimed runs from (``RoutineTurns``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from nanoslack.features import Clock, RoomFeature
+from nanoslack.features import Clock, RoomFeature, TurnSource
 from nanoslack.routines.clock import RoutineClock
 from nanoslack.routines.runner import RoutineTurns
 from nanoslack.routines.tools import RoutineToolset
@@ -32,3 +33,6 @@ class RoutinesFeature(RoomFeature):
 
     def clocks(self) -> Mapping[str, Clock]:
         return {"routine-clock": self._clock}
+
+    def turn_sources(self) -> Sequence[TurnSource]:
+        return (self.turns,)

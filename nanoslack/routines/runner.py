@@ -1,21 +1,31 @@
-"""What the turn scheduler needs to run a routine's claimed due time as a turn.
+"""The routines' turn source (``nanoslack.features.TurnSource``): a claimed due time as a turn.
 
 The scheduler (``nanoslack.turns.scheduler``) takes a run from the queue when no
-person's or handoff's turn of the instance waits and no other routine turn runs; this
-runs its gate, and ends its row (with the turn's outcome, in the turn's transaction).
+person's or handoff's turn of the instance waits and no other such turn runs; a run
+(``RoutineRun``) runs its gate, gives its prompt, and ends its row (with the turn's
+outcome, in the turn's transaction).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from nanoslack.agents import TurnOrigin
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.routines.clock import QueuedRun, RoutineEnded, RunQueue
+from nanoslack.routines.clock import QueuedRun, RunQueue, day_start
 from nanoslack.routines.gate import run_gate
 from nanoslack.store import Store
 
 log = get_logger(__name__)
+
+KIND = "routine"  # a run's prompt is tagged [Routine "<name>"]; its history is "routine:<name>"
+GUIDE = (
+    "This is a scheduled run of your routine, not a message from someone: do what it asks. "
+    "What you post with send_message starts a new thread; staying silent is fine when there is "
+    "nothing to report."
+)
 
 
 class RoutineTurns:
@@ -34,8 +44,9 @@ class RoutineTurns:
         self.owners = tuple(owners)
         self._tally = tally or Tally()
 
-    def take(self) -> QueuedRun | None:
-        return self.queue.take()
+    def take(self) -> RoutineRun | None:
+        run = self.queue.take()
+        return RoutineRun(self, run) if run is not None else None
 
     def waiting(self) -> int:
         return len(self.queue)
@@ -61,12 +72,6 @@ class RoutineTurns:
     def started(self, run: QueuedRun, turn_id: int) -> None:
         self._store.routines.set_turn(run.run_id, turn_id)
 
-    def ended(self, run: QueuedRun, turn_id: int) -> RoutineEnded:
-        def end(status: str, reason: str, tokens: int) -> None:
-            self.end(run, status, reason, turn_id=turn_id, tokens=tokens)
-
-        return end
-
     def end(
         self, run: QueuedRun, status: str, reason: str = "", *, turn_id: int | None = None, tokens: int = 0
     ) -> None:
@@ -87,3 +92,44 @@ class RoutineTurns:
         if cap is None:
             return None
         return cap - self._store.routines.tokens_since(self.instance, run.routine.name, since)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineRun:
+    """One claimed due time, as the scheduler runs it (``nanoslack.features.SourcedTurn``)."""
+
+    turns: RoutineTurns
+    run: QueuedRun
+
+    @property
+    def origin(self) -> TurnOrigin:
+        return TurnOrigin(KIND, self.run.routine.name, GUIDE)
+
+    @property
+    def room(self) -> str:
+        routine = self.run.routine
+        return "" if routine.to_owners else routine.channel
+
+    @property
+    def max_steps(self) -> int | None:
+        return self.run.routine.max_steps
+
+    def tokens_left(self) -> int | None:
+        return self.turns.tokens_left(self.run, day_start())
+
+    async def prepare(self) -> str | None:
+        """The routine's prompt, with its gate's output; None when the gate ended the run."""
+        gate_output = await self.turns.gate(self.run)
+        if gate_output is None:
+            return None
+        text = self.run.routine.prompt
+        return f"{text}\n[Gate output]\n{gate_output}" if gate_output else text
+
+    def put_back(self) -> None:
+        self.turns.queue.put_front(self.run)
+
+    def started(self, turn_id: int) -> None:
+        self.turns.started(self.run, turn_id)
+
+    def ended(self, status: str, reason: str = "", tokens: int = 0, turn_id: int | None = None) -> None:
+        self.turns.end(self.run, status, reason, turn_id=turn_id, tokens=tokens)

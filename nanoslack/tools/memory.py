@@ -33,8 +33,18 @@ REMEMBER = "remember"
 FORGET = "forget"
 RECALL = "recall"
 RECALL_LIMIT = 20
-# ``asked_by`` of a note a routine's run wrote: "routine:<name>".
-ROUTINE_ASKER = "routine:"
+# ``asked_by`` of a note an operator wrote (``nanoslack notes``); a note written by a turn no
+# message woke names that turn's origin, "<kind>:<name>" (a routine's run: "routine:<name>").
+OPERATOR = "operator"
+
+
+def asker_label(asked_by: str) -> str | None:
+    """How a note's line names who asked for it when that was no person: "an operator", or
+    the origin of a turn no message woke ("the routine daily-plan"); None for a person."""
+    if asked_by == OPERATOR:
+        return "an operator"
+    kind, sep, name = asked_by.partition(":")
+    return f"the {kind} {name}" if sep and kind != "slack" else None
 
 
 class Remember(Arguments):
@@ -237,10 +247,8 @@ class Notes:
         lead = self.lead_of(turn.channel) if turn.thread_ts else None
         trusted_senders = owners | ({lead} if lead else set())
         is_dm = not turn.thread_ts
-        if turn.routine:  # the instance's own routine: its owner set it up
-            return NoteContext(
-                self.instance, turn.channel, is_dm, is_dm, True, f"{ROUTINE_ASKER}{turn.routine}"
-            )
+        if turn.origin is not None:  # the instance's own scheduled work: its owner set it up
+            return NoteContext(self.instance, turn.channel, is_dm, is_dm, True, turn.origin.conversation)
         return NoteContext(
             instance=self.instance,
             channel=turn.channel,

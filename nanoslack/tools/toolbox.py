@@ -65,8 +65,9 @@ class TurnBudget:
     ledger: TokenLedger | None = None
     daily_tokens: int | None = None  # NANOSLACK_DAILY_TOKENS[_SUF]
     room: RoomBudget | None = None  # NANOSLACK_ROOM_TOKENS
-    # A routine's run: the tokens its daily_tokens has left today (None: no cap).
-    routine_left: Callable[[], int | None] | None = None
+    # A turn no message woke (a routine's run): the tokens its own daily cap has left
+    # today (None: no cap).
+    own_left: Callable[[], int | None] | None = None
 
     def check(self) -> None:
         if self.daily_tokens is not None and self.ledger is not None:
@@ -79,7 +80,7 @@ class TurnBudget:
                 )
         if self.room is not None and self.room.paused(self.channel):
             raise BudgetExhausted("this room's token budget for today is spent", scope="room")
-        left = self.routine_left() if self.routine_left is not None else None
+        left = self.own_left() if self.own_left is not None else None
         if left is not None and left <= 0:
             raise BudgetExhausted("this routine's daily_tokens for today are spent", scope="routine")
 
@@ -257,7 +258,7 @@ class Toolboxes:
         msgs: Sequence[MessageRow],
         *,
         max_steps: int | None = None,
-        routine_tokens_left: Callable[[], int | None] | None = None,
+        own_tokens_left: Callable[[], int | None] | None = None,
     ) -> TurnToolbox:
         effects = TurnEffects()
         host = HostTools(
@@ -279,7 +280,7 @@ class Toolboxes:
             ledger=self.ledger,
             daily_tokens=self.daily_tokens,
             room=self.room_budget if turn.thread_ts else None,
-            routine_left=routine_tokens_left,
+            own_left=own_tokens_left,
         )
         return TurnToolbox(
             turn_id=turn_id,

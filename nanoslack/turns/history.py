@@ -29,7 +29,7 @@ from nanoslack.agents import PastTurn, Turn, render_prompt
 from nanoslack.logs import get_logger
 from nanoslack.store import NoteRow, Store
 from nanoslack.store.history import HistoryRow, Unreadable, parse_row
-from nanoslack.tools.memory import ROUTINE_ASKER, NoteChanges
+from nanoslack.tools.memory import NoteChanges, asker_label
 
 log = get_logger(__name__)
 
@@ -64,7 +64,7 @@ def session_id(instance: str, channel: str, thread_key: str) -> str:
 class Recall:
     """What a turn was given of its thread, and what its own row must say."""
 
-    channel: str  # the history's conversation (a routine's: "routine:<name>")
+    channel: str  # the history's conversation (a turn no message woke: ``TurnOrigin.conversation``)
     thread_key: str
     history: tuple[PastTurn, ...] = ()
     not_shown: int = 0
@@ -168,13 +168,7 @@ class ThreadMemory:
 
     def note_line(self, note: NoteRow) -> str:
         day = time.strftime("%Y-%m-%d", time.gmtime(note.created_at))
-        who = (
-            "an operator"
-            if note.asked_by == "operator"
-            else f"the routine {note.asked_by.removeprefix(ROUTINE_ASKER)}"
-            if note.asked_by.startswith(ROUTINE_ASKER)
-            else self.name_of(note.asked_by)
-        )
+        who = asker_label(note.asked_by) or self.name_of(note.asked_by)
         return f"{note.ref} ({day}, asked by {who}): {note.text}"
 
     def _changes(self, notes: Sequence[NoteRow], known: set[int]) -> tuple[str, ...]:

@@ -24,7 +24,6 @@ from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_CHARS, MAX_POSTS, prepare_posts, quiet_broadcasts
-from nanoslack.routines.clock import RoutineEnded
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
@@ -39,6 +38,9 @@ EffectApplier = Callable[[int, Turn, TurnEffects], None]
 
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
+
+# How a turn no message woke ended, inside its transaction: (status, reason, tokens).
+SourcedEnded = Callable[[str, str, int], None]
 
 # (instance, the messages the turn answered, turn id, how it ended: done/silent/failed/budget)
 OnRecorded = Callable[[str, Sequence[MessageRow], int, str], None]
@@ -74,7 +76,7 @@ class TurnRecorder:
         self._sender_id = bot_sender_id(bot_id) if bot_id else f"slack:bot:{instance}"
         self._allow_broadcast = allow_broadcast
         self._on_handoff = on_handoff
-        # Told, inside the recording transaction, how a turn ended (a round's member finished).
+        # Told, inside the recording transaction, how a turn ended (the room features).
         self._on_recorded = on_recorded
         self._appliers = tuple(appliers)
         self._memory = memory
@@ -190,7 +192,7 @@ class TurnRecorder:
             for to in dict.fromkeys(h.to for h in handoffs):
                 self._on_handoff(to)
 
-    def routine_reply(
+    def sourced_reply(
         self,
         turn_id: int,
         turn: Turn,
@@ -198,14 +200,15 @@ class TurnRecorder:
         effects: TurnEffects,
         *,
         to_owners: bool,
-        ended: RoutineEnded,
+        ended: SourcedEnded,
         stopped: str = "",
         recall: Recall | None = None,
         reply: Reply | None = None,
     ) -> None:
-        """A routine's run (docs/routines.md): its posts joined into one, which starts a
-        thread of its own in the room (or goes to each owner's DM); the run's row ends in
-        the same transaction. ``stopped``: why the run ended early (a spent budget)."""
+        """A turn no message woke (``nanoslack.features.SourcedTurn``, docs/architecture.md):
+        its posts joined into one, which starts a thread of its own in the room (or goes to
+        each owner's DM); its source is told how it ended in the same transaction.
+        ``stopped``: why it ended early (a spent budget)."""
         posts = self._without_acknowledgements(turn_id, [*effects.posts, *posts])
         joined = ["\n\n".join(posts)] if posts else []
         texts = prepare_posts(joined, self._siblings(), allow_broadcast=self._allow_broadcast)
@@ -238,12 +241,12 @@ class TurnRecorder:
             "turn finished" if texts else "turn silent",
             instance=self.instance,
             turn=turn_id,
-            routine=turn.routine,
+            origin=turn.origin.conversation if turn.origin else "",
             posts=len(texts),
         )
         self._woke(effects.handoffs)
 
-    def routine_failure(self, turn_id: int, error: str, *, ended: RoutineEnded, tokens: int) -> None:
+    def sourced_failure(self, turn_id: int, error: str, *, ended: SourcedEnded, tokens: int) -> None:
         with self._store.transaction():
             self._store.turns.finish(turn_id, "failed", error=error)
             ended("failed", error[:200], tokens)

@@ -11,7 +11,9 @@ instance, turns them into turns:
   turns of different threads and instances run concurrently, under a fleet-wide cap;
 - a halted room starts no turn and its turns under way are cancelled (``halt``; also
   noticed on every poll, for a halt made by another process); a room whose token
-  budget is spent waits for an owner's answer.
+  budget is spent waits for an owner's answer;
+- turns no message woke come from the room features' turn sources (``TurnSource``, with
+  clocks of their own): one at a time, never ahead of a person's or a handoff's turn.
 
 A turn takes its slot, then reads its thread's pending messages: those are what the
 agent is shown (``Transcripts``) and what the turn consumes (``TurnRecorder``), the
@@ -31,13 +33,11 @@ from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import is_acknowledgement
-from nanoslack.features import RoomFeature
+from nanoslack.features import RoomFeature, SourcedTurn, TurnSource
 from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.routines.clock import QueuedRun, day_start
-from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown
 from nanoslack.store import MessageRow, Store
 from nanoslack.store.outage import StoreOutage, until_stored
@@ -57,10 +57,10 @@ SLICE_WHEN_BUSY = 8
 @dataclass(frozen=True)
 class TurnOptions:
     poll_interval: float = 1.0
-    # The routines' clock (docs/routines.md): how often it looks, and the time it reads
-    # (a test's simulated day runs hours in seconds).
-    routine_tick: float = 0.5
-    routine_time: Callable[[], float] = time.time
+    # The turn sources' clocks (docs/architecture.md): how often they look, and the time they
+    # read (a test's simulated day runs hours in seconds).
+    clock_tick: float = 0.5
+    clock_time: Callable[[], float] = time.time
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,6 @@ class TurnScheduler:
         tally: Tally | None = None,
         yield_to: Callable[[], Awaitable[None]] | None = None,
         between_stages: Callable[[], Awaitable[None]] | None = None,
-        routines: RoutineTurns | None = None,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
@@ -101,8 +100,10 @@ class TurnScheduler:
         self._recorder = recorder
         self._toolboxes = toolboxes
         self._signals = signals
-        # The room features (``nanoslack.features``): what they hold back, their ticks.
+        # The room features (``nanoslack.features``): what they hold back, their ticks,
+        # their turn sources.
         self._features = tuple(features)
+        self._sources: tuple[TurnSource, ...] = tuple(s for f in features for s in f.turn_sources())
         self._wake_instance = wake_instance
         self._limiter = limiter
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
@@ -122,10 +123,9 @@ class TurnScheduler:
         self._halting: set[ThreadKey] = set()
         # Turns that hold their slot of the fleet's cap (the others still wait for one).
         self._slotted: set[ThreadKey] = set()
-        # Routines (docs/routines.md): their claimed runs, and the one routine turn at a time.
-        self._routines = routines
-        self._routine: tuple[QueuedRun, asyncio.Task[None]] | None = None
-        self._routine_halting = False
+        # The one turn of a source under way at a time, and whether a halt cancelled it.
+        self._sourced: tuple[SourcedTurn, asyncio.Task[None]] | None = None
+        self._sourced_halting = False
         # What the next look reads: every thread with a pending message (``_scan_all``, and
         # at least once a poll interval), or only the threads woken by name since the last
         # look. With thousands of turns queued, reading every pending thread on each
@@ -169,8 +169,8 @@ class TurnScheduler:
         finally:
             for task in list(self._busy.values()):
                 task.cancel()
-            if self._routine is not None:
-                self._routine[1].cancel()
+            if self._sourced is not None:
+                self._sourced[1].cancel()
 
     def stop_starting(self) -> None:
         """No new turn from now on (the first thing a clean stop does)."""
@@ -181,8 +181,8 @@ class TurnScheduler:
         to record their output, then cancel the rest (they run again at the next start)."""
         self._closing = True
         tasks: set[asyncio.Future[None]] = set(self._busy.values())
-        if self._routine is not None:
-            tasks.add(self._routine[1])
+        if self._sourced is not None:
+            tasks.add(self._sourced[1])
         if not tasks:
             return TurnsClosed()
         late = await shutdown.wait(tasks, shutdown.remaining())
@@ -199,13 +199,9 @@ class TurnScheduler:
             if key.channel == channel and key not in self._halting:
                 self._halting.add(key)
                 task.cancel()
-        if (
-            self._routine is not None
-            and self._routine[0].routine.channel == channel
-            and not self._routine_halting
-        ):
-            self._routine_halting = True
-            self._routine[1].cancel()
+        if self._sourced is not None and self._sourced[0].room == channel and not self._sourced_halting:
+            self._sourced_halting = True
+            self._sourced[1].cancel()
 
     async def _schedule_once(self) -> None:
         self._schedule()
@@ -219,11 +215,11 @@ class TurnScheduler:
             self.halt(channel)
         self._tick_features()
         people_wait = self._schedule_people(halted)
-        if self._routines is not None and self._routine is None:
-            # Never ahead of people: a routine turn starts only when every turn of the
+        if self._sources and self._sourced is None:
+            # Never ahead of people: a source's turn starts only when every turn of the
             # instance that was woken by a person or a handoff holds its slot.
             if not people_wait and not self._people_waiting():
-                self._start_routine()
+                self._start_sourced()
 
     def _schedule_people(self, halted: Collection[str]) -> bool:
         """A turn for each thread with answerable messages and none under way; True when
@@ -242,24 +238,24 @@ class TurnScheduler:
         return any(key not in self._slotted for key in self._busy)
 
     def _people_came(self) -> bool:
-        """Asked of the store just before a routine turn starts (nothing awaited between
-        this and the turn's row): a person's message recorded while the run got ready
-        (its gate, its prompt) has its turn started now, and goes first."""
+        """Asked of the store just before a source's turn starts (nothing awaited between
+        this and the turn's row): a person's message recorded while it got ready (its
+        gate, its prompt) has its turn started now, and goes first."""
         return self._schedule_people(self._halts.rooms()) or self._people_waiting()
 
-    def _start_routine(self) -> None:
-        assert self._routines is not None
-        run = self._routines.take()
-        if run is None:
-            return
-        task = asyncio.create_task(self._routine_turn(run), name=f"{self.instance}-routine")
-        self._routine = (run, task)
-        task.add_done_callback(self._routine_ended)
+    def _start_sourced(self) -> None:
+        for source in self._sources:
+            sourced = source.take()
+            if sourced is not None:
+                task = asyncio.create_task(self._sourced_turn(sourced), name=f"{self.instance}-sourced")
+                self._sourced = (sourced, task)
+                task.add_done_callback(self._sourced_ended)
+                return
 
-    def _routine_ended(self, _task: asyncio.Task[None]) -> None:
-        self._routine = None
-        self._routine_halting = False
-        self._wake.set()  # the next queued run, or what came in meanwhile
+    def _sourced_ended(self, _task: asyncio.Task[None]) -> None:
+        self._sourced = None
+        self._sourced_halting = False
+        self._wake.set()  # the next one a source has ready, or what came in meanwhile
 
     def _threads_to_look_at(self) -> list[ThreadKey]:
         """Every thread with pending messages, or only those woken by name since the last
@@ -288,7 +284,7 @@ class TurnScheduler:
     def _pending_threads(self, held: frozenset[tuple[str, str]]) -> list[ThreadKey]:
         """The threads with pending messages, in the order their first one arrived."""
         if held:
-            # Questions held (for a round: a round room with a round under way, rare) are
+            # Messages held by a feature (rare: docs/architecture.md, "Room features") are
             # skipped message by message, so read the messages themselves.
             return list(_threads(self._answerable(self._store.messages.pending(self.instance), held)))
         # One row per thread: with thousands of turns queued, reading every pending
@@ -296,8 +292,8 @@ class TurnScheduler:
         return [ThreadKey(c, t) for c, t in self._store.messages.pending_threads(self.instance)]
 
     def _held(self) -> frozenset[tuple[str, str]]:
-        """(room, ts) the features hold back (a question whose round waits for the room's
-        round under way: docs/team-rooms.md, one round at a time)."""
+        """(room, ts) the features hold back (a question that waits for the one under way
+        in its room: docs/team-rooms.md)."""
         held: frozenset[tuple[str, str]] = frozenset()
         for feature in self._features:
             held |= feature.held()
@@ -308,7 +304,7 @@ class TurnScheduler:
         return [row for row in rows if (row.channel, row.ts) not in held] if held else list(rows)
 
     def _tick_features(self) -> None:
-        """The features' timers on every poll (a round closes: its chief is woken)."""
+        """The features' timers on every poll (the instances they wake: this one or a sibling)."""
         for feature in self._features:
             for instance in feature.tick():
                 if instance == self.instance:
@@ -343,8 +339,8 @@ class TurnScheduler:
                 await self._yield_to()
             async with self._limiter:
                 self._slotted.add(key)
-                if self._routines is not None:
-                    self._wake.set()  # a routine waiting behind this turn may start now
+                if self._sources:
+                    self._wake.set()  # a source's turn waiting behind this one may start now
                 # Read once the slot is ours: what arrived while the turn waited for it
                 # is answered now, and the transcript ends at the same message.
                 msgs = self._answerable(
@@ -433,87 +429,85 @@ class TurnScheduler:
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
         return self._signals.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
 
-    # -- routines (docs/routines.md) ------------------------------------------------------------
+    # -- turns of the features' sources ------------------------------------------------------
 
-    async def _routine_turn(self, run: QueuedRun) -> None:
-        assert self._routines is not None
+    async def _sourced_turn(self, sourced: SourcedTurn) -> None:
         try:
             if self._yield_to is not None:
                 await self._yield_to()
             async with self._limiter:
                 if self._people_waiting():
                     # A person's turn came in while this waited for the slot: it goes
-                    # first; the run waits at the head of the queue.
-                    self._routines.queue.put_front(run)
+                    # first; this one waits at the head of its source.
+                    sourced.put_back()
                     return
-                await self._run_routine(run)
+                await self._run_sourced(sourced)
         except asyncio.CancelledError:
-            if self._routine_halting:
-                self._routines.end(run, "skipped", "room halted")
-            raise  # a stop: the row stays running, and the next start calls it interrupted
+            if self._sourced_halting:
+                sourced.ended("skipped", "room halted")
+            raise  # a stop: its source calls it interrupted at the next start
         except Exception as exc:
             log.error(
                 "turn crashed",
                 instance=self.instance,
-                routine=run.routine.name,
+                origin=sourced.origin.conversation,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            self._routines.end(run, "failed", f"{type(exc).__name__}")
+            sourced.ended("failed", f"{type(exc).__name__}")
 
-    async def _run_routine(self, run: QueuedRun) -> None:
-        assert self._routines is not None
-        routines, routine = self._routines, run.routine
-        if not routine.to_owners and self._halts.is_halted(routine.channel):
-            routines.end(run, "skipped", "room halted")
+    async def _run_sourced(self, sourced: SourcedTurn) -> None:
+        room, origin = sourced.room, sourced.origin
+        if room and self._halts.is_halted(room):
+            sourced.ended("skipped", "room halted")
             return
-        gate_output = await routines.gate(run)
-        if gate_output is None:
+        prompt = await sourced.prepare()
+        if prompt is None:
             return
-        turn, recall = await self._transcripts.build_routine(routine, gate_output, routines.owners)
+        turn, recall = await self._transcripts.build_sourced(origin, room, prompt)
         if self._people_came():
-            routines.queue.put_front(run)  # at the head of the queue; its gate asks again then
+            sourced.put_back()  # at the head of its source; it prepares again then
             return
         turn_id = self._store.turns.start(
             instance=self.instance,
             channel=turn.channel,
-            thread_key=f"routine:{routine.name}",
+            thread_key=origin.conversation,
             reply_thread_ts="",
             sender_id=FLEET_SENDER,
             through_ts="",
             messages=0,
             wrapping_up=False,
         )
-        routines.started(run, turn_id)
+        sourced.started(turn_id)
         log.info(
-            "turn started", instance=self.instance, turn=turn_id, channel=turn.channel, routine=routine.name
+            "turn started",
+            instance=self.instance,
+            turn=turn_id,
+            channel=turn.channel,
+            origin=origin.conversation,
         )
         tools = self._toolboxes.for_turn(
-            turn_id,
-            turn,
-            (),
-            max_steps=routine.max_steps,
-            routine_tokens_left=lambda: routines.tokens_left(run, day_start()),
+            turn_id, turn, (), max_steps=sourced.max_steps, own_tokens_left=sourced.tokens_left
         )
-        ended = routines.ended(run, turn_id)
+        ended = functools.partial(_ended, sourced, turn_id)
         recorder = self._recorder
         outcome: Callable[[], None]
         try:
             reply = await self._agent.run(turn, tools)
         except asyncio.CancelledError:
-            if self._routine_halting:
+            if self._sourced_halting:
                 recorder.halted(turn_id)
             raise
         except BudgetExhausted:
             spent = tools.effects.tokens
             outcome = functools.partial(
-                recorder.routine_reply,
+                recorder.sourced_reply,
                 turn_id,
                 turn,
                 (),
                 tools.effects,
-                to_owners=routine.to_owners,
+                to_owners=not room,
                 recall=recall,
-                # Refused before its first model call: the run was skipped, not run.
+                # Refused before its first model call: it was skipped, not run.
                 ended=(
                     lambda status, _r, t: ended(
                         "skipped" if spent == 0 and status == "silent" else status, "budget", t
@@ -523,11 +517,11 @@ class TurnScheduler:
             )
         except TurnFailed as exc:
             outcome = functools.partial(
-                recorder.routine_failure, turn_id, str(exc), ended=ended, tokens=tools.effects.tokens
+                recorder.sourced_failure, turn_id, str(exc), ended=ended, tokens=tools.effects.tokens
             )
         except Exception as exc:  # a back-end bug must not stop the instance
             outcome = functools.partial(
-                recorder.routine_failure,
+                recorder.sourced_failure,
                 turn_id,
                 f"{type(exc).__name__}: {exc}",
                 ended=ended,
@@ -535,17 +529,21 @@ class TurnScheduler:
             )
         else:
             outcome = functools.partial(
-                recorder.routine_reply,
+                recorder.sourced_reply,
                 turn_id,
                 turn,
                 reply.posts,
                 tools.effects,
-                to_owners=routine.to_owners,
+                to_owners=not room,
                 ended=ended,
                 recall=recall,
                 reply=reply,
             )
         await until_stored(outcome, StoreOutage("turns", instance=self.instance))
+
+
+def _ended(sourced: SourcedTurn, turn_id: int, status: str, reason: str, tokens: int) -> None:
+    sourced.ended(status, reason, tokens, turn_id)
 
 
 def _threads(rows: Sequence[MessageRow]) -> dict[ThreadKey, None]:

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack import mrkdwn
-from nanoslack.agents import Line, Teammate, Turn
+from nanoslack.agents import Line, Teammate, Turn, TurnOrigin
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
 from nanoslack.inbound import FLEET_SENDER, Identity, ThreadKey, bot_sender_id
-from nanoslack.routines.spec import Routine
 from nanoslack.store import MessageRow, Store
 from nanoslack.turns.history import Recall, ThreadMemory
 
@@ -37,7 +36,7 @@ MAX_CHARS = 24_000
 CUT_NOTE = " … [cut]"
 
 
-# Lines a room adds to a turn's prompt (a round's cue, the open votes), given the turn's
+# Lines a room adds to a turn's prompt (the room features' notes, the open votes), given the turn's
 # thread and the messages it answers.
 TurnNotes = Callable[[str, "ThreadKey", Sequence[MessageRow]], Sequence[str]]
 
@@ -71,6 +70,7 @@ class Transcripts:
         self._skills_dir = skills_dir
         self._directory = directory
         self.notes = list(notes)
+        self._owners = tuple(owners)
         self._owner_ids = frozenset(f"slack:{owner}" for owner in owners)
         self.memory = ThreadMemory(
             identity.instance,
@@ -136,29 +136,25 @@ class Transcripts:
         )
         return recall.apply(turn), recall
 
-    async def build_routine(
-        self, routine: Routine, gate_output: str, owners: Sequence[str]
-    ) -> tuple[Turn, Recall]:
-        """A routine's run (docs/routines.md): its prompt, and its gate's output, as what
-        woke the turn; its posts start a thread of their own (``thread_ts`` empty). Its
-        runs are a conversation of their own (``routine:<name>``): each sees the earlier ones."""
+    async def build_sourced(self, origin: TurnOrigin, room: str, text: str) -> tuple[Turn, Recall]:
+        """A turn no message woke (a scheduled run, docs/architecture.md): ``text`` from the
+        fleet as what woke it; its posts start a thread of their own in ``room`` (``thread_ts``
+        empty), or go to the owners' DMs when ``room`` is "". Its turns are a conversation of
+        their own (``origin.conversation``): each sees the earlier ones."""
         recall = self.memory.recall(
-            f"routine:{routine.name}",
+            origin.conversation,
             "",
             persona=self._teammate.system_prompt(self._skills_dir),
-            owner_dm=routine.to_owners,
+            owner_dm=not room,
         )
-        text = routine.prompt
-        if gate_output:
-            text += f"\n[Gate output]\n{gate_output}"
-        if routine.to_owners:
-            members = tuple(self._directory.name_of_user(o) or o for o in owners)
+        if not room:
+            members = tuple(self._directory.name_of_user(o) or o for o in self._owners)
             channel, room_name, mission = "", "DM", ""
         else:
-            channel = routine.channel
+            channel = room
             members = await self._directory.member_names(channel)
-            room = self._store.room_kinds.get(channel)
-            room_name, mission = "Group chat", (room.mission or "" if room else "")
+            settings = self._store.room_kinds.get(channel)
+            room_name, mission = "Group chat", (settings.mission or "" if settings else "")
         turn = Turn(
             instance=self.instance,
             name=self.instance,
@@ -168,10 +164,12 @@ class Transcripts:
             wrapping_up=False,
             room=room_name,
             members=members,
-            transcript=(Line(ts="", sender_id=FLEET_SENDER, sender_name="routine", text=text, handoff=True),),
+            transcript=(
+                Line(ts="", sender_id=FLEET_SENDER, sender_name=origin.kind, text=text, handoff=True),
+            ),
             system=recall.system,
             mission=mission,
-            routine=routine.name,
+            origin=origin,
         )
         return recall.apply(turn), recall
 
@@ -191,7 +189,7 @@ class Transcripts:
         ]
 
     def _own_root(self, key: ThreadKey) -> list[Line]:
-        """A thread this instance started (a routine's post): its root is not a stored
+        """A thread this instance started (a sourced turn's post): its root is not a stored
         message, so the thread's first turn is shown it from the outbox."""
         text = self._store.outbox.own_root(self.instance, key.channel, key.thread_key)
         if text is None:

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from nanoslack.agents import Turn
+from nanoslack.agents import Turn, TurnOrigin
 from nanoslack.agents.tool import Tool, call_tool
 from nanoslack.config.memory import MemorySettings
 from nanoslack.store import MessageRow, Store
@@ -22,7 +22,8 @@ def _msg(sender: str, channel: str = "C1", thread: str = "1.0") -> MessageRow:
 
 
 def _turn(channel: str = "C1", thread: str = "1.0", routine: str = "") -> Turn:
-    return Turn("dana", "dana", channel, thread, "slack:U1", False, "Group chat", (), (), routine=routine)
+    origin = TurnOrigin("routine", routine) if routine else None
+    return Turn("dana", "dana", channel, thread, "slack:U1", False, "Group chat", (), (), origin=origin)
 
 
 @dataclass

@@ -11,7 +11,8 @@ from nanoslack.agents import Turn, load_teammate
 from nanoslack.agents.tool import call_tool
 from nanoslack.halts import Halts
 from nanoslack.inbound import Identity
-from nanoslack.routines.clock import RoutineClock, RunQueue
+from nanoslack.routines.clock import QueuedRun, RoutineClock, RunQueue
+from nanoslack.routines.runner import RoutineRun, RoutineTurns
 from nanoslack.routines.spec import OWNER as TO_OWNERS
 from nanoslack.routines.spec import Every, Routine, RoutineFile
 from nanoslack.routines.tools import STOP_ROUTINE, RoutineToolset
@@ -108,10 +109,12 @@ async def test_a_room_routine_is_not_shown_its_owners_private_notes_and_an_owner
         teammate=load_teammate(tmp_path / "teammates", INSTANCE),
         skills_dir=tmp_path / "teammates" / "_skills",
         directory=_Directory(),
+        owners=(OWNER,),
     )
 
     async def shown(channel: str) -> str:
-        turn, _ = await transcripts.build_routine(_routine(channel), "", (OWNER,))
+        run = RoutineRun(RoutineTurns(store, INSTANCE, RunQueue()), QueuedRun(1, _routine(channel), 0.0))
+        turn, _ = await transcripts.build_sourced(run.origin, run.room, run.run.routine.prompt)
         return "\n".join(turn.memory)
 
     in_room = await shown(ROOM)

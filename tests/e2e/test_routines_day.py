@@ -73,7 +73,7 @@ async def test_a_simulated_day_of_50_routines_runs_each_due_time_once_never_over
     fleet = Fleet(
         load_settings(env_file, environ={}),
         socket=FAST_SOCKET,
-        turns=TurnOptions(routine_tick=0.02, routine_time=clock),
+        turns=TurnOptions(clock_tick=0.02, clock_time=clock),
     )
     await fleet.start()
     try:
