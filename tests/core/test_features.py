@@ -1,30 +1,36 @@
 """The room-feature seam (``nanoslack.features``): a feature of its own joins an
-instance through ``Services.extra_features``, with no edit to ``build_instance``, and the
-turns ask it as they ask the built-in ones. The agent is the real ``script`` back end."""
+instance through ``Services.extra_features``, with no edit to ``build_instance`` or any
+stage, and the pipeline, room control and the turns ask it as they ask the built-in ones
+(its prompt notes and tools; whether a message engages the instance, what follows once
+the gate lets it in, the pause notice; turns of its own from its own clock). The agent is
+the real ``script`` back end."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from nanoslack.agents import ToolResult, Turn
+from nanoslack.agents import ToolResult, Turn, TurnOrigin
 from nanoslack.agents.script import ScriptAgent
 from nanoslack.agents.tool import Arguments, Tool
+from nanoslack.config import A2AConfig
 from nanoslack.core import EdgeParts, Services, build_instance
-from nanoslack.features import RoomFeature
+from nanoslack.features import Clock, Engagement, RoomFeature, SourcedTurn, TurnSource
 from nanoslack.gate import Gate
-from nanoslack.inbound import Identity, ThreadKey
+from nanoslack.inbound import Identity, Inbound, ThreadKey
 from nanoslack.router import Router
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import MessageRow, RoomRow, Store
 from nanoslack.tools import ToolFamily
 from nanoslack.tools.host import TurnEffects
 from nanoslack.turns import TurnOptions
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, message
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
 from tests.core.test_turns import deliver, settle, turn_posts
 
 IDENTITY = Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana")
@@ -115,3 +121,129 @@ async def test_a_feature_given_through_the_services_adds_its_note_to_a_turn_and_
 
     assert [text for _, text in turn_posts(store)] == ["Tea is poured."]
     assert kettle.poured == [2]
+
+
+TEA_BREAK = "🫖 Tea break: the bots rest until someone pours again."
+
+
+class Boil(SourcedTurn):
+    """The tea room's own turn: nobody asked, its clock did."""
+
+    origin = TurnOrigin("kettle", "boil", "Say so when it has boiled.")
+    room = ROOM
+    max_steps = None
+
+    def __init__(self, tea: TeaRoom) -> None:
+        self._tea = tea
+
+    def tokens_left(self) -> int | None:
+        return None
+
+    async def prepare(self) -> str | None:
+        return "The kettle is boiling."
+
+    def put_back(self) -> None:
+        self._tea.ready.insert(0, self)
+
+    def started(self, turn_id: int) -> None:
+        return None
+
+    def ended(self, status: str, reason: str = "", tokens: int = 0, turn_id: int | None = None) -> None:
+        self._tea.ended.append(status)
+
+
+class TeaRoom(RoomFeature, TurnSource):
+    """A toy feature that uses the seam's other hooks: a person's message about tea engages
+    the instance without a mention, a clock of its own puts a turn in its turn source, and
+    the hop limit's pause notice is its own."""
+
+    def __init__(self) -> None:
+        self.allowed_ts: list[str] = []
+        self.ready: list[Boil] = []
+        self.ended: list[str] = []
+
+    def engagement(self, msg: Inbound, room: RoomRow, *, bot_user_id: str) -> Engagement | None:
+        if msg.is_bot or "tea" not in msg.text:
+            return None
+        return Engagement(True, "tea", addressed=True)
+
+    def allowed(self, msg: Inbound, room: RoomRow | None, reason: str) -> None:
+        if reason == "tea":
+            self.allowed_ts.append(msg.ts)
+
+    def pause_notice(self, room: RoomRow, text: str) -> str | None:
+        return TEA_BREAK
+
+    def clocks(self) -> Mapping[str, Clock]:
+        return {"kettle-clock": self}
+
+    async def run(self) -> None:
+        """The kettle's clock: one boil when the instance starts."""
+        self.ready.append(Boil(self))
+        await asyncio.Event().wait()
+
+    def turn_sources(self) -> Sequence[TurnSource]:
+        return (self,)
+
+    def take(self) -> SourcedTurn | None:
+        return self.ready.pop(0) if self.ready else None
+
+
+async def test_a_feature_engages_a_message_without_a_mention_runs_turns_of_its_own_and_words_the_pause_notice(
+    store: Store, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {"match": "tea", "from": "human", "reply": "Tea is poured."},
+                    {"match": "kettle is boiling", "reply": "The kettle has boiled."},
+                ]
+            }
+        )
+    )
+    rooms: list[TeaRoom] = []
+
+    def extra(identity: Identity) -> list[RoomFeature]:
+        rooms.append(TeaRoom())
+        return [rooms[-1]]
+
+    services = Services(
+        store=store,
+        teammates_dir=tmp_path / "teammates",
+        siblings=lambda: {"dana": BOT_USER},
+        limiter=asyncio.Semaphore(1),
+        owners=(OWNER,),
+        # Bots' messages in the room: the second one reaches the hop limit.
+        a2a_config=lambda: A2AConfig(frozenset({ROOM}), 1),
+        turns=TurnOptions(poll_interval=0.05),
+        extra_features=extra,
+    )
+    core = build_instance(IDENTITY, ScriptAgent(rules, instance=INSTANCE), services, EdgeParts(Directory()))
+    (tea,) = rooms
+    human = message(user=OWNER, text="tea, anyone?")  # names no bot
+    bots = [dataclasses.replace(bot_message(text=f"more tea {i}"), sender_id="") for i in range(2)]
+    await core.start()
+    try:
+        for msg in (human, *bots):
+            core.record([msg])
+            core.submit(msg)
+        await settle(store, core, turns_done=2)
+        notice = await until_queued(store, f"pause:{ROOM}:{human.ts}")
+    finally:
+        await core.stop()
+
+    assert sorted(text for _, text in turn_posts(store)) == ["Tea is poured.", "The kettle has boiled."]
+    assert tea.allowed_ts == [human.ts]
+    assert tea.ended == ["done"]
+    assert notice == TEA_BREAK
+
+
+async def until_queued(store: Store, key: str) -> str:
+    """The text of the outbox row ``key`` once it is queued (bounded)."""
+    deadline = time.monotonic() + 10
+    while (row := store.outbox.get_by_key(key)) is None:
+        assert time.monotonic() < deadline, f"{key} never queued"
+        await asyncio.sleep(0.02)
+    return row.text
