@@ -41,7 +41,7 @@ from fleet_bench import Driver, silent_agent, write_fleet_env
 from nanoslack.fleetproc import FleetProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.pg import PgServer, find_bin_dir  # noqa: E402 — the repo root is on the path only now
+from nanoslack.testing.pg import PgServer, find_bin_dir  # noqa: E402 — the repo root is on the path only now
 
 WARMUP = 20
 

@@ -33,8 +33,8 @@ from nanoslack.logs import configure_logging
 from nanoslack.routines.clock import RoutineClock, RunQueue
 from nanoslack.routines.spec import load
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.helpers import scalar, sql, write_fleet_env
-from tests.llm_server import LLMServer, backend_env, openai_text
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, backend_env, openai_text
 
 
 def _cpu(pid: int) -> tuple[float, float]:

@@ -29,8 +29,16 @@ from _common import drop_proxies, percentile
 from nanoslack.config import load_settings
 from nanoslack.emulator import Emulator
 from nanoslack.slack.fleet import Fleet
-from tests.e2e.helpers import write_fleet_env
-from tests.llm_server import Answer, LLMServer, Request, backend_env, openai_answer, openai_text, send
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import (
+    Answer,
+    LLMServer,
+    Request,
+    backend_env,
+    openai_answer,
+    openai_text,
+    send,
+)
 
 
 def answer(chars: int) -> str:

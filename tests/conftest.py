@@ -22,7 +22,7 @@ from nanoslack.emulator import Emulator, Options, ThreadedEmulator
 from nanoslack.eventloop import loop_factory
 from nanoslack.logs import NOISY_LOGGERS, reset_loggers
 from nanoslack.store import Store
-from tests import pg
+from nanoslack.testing import pg
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 

@@ -1,5 +1,5 @@
 """Fixtures for the agent tests: a real teammate folder, a sleep that only records, the
-fleet's shared HTTP client and a model server on 127.0.0.1 (``tests.llm_server``)."""
+fleet's shared HTTP client and a model server on 127.0.0.1 (``nanoslack.testing.llm_server``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from nanoslack.agents import make_http_client
-from tests.llm_server import LLMServer
+from nanoslack.testing.llm_server import LLMServer
 
 
 class Sleeps:

@@ -25,9 +25,9 @@ from nanoslack.agents import CommandAgent, LocalTools, ToolResult, TurnFailed
 from nanoslack.agents.tool import AnyArguments, Tool
 from nanoslack.config import ToolSettings
 from nanoslack.store import Store
+from nanoslack.testing.llm_server import LLMServer, openai_text
 from nanoslack.tools import Handoff, Toolboxes, TurnToolbox
 from nanoslack.tools.serve import HostToolServer
-from tests.llm_server import LLMServer, openai_text
 
 from .helpers import make_turn
 

@@ -18,7 +18,7 @@ from nanoslack.agents import (
 from nanoslack.agents.local import LocalTools
 from nanoslack.config import ConfigError, load_settings
 from nanoslack.config.agent import backend_kind, daily_tokens
-from tests.llm_server import LLMServer, openai_text
+from nanoslack.testing.llm_server import LLMServer, openai_text
 
 from .helpers import make_turn
 

@@ -11,7 +11,7 @@ from nanoslack.agents import OpenAIAgent, TurnFailed, make_http_client
 from nanoslack.agents.http import backoff_s, safe_url
 from nanoslack.agents.local import LocalTools
 from nanoslack.agents.loop import retry_wait_s, retryable
-from tests.llm_server import LLMServer, error
+from nanoslack.testing.llm_server import LLMServer, error
 
 from .conftest import Sleeps
 from .helpers import make_turn

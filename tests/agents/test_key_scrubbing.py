@@ -16,7 +16,7 @@ import pytest
 from nanoslack.agents import TurnFailed, build_agent, make_http_client
 from nanoslack.agents.local import LocalTools
 from nanoslack.logs import configure_logging
-from tests.llm_server import Answer, LLMServer, backend_env
+from nanoslack.testing.llm_server import Answer, LLMServer, backend_env
 
 from .conftest import Sleeps
 from .helpers import make_turn

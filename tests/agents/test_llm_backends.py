@@ -1,4 +1,4 @@
-"""The two LLM back ends against a model server on 127.0.0.1 (``tests.llm_server``): the
+"""The two LLM back ends against a model server on 127.0.0.1 (``nanoslack.testing.llm_server``): the
 exact request, tool calls as posts, retries, failures, usage and the daily budget
 (docs/agents.md). The SDKs speak httpx2, which respx cannot intercept."""
 
@@ -26,7 +26,7 @@ from nanoslack.agents import (
     make_http_client,
     render_prompt,
 )
-from tests.llm_server import (
+from nanoslack.testing.llm_server import (
     Answer,
     Endpoint,
     LLMServer,

@@ -24,7 +24,7 @@ from nanoslack.agents import (
 )
 from nanoslack.agents.local import LocalTools
 from nanoslack.agents.tool import AnyArguments, Arguments, Tool
-from tests.llm_server import (
+from nanoslack.testing.llm_server import (
     Answer,
     Endpoint,
     LLMServer,

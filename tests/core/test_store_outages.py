@@ -23,9 +23,9 @@ from nanoslack.core import EdgeParts, FleetCore, InstanceCore, Observers
 from nanoslack.inbound import Identity, Inbound
 from nanoslack.pipeline import Outcome
 from nanoslack.store import Store, StoreUnavailable, sqlite_url, store_unavailable
+from nanoslack.testing.fleet_env import SILENT_AGENT
+from nanoslack.testing.pg import PgServer
 from tests.core.core_helpers import BOT_USER, INSTANCE, bot_message, until
-from tests.e2e.helpers import SILENT_AGENT
-from tests.pg import PgServer
 
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 R1, R2 = "C0ROOMONE", "C0ROOMTWO"

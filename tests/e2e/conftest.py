@@ -21,7 +21,7 @@ from nanoslack.pipeline import Outcome
 from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
 from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.fleet import Fleet
-from tests.e2e.helpers import sql, write_fleet_env
+from nanoslack.testing.fleet_env import sql, write_fleet_env
 
 FAST_SOCKET = SocketOptions(ping_interval=1.0, idle_reconnect=300.0, watchdog_interval=0.5)
 

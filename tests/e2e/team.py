@@ -15,7 +15,7 @@ from typing import Any
 
 from nanoslack.emulator import Emulator
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.helpers import sql
+from nanoslack.testing.fleet_env import sql
 
 BOARD_TITLE = "📋 *Task board*"
 BOARD_EMPTY = "📋 *Task board* · nothing open right now"

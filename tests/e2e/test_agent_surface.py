@@ -3,7 +3,7 @@ DM turn, streamed DM replies (exactly once, across a SIGKILL too, split at Slack
 stream limit), rooms posted whole, the fallback of an app without ``assistant:write``,
 and the assistant pane's prompts.
 
-Real bolt and slack-sdk clients against the emulator; the model is ``tests.llm_server``
+Real bolt and slack-sdk clients against the emulator; the model is ``nanoslack.testing.llm_server``
 and a slow tool is the echo MCP server's ``slow``."""
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from nanoslack.emulator.state import DEFAULT_SCOPES
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from nanoslack.slack.surface import THINKING, using
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import openai_env, write_fleet_env
+from tests.e2e.helpers import openai_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 
 SLOW_TOOL = "echo_slow"

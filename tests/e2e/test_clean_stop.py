@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.testing.fleet_env import write_fleet_env
 from tests.e2e.conftest import Room
-from tests.e2e.helpers import write_fleet_env
 
 # Thinks for a while (``slow`` says how long, in seconds), leaving its pid first.
 SLOW_AGENT = r"""

@@ -18,7 +18,7 @@ import pytest
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess, child_env
 from nanoslack.logs import TOKEN_RE
-from tests.e2e.helpers import write_fleet_env
+from nanoslack.testing.fleet_env import write_fleet_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def test_demo_without_web_posts_typed_lines_as_alice_and_prints_the_bots_replies
 
 
 async def test_demo_without_web_answers_with_the_llm_back_end_of_dot_env(tmp_path: Path) -> None:
-    from tests.llm_server import LLMServer, Request, openai_answer, openai_text, send
+    from nanoslack.testing.llm_server import LLMServer, Request, openai_answer, openai_text, send
 
     def model(request: Request) -> Any:
         # One step posts, the next (the tool's result sent back) ends the turn.

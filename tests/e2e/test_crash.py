@@ -19,7 +19,7 @@ import pytest
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.helpers import scalar, sql, write_fleet_env
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
 
 MESSAGES = 600
 

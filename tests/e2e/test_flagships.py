@@ -29,10 +29,10 @@ import pytest
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import Answer, LLMServer, backend_env
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import Answer, LLMServer, backend_env
 
 # -- helpers ----------------------------------------------------------------------------------------
 
@@ -165,7 +165,7 @@ async def test_a_401_that_echoes_a_local_api_key_leaves_it_out_of_the_turns_erro
     out = io.StringIO()
     configure_logging("debug", "json", stream=out)
     refusal = {"error": {"type": "authentication_error", "message": f"Invalid API key: {LOCAL_KEY}"}}
-    # A local model server (tests.llm_server) refuses the key and echoes it; Slack's traffic
+    # A local model server (nanoslack.testing.llm_server) refuses the key and echoes it; Slack's traffic
     # is the emulator's, untouched.
     async with LLMServer() as llm:
         llm.openai.default = llm.anthropic.default = Answer(401, json=refusal)

@@ -141,8 +141,8 @@ async def test_dropped_socket_and_refresh_requested_lose_nothing(room: Room, fle
 
 async def test_missing_token_skips_only_that_instance(room: Room, fleet_factory, tmp_path: Path) -> None:
     from nanoslack.config import load_settings
+    from nanoslack.testing.fleet_env import write_fleet_env
     from tests.e2e.conftest import FAST_SOCKET
-    from tests.e2e.helpers import write_fleet_env
 
     write_fleet_env(
         tmp_path / "skip.env",
@@ -196,7 +196,7 @@ async def test_the_room_intro_is_context_not_a_conversation(room: Room, fleet_fa
     """Following docs/operations.md: open the room, then run the fleet. The intro mentions every
     bot, yet takes no hop, engages nobody, asks the owner nothing and wakes no agent."""
     from nanoslack.ops.open_room import load_env, open_room, parse_request
-    from tests.e2e.helpers import write_fleet_env
+    from nanoslack.testing.fleet_env import write_fleet_env
 
     names = ["dana", "eli", "fay"]
     opener_env = write_fleet_env(room.tmp / "open.env", room.emu, [room.apps[n] for n in names], room.db)

@@ -1,5 +1,5 @@
 """What an agent remembers (docs/memory.md), in the real fleet against the model server of
-``tests.llm_server``: its own conversation replayed turn after turn, a request whose
+``nanoslack.testing.llm_server``: its own conversation replayed turn after turn, a request whose
 beginning is the previous request's, cached tokens counted, notes and who may write them."""
 
 from __future__ import annotations
@@ -10,11 +10,8 @@ from typing import Any
 
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
-from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import openai_env, scalar, sql, write_fleet_env
-from tests.e2e.test_metrics import scrape, value
-from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import (
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
+from nanoslack.testing.llm_server import (
     Answer,
     LLMServer,
     anthropic_answer,
@@ -24,6 +21,10 @@ from tests.llm_server import (
     openai_text,
     send,
 )
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import openai_env
+from tests.e2e.test_metrics import scrape, value
+from tests.e2e.turn_agent import TurnAgent
 
 
 def _teammates(room: Room) -> Path:

@@ -11,8 +11,8 @@ from nanoslack.emulator import Emulator
 from nanoslack.emulator.state import DEFAULT_SCOPES, METADATA_SCOPE
 from nanoslack.ops.open_room import load_env, open_room, parse_request
 from nanoslack.slack.fleet import Fleet
+from nanoslack.testing.fleet_env import sql, write_fleet_env
 from tests.e2e.conftest import FAST_SOCKET, Recorder
-from tests.e2e.helpers import sql, write_fleet_env
 
 OLD_MANIFEST = sorted(DEFAULT_SCOPES - {METADATA_SCOPE})
 

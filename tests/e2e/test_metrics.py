@@ -156,7 +156,7 @@ async def test_the_metrics_endpoints_answer_only_their_own_address(room: Room, f
 
 
 async def test_nanoslack_run_serves_metrics_on_the_address_it_logs(room: Room, tmp_path) -> None:
-    from tests.e2e.helpers import write_fleet_env
+    from nanoslack.testing.fleet_env import write_fleet_env
 
     env = write_fleet_env(
         tmp_path / "run.env", room.emu, [room.apps["dana"]], room.db, LOG_FORMAT="json", **METRICS
@@ -172,7 +172,7 @@ async def test_nanoslack_run_serves_metrics_on_the_address_it_logs(room: Room, t
 
 
 async def test_a_malformed_metrics_address_stops_the_run_naming_the_key(room: Room, tmp_path) -> None:
-    from tests.e2e.helpers import write_fleet_env
+    from nanoslack.testing.fleet_env import write_fleet_env
 
     env = write_fleet_env(
         tmp_path / "bad.env", room.emu, [room.apps["dana"]], room.db, NANOSLACK_METRICS_ADDR="9464"
@@ -185,7 +185,7 @@ async def test_a_malformed_metrics_address_stops_the_run_naming_the_key(room: Ro
 async def test_a_metrics_address_already_in_use_stops_the_run(room: Room, tmp_path) -> None:
     import socket
 
-    from tests.e2e.helpers import write_fleet_env
+    from nanoslack.testing.fleet_env import write_fleet_env
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

@@ -10,9 +10,10 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, Request, Script, openai_answer, openai_text, send
 from tests.e2e.conftest import Recorder, Room
-from tests.e2e.helpers import dm_buttons, message_text, write_fleet_env
-from tests.llm_server import LLMServer, Request, Script, openai_answer, openai_text, send
+from tests.e2e.helpers import dm_buttons, message_text
 
 
 def _outcome(rec: Recorder, instance: str, ts: str) -> Any:
@@ -399,7 +400,7 @@ async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first
 
 
 # Token budgets need a back end that counts tokens: an OpenAI-compatible server, the
-# small one of tests.llm_server on 127.0.0.1 (the one remote service tests may stand in
+# small one of nanoslack.testing.llm_server on 127.0.0.1 (the one remote service tests may stand in
 # for). Slack traffic is the emulator's, untouched.
 def _llm_env(llm: LLMServer) -> dict[str, str]:
     return {

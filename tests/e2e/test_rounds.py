@@ -17,8 +17,8 @@ from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.rounds import SETTLE_S
 from nanoslack.store import Store, sqlite_url
+from nanoslack.testing.fleet_env import write_fleet_env
 from tests.e2e.conftest import Room
-from tests.e2e.helpers import write_fleet_env
 
 AGENT = r"""
 import json, os, sys, time

@@ -18,10 +18,10 @@ from nanoslack.fleetproc import FleetProcess
 from nanoslack.ops import admin
 from nanoslack.ops import routines as routines_cli
 from nanoslack.store import Store, sqlite_url
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
-from tests.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 
 
 def write_routines(room: Room, instance: str, body: str) -> Path:

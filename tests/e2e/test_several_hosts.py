@@ -26,8 +26,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess, child_env
-from tests.e2e.helpers import write_fleet_env
-from tests.pg import PgServer
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.pg import PgServer
 
 
 @dataclass

@@ -20,9 +20,9 @@ import structlog
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.pg import PgServer
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import write_fleet_env
-from tests.pg import PgServer
 
 MESSAGES = 1000
 # One message in this many mentions dana and is answered (a turn, a reply); the others

@@ -15,8 +15,8 @@ import pytest
 
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.testing.fleet_env import sql, write_fleet_env
 from tests.e2e import team
-from tests.e2e.helpers import sql, write_fleet_env
 from tests.e2e.test_team_rooms import DANA_ASKS, ELI_VOTES
 
 

@@ -18,9 +18,9 @@ from nanoslack.emulator import App, Emulator, User
 from nanoslack.ops import admin
 from nanoslack.store import Store, sqlite_url
 from nanoslack.team.notes import vote_lines
+from nanoslack.testing.fleet_env import sql
 from tests.e2e import team
 from tests.e2e.conftest import Room
-from tests.e2e.helpers import sql
 
 ELI_TAKES_THE_PARSER = {
     "match": "parser",

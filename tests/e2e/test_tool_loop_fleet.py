@@ -1,5 +1,5 @@
 """The LLM back ends' tool loop in the real fleet (docs/agents.md): an ``openai``
-agent against the model server of ``tests.llm_server``, its host tools served by the
+agent against the model server of ``nanoslack.testing.llm_server``, its host tools served by the
 fleet, its posts, steps and budgets as Slack and the database show them."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import dm_buttons, openai_env, write_fleet_env
-from tests.llm_server import LLMServer, openai_answer, openai_text, send
+from tests.e2e.helpers import dm_buttons, openai_env
 
 SKILL = "# Review: look for failure paths\nThen say what you found.\n"
 

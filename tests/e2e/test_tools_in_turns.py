@@ -10,10 +10,10 @@ from typing import Any
 
 from nanoslack.emulator import Emulator
 from nanoslack.fleetproc import FleetProcess
+from nanoslack.testing.fleet_env import sql, write_fleet_env
+from nanoslack.testing.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
 from nanoslack.tools.approvals import DENIED
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import sql, write_fleet_env
-from tests.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
 from tests.tools.mcp_helpers import echo_server, write_config
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess
-from tests.e2e.helpers import scalar, sql, write_fleet_env
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
 from tests.e2e.turn_agent import TurnAgent
 
 # More replies than 15 pages of conversations.replies at Slack's 2025 limit for

@@ -17,7 +17,7 @@ from nanoslack.emulator.state import DEFAULT_SCOPES
 from nanoslack.ops.envfile import write_env
 from tests.ops.conftest import REPO, clean_env
 
-SILENT_SCRIPT = REPO / "tests" / "e2e" / "silent_agent.json"
+SILENT_SCRIPT = REPO / "nanoslack" / "testing" / "silent_agent.json"
 
 
 @dataclass
@@ -198,7 +198,7 @@ def _store_report(env: Path) -> list[str]:
 def test_the_store_is_reported_with_its_schema_version(temu: ThreadedEmulator, tmp_path: Path) -> None:
     from nanoslack.store import Store
     from nanoslack.store.migrations import SCHEMA_VERSION
-    from tests.e2e.helpers import sql
+    from nanoslack.testing.fleet_env import sql
 
     env = _good(temu, tmp_path)
     db = tmp_path / "data" / "nanoslack.db"

@@ -45,7 +45,7 @@ import pytest
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.store import Store, sqlite_url
-from tests.e2e.helpers import write_fleet_env
+from nanoslack.testing.fleet_env import write_fleet_env
 
 BOTS = ("dana", "eli", "fay")
 MAX_HOPS = 4

@@ -136,7 +136,7 @@ class PgServer:
 
     def _admin(self, statement: str) -> None:
         with psycopg.connect(self.url("postgres", driver="postgresql"), autocommit=True) as conn:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
     def create_database(self, name: str | None = None, *, template: str | None = None) -> str:
         name = name or f"t{next(self._names)}"
