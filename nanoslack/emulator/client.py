@@ -195,6 +195,38 @@ class EmulatorClient:
     def react(self, user_id: str, channel: str, ts: str, reaction: str) -> None:
         self._req("react", {"user_id": user_id, "channel": channel, "ts": ts, "reaction": reaction})
 
+    def click_stop(self, user_id: str, channel: str, thread_ts: str) -> JSON:
+        r: JSON = self._req("stop", {"user_id": user_id, "channel": channel, "thread_ts": thread_ts})
+        return r
+
+    def session(self, channel: str, thread_ts: str) -> JSON | None:
+        r: JSON | None = self._req("session", {"channel": channel, "thread_ts": thread_ts}, method="GET")[
+            "session"
+        ]
+        return r
+
+    def home_view(self, app_ref: str, user_id: str) -> JSON | None:
+        r: JSON | None = self._req("home", {"app_id": app_ref, "user_id": user_id}, method="GET")["view"]
+        return r
+
+    def open_app_home(self, user_id: str, app_ref: str, tab: str = "home") -> JSON:
+        r: JSON = self._req("open_home", {"user_id": user_id, "app_id": app_ref, "tab": tab})
+        return r
+
+    def change_app_context(self, app_ref: str, channel: str | None = None) -> JSON:
+        r: JSON = self._req("app_context", {"app_id": app_ref, "channel": channel})
+        return r
+
+    def click_feedback(self, user_id: str, channel: str, message_ts: str, positive: bool = True) -> JSON:
+        body = {"user_id": user_id, "channel": channel, "message_ts": message_ts, "positive": positive}
+        r: JSON = self._req("feedback", body)
+        return r
+
+    def click_home_button(self, user_id: str, app_ref: str, action_id: str, value: str | None = None) -> JSON:
+        body = {"user_id": user_id, "app_id": app_ref, "action_id": action_id, "value": value}
+        r: JSON = self._req("home_click", body)
+        return r
+
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.02) -> Any:
         deadline = time.monotonic() + timeout
         while True:

@@ -199,6 +199,13 @@ class Driver(ABC):
     stream_tasks = _Plain(Engine.stream_tasks, _of_engine)
     suggested_prompts = _Plain(Engine.suggested_prompts, _of_engine)
     thread_title = _Plain(Engine.thread_title, _of_engine)
+    session = _Plain(Engine.session, _of_engine)
+    click_stop = _Awaited(Engine.click_stop)
+    home_view = _Plain(Engine.home_view, _of_engine)
+    open_app_home = _Awaited(Engine.open_app_home)
+    change_app_context = _Awaited(Engine.change_app_context)
+    click_feedback = _Awaited(Engine.click_feedback)
+    click_home_button = _Awaited(Engine.click_home_button)
 
     # ---- faults ----------------------------------------------------------------------------
     fail_next = _Plain(Engine.fail_next, _of_engine)

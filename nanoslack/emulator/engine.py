@@ -30,7 +30,7 @@ from .state import (
     Workspace,
     rich_text_blocks,
 )
-from .surface import STATUS_TIMEOUT_S, STREAM_METHODS, Stream, SurfaceState
+from .surface import STATUS_TIMEOUT_S, STREAM_METHODS, Session, Stream, SurfaceState
 
 JSON = dict[str, Any]
 
@@ -560,6 +560,11 @@ class Engine:
         if metadata:
             msg["metadata"] = metadata
         del self.surface.streams[(channel, ts)]
+        # Slack: chat.stopStream moves the thread's session away from processing.
+        session = self.surface.sessions.get((channel, str(msg.get("thread_ts") or ts)))
+        if session is not None and session.app_id == app.app_id and session.status == "processing":
+            session.status = "active"
+            session.statuses.append("active")
         self._changed(channel, msg)
         return msg
 
@@ -611,8 +616,6 @@ class Engine:
     async def _assistant_event(
         self, app: App, kind: str, user_id: str, channel: str, thread_ts: str, context: JSON
     ) -> None:
-        if kind not in app.events:
-            return
         event = {
             "type": kind,
             "assistant_thread": {
@@ -623,10 +626,7 @@ class Engine:
             },
             "event_ts": self.ws.next_ts(),
         }
-        payload = ev_mod.callback_json(
-            self.ws, app, json.dumps(event), self.ws.next_event_id(), int(time.time())
-        )
-        await self.hub.deliver(Delivery(app_id=app.app_id, kind="events_api", payload_json=payload))
+        await self._app_event(app, event)
 
     def status_of(self, channel: str, thread_ts: str) -> str:
         """The status line Slack shows under the thread now ("" for none)."""
@@ -779,7 +779,23 @@ class Engine:
     ) -> JSON:
         """A user clicks a button on an app's message: the posting app alone gets the
         ``block_actions`` payload, once (Slack does not redeliver interactions)."""
-        user = self.ws.resolve_user(user_id)
+        ch, msg, app = self._app_message(channel, message_ts)
+        action = ev_mod.button_action(msg, action_id, value, self.ws.next_ts())
+        return await self._clicked(self.ws.resolve_user(user_id), app, ch, msg, action)
+
+    async def click_feedback(
+        self, user_id: str, channel: str, message_ts: str, positive: bool = True
+    ) -> JSON:
+        """A user clicks 👍 (``positive``) or 👎 of the feedback buttons on an app's message
+        (a ``feedback_buttons`` element in a ``context_actions`` block): a ``block_actions``
+        payload whose action is ``type: feedback_buttons`` with that button's ``value``."""
+        ch, msg, app = self._app_message(channel, message_ts)
+        action = ev_mod.feedback_action(msg, positive, self.ws.next_ts())
+        if action is None:
+            raise EmulatorError("no_feedback_buttons")
+        return await self._clicked(self.ws.resolve_user(user_id), app, ch, msg, action)
+
+    def _app_message(self, channel: str, message_ts: str) -> tuple[Channel, JSON, App]:
         ch = self.channel(channel)
         msg = ch.by_ts.get(message_ts)
         if msg is None:
@@ -787,21 +803,192 @@ class Engine:
         app = self.ws.apps.get(msg.get("app_id") or "")
         if app is None:
             raise EmulatorError("not_an_app_message")
-        payload = ev_mod.block_actions_payload(
-            self.ws,
-            user,
-            app,
-            ch,
-            msg,
-            action_id,
-            value,
-            action_ts=self.ws.next_ts(),
-            response_url=f"{self.base_url}/_emulator/response_url/{secrets.token_hex(8)}",
-        )
+        return ch, msg, app
+
+    async def _clicked(self, user: User, app: App, ch: Channel, msg: JSON, action: JSON) -> JSON:
+        response_url = f"{self.base_url}/_emulator/response_url/{secrets.token_hex(8)}"
+        payload = ev_mod.block_actions_payload(self.ws, user, app, ch, msg, action, response_url)
+        await self._interact(app, payload)
+        return payload
+
+    async def _interact(self, app: App, payload: JSON) -> None:
         await self.hub.deliver(
             Delivery(app_id=app.app_id, kind="interactive", payload_json=json.dumps(payload), retryable=False)
         )
+
+    # ---- agent sessions, the Home tab, agent_view (``surface.py``; DESIGN §19) ---------------
+    def set_session_status(
+        self,
+        app: App,
+        channel: str,
+        thread_ts: str,
+        status: str,
+        title: str | None = None,
+        initiator: str | None = None,
+    ) -> Session:
+        """``agents.sessions.setStatus``: the thread's session (made by its first status,
+        titled then) now has ``status``."""
+        ch = self.channel(channel)
+        root = self._thread_parent(ch, thread_ts)
+        if initiator is not None and initiator not in ch.member_set:
+            raise EmulatorError("invalid_arguments")
+        key = (ch.conv.id, str(root["ts"]))
+        session = self.surface.sessions.get(key)
+        if session is None:
+            session = Session(app.app_id, status, title or "", initiator)
+            self.surface.sessions[key] = session
+        elif session.app_id != app.app_id:
+            raise EmulatorError("invalid_arguments")
+        session.status = status
+        session.statuses.append(status)
+        return session
+
+    def rename_session(self, app: App, channel: str, thread_ts: str, title: str) -> Session:
+        """``agents.sessions.rename``: a session's new title."""
+        session = self.surface.sessions.get((channel, thread_ts))
+        if session is None or session.app_id != app.app_id:
+            raise EmulatorError("session_not_found")
+        session.title = title
+        return session
+
+    def session(self, channel: str, thread_ts: str) -> JSON | None:
+        """The thread's agent session: {app_id, status, title, initiator, statuses} (every
+        status set, oldest first), or None."""
+        found = self.surface.sessions.get((channel, thread_ts))
+        if found is None:
+            return None
+        return {
+            "app_id": found.app_id,
+            "status": found.status,
+            "title": found.title,
+            "initiator": found.initiator,
+            "statuses": list(found.statuses),
+        }
+
+    async def click_stop(self, user_id: str, channel: str, thread_ts: str) -> JSON:
+        """A person clicks the Stop button of the thread's session, shown only while it is
+        ``processing`` (``session_not_processing`` otherwise): Slack stops the app's streams in
+        the thread and sends it ``agent_session_stopped`` (channel, thread_ts, user, event_ts,
+        ``streaming_message_ts``: the streams it stopped). The status stays: the app moves it.
+        The event."""
+        user = self.ws.resolve_user(user_id)
+        session = self.surface.sessions.get((channel, thread_ts))
+        if session is None or session.status != "processing":
+            raise EmulatorError("session_not_processing")
+        app = self.ws.apps[session.app_id]
+        ch = self.channel(channel)
+        stopped = []
+        for (c, ts), stream in list(self.surface.streams.items()):
+            msg = ch.by_ts.get(ts)
+            if c == channel and stream.app_id == app.app_id and msg and msg.get("thread_ts") == thread_ts:
+                del self.surface.streams[(c, ts)]
+                stopped.append(ts)
+        event: JSON = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "user": user.id,
+            "event_ts": self.ws.next_ts(),
+            "streaming_message_ts": sorted(stopped),
+        }
+        await self._app_event(app, event)
+        return event
+
+    def publish_view(self, app: App, user_id: str, view: JSON, hash_: str | None = None) -> JSON:
+        """``views.publish``: the user's Home tab of the app is now ``view``."""
+        if user_id not in self.ws.users or self.ws.users[user_id].is_bot:
+            raise EmulatorError("invalid_arguments")
+        key = (app.app_id, user_id)
+        current = self.surface.home_views.get(key)
+        if hash_ is not None and current is not None and current["hash"] != hash_:
+            raise EmulatorError("hash_conflict")
+        view_id = current["id"] if current else self.ws.new_id("V")
+        published: JSON = {
+            "id": view_id,
+            "team_id": self.ws.team_id,
+            "type": "home",
+            "close": None,
+            "submit": None,
+            "blocks": list(view.get("blocks") or []),
+            "private_metadata": str(view.get("private_metadata") or ""),
+            "callback_id": str(view.get("callback_id") or ""),
+            "state": {"values": {}},
+            "hash": f"{int(time.time())}.{secrets.token_hex(4)}",
+            "clear_on_close": False,
+            "notify_on_close": False,
+            "root_view_id": view_id,
+            "previous_view_id": None,
+            "app_id": app.app_id,
+            "external_id": str(view.get("external_id") or ""),
+            "app_installed_team_id": self.ws.team_id,
+            "bot_id": app.bot_id,
+        }
+        self.surface.home_views[key] = published
+        return dict(published)
+
+    def home_view(self, app_ref: str, user_id: str) -> JSON | None:
+        """What the user's Home tab of the app shows: the view last published, or None."""
+        found = self.surface.home_views.get((self.app(app_ref).app_id, self.ws.resolve_user(user_id).id))
+        return dict(found) if found is not None else None
+
+    async def open_app_home(self, user_id: str, app_ref: str, tab: str = "home") -> JSON:
+        """A person opens the app's Home (``tab="home"``) or Messages (``"messages"``, an
+        ``agent_view`` app's DM) tab: ``app_home_opened`` (user, channel: their DM with the app,
+        tab, event_ts; ``view`` when a Home view was published). The event."""
+        if tab not in ("home", "messages"):
+            raise ValueError("tab must be 'home' or 'messages'")
+        user, app = self.ws.resolve_user(user_id), self.app(app_ref)
+        im = self.ws.create_conversation([app.bot_user_id, user.id], kind="im")
+        event: JSON = {
+            "type": "app_home_opened",
+            "user": user.id,
+            "channel": im.id,
+            "tab": tab,
+            "event_ts": self.ws.next_ts(),
+        }
+        view = self.surface.home_views.get((app.app_id, user.id))
+        if tab == "home" and view is not None:
+            event["view"] = dict(view)
+        await self._app_event(app, event)
+        return event
+
+    async def change_app_context(self, app_ref: str, channel: str | None = None) -> JSON:
+        """What a person views beside an ``agent_view`` app changed: ``app_context_changed``
+        with ``context.entities`` (the channel, as Slack's ``slack#/types/channel_id``), or an
+        empty ``context`` for none. Slack's event names no user. The event."""
+        app = self.app(app_ref)
+        context: JSON = {}
+        if channel is not None:
+            cid = self.channel(channel).conv.id
+            context = {
+                "entities": [{"type": "slack#/types/channel_id", "value": cid, "team_id": self.ws.team_id}]
+            }
+        event: JSON = {"type": "app_context_changed", "context": context}
+        await self._app_event(app, event)
+        return event
+
+    async def click_home_button(
+        self, user_id: str, app_ref: str, action_id: str, value: str | None = None
+    ) -> JSON:
+        """A person clicks the button ``action_id`` in their Home view of the app: a
+        ``block_actions`` payload with ``container.type: view`` and the ``view``. The payload."""
+        user, app = self.ws.resolve_user(user_id), self.app(app_ref)
+        view = self.surface.home_views.get((app.app_id, user.id))
+        if view is None:
+            raise EmulatorError("view_not_found")
+        action = ev_mod.button_action(view, action_id, value, self.ws.next_ts())
+        payload = ev_mod.view_actions_payload(self.ws, user, app, view, action)
+        await self._interact(app, payload)
         return payload
+
+    async def _app_event(self, app: App, event: JSON) -> None:
+        """An event for one app, when it subscribes to its type."""
+        if event["type"] not in app.events:
+            return
+        payload = ev_mod.callback_json(
+            self.ws, app, json.dumps(event), self.ws.next_event_id(), int(time.time())
+        )
+        await self.hub.deliver(Delivery(app_id=app.app_id, kind="events_api", payload_json=payload))
 
 
 def _add_reply(ch: Channel, parent: JSON, msg: JSON) -> None:

@@ -141,19 +141,10 @@ def _button(msg: JSON, action_id: str) -> tuple[str, str, Any]:
     return block_id, text, value
 
 
-def block_actions_payload(
-    ws: Workspace,
-    user: User,
-    app: App,
-    ch: Channel,
-    msg: JSON,
-    action_id: str,
-    value: str | None,
-    action_ts: str,
-    response_url: str,
-) -> JSON:
-    """The ``block_actions`` payload of a button click on ``msg`` (``value`` overrides the button's)."""
-    block_id, text, found_value = _button(msg, action_id)
+def button_action(surface: JSON, action_id: str, value: str | None, action_ts: str) -> JSON:
+    """The action of a click on the button ``action_id`` of a message or view (``value``
+    overrides the button's)."""
+    block_id, text, found_value = _button(surface, action_id)
     action: JSON = {
         "action_id": action_id,
         "block_id": block_id,
@@ -165,21 +156,72 @@ def block_actions_payload(
         found_value = value
     if found_value is not None:
         action["value"] = found_value
+    return action
+
+
+def feedback_action(msg: JSON, positive: bool, action_ts: str) -> JSON | None:
+    """The action of a click on the 👍 (``positive``) or 👎 of the message's feedback buttons
+    (a ``feedback_buttons`` element of a ``context_actions`` block); None: it has none."""
+    for block in msg.get("blocks") or []:
+        if block.get("type") != "context_actions":
+            continue
+        for el in block.get("elements") or []:
+            if isinstance(el, dict) and el.get("type") == "feedback_buttons":
+                button = el.get("positive_button" if positive else "negative_button") or {}
+                return {
+                    "type": "feedback_buttons",
+                    "action_id": el.get("action_id", "feedback"),
+                    "block_id": block.get("block_id", "emu_block"),
+                    "text": button.get("text", {"type": "plain_text", "text": "👍" if positive else "👎"}),
+                    "value": button.get("value", ""),
+                    "action_ts": action_ts,
+                }
+    return None
+
+
+def _actor(ws: Workspace, user: User, app: App) -> JSON:
+    """What every ``block_actions`` payload says of who clicked, for which app."""
     return {
         "type": "block_actions",
         "user": {"id": user.id, "username": user.name, "name": user.name, "team_id": ws.team_id},
         "api_app_id": app.app_id,
         "token": app.verification_token,
+        "trigger_id": f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}",
+        "team": {"id": ws.team_id, "domain": ws.domain},
+        "enterprise": None,
+        "is_enterprise_install": False,
+    }
+
+
+def view_actions_payload(ws: Workspace, user: User, app: App, view: JSON, action: JSON) -> JSON:
+    """The ``block_actions`` payload of a click in a published Home view."""
+    return {
+        **_actor(ws, user, app),
+        "container": {"type": "view", "view_id": view["id"]},
+        "view": dict(view),
+        "state": {"values": {}},
+        "actions": [action],
+    }
+
+
+def block_actions_payload(
+    ws: Workspace,
+    user: User,
+    app: App,
+    ch: Channel,
+    msg: JSON,
+    action: JSON,
+    response_url: str,
+) -> JSON:
+    """The ``block_actions`` payload of a click (``action``) on ``msg``."""
+    return {
+        **_actor(ws, user, app),
         "container": {
             "type": "message",
             "message_ts": msg["ts"],
             "channel_id": ch.conv.id,
             "is_ephemeral": False,
         },
-        "trigger_id": f"{int(time.time())}.{secrets.randbelow(10**12)}.{secrets.token_hex(16)}",
-        "team": {"id": ws.team_id, "domain": ws.domain},
-        "enterprise": None,
-        "is_enterprise_install": False,
         "channel": {"id": ch.conv.id, "name": ch.conv.name or ch.conv.id},
         "message": dict(msg),
         "state": {"values": {}},

@@ -204,6 +204,30 @@ def build_app(engine: Engine) -> web.Application:
         await engine.react(b["user_id"], b["channel"], b["ts"], b["reaction"])
         return {"ok": True}
 
+    async def d_stop(b: JSON) -> JSON:
+        return await engine.click_stop(b["user_id"], b["channel"], b["thread_ts"])
+
+    async def d_session(b: JSON) -> JSON:
+        return {"session": engine.session(b["channel"], b["thread_ts"])}
+
+    async def d_home(b: JSON) -> JSON:
+        return {"view": engine.home_view(b["app_id"], b["user_id"])}
+
+    async def d_open_home(b: JSON) -> JSON:
+        return await engine.open_app_home(b["user_id"], b["app_id"], b.get("tab", "home"))
+
+    async def d_context(b: JSON) -> JSON:
+        return await engine.change_app_context(b["app_id"], b.get("channel"))
+
+    async def d_feedback(b: JSON) -> JSON:
+        positive = b.get("positive", True)
+        return await engine.click_feedback(
+            b["user_id"], b["channel"], b["message_ts"], positive not in (False, "0", "false")
+        )
+
+    async def d_home_click(b: JSON) -> JSON:
+        return await engine.click_home_button(b["user_id"], b["app_id"], b["action_id"], b.get("value"))
+
     async def response_url(request: web.Request) -> web.StreamResponse:
         b = await _body(request)
         engine.response_url_posts.append({"id": request.match_info["rid"], "body": b})
@@ -241,6 +265,13 @@ def build_app(engine: Engine) -> web.Application:
         ("ack_latencies", d_ack_latencies),
         ("click", d_click),
         ("react", d_react),
+        ("stop", d_stop),
+        ("session", d_session),
+        ("home", d_home),
+        ("open_home", d_open_home),
+        ("app_context", d_context),
+        ("feedback", d_feedback),
+        ("home_click", d_home_click),
     ]:
         app.router.add_route("*", d + path, route(fn))
     app.router.add_post(d + "response_url/{rid}", response_url)

@@ -8,6 +8,12 @@
   most ``STREAM_TEXT_LIMIT`` characters a call. ``task_update`` chunks are kept per
   message, by task id, in the order they first came.
 - The pane: suggested prompts and a title per thread.
+- Agent sessions (``agents.sessions.setStatus``/``rename``): one per thread, made by its first
+  status; a status of ``SESSION_STATUSES``; a title given on creation (later ones ignored,
+  ``rename`` changes it). Slack shows a Stop button while a session is ``processing``; a click
+  sends ``agent_session_stopped`` and stops the app's streams in the thread, but leaves the
+  status for the app to move.
+- The Home tab: one published view per app and user (``views.publish``).
 
 Pure state plus the rules above; the engine posts, the Web API checks arguments.
 """
@@ -27,6 +33,9 @@ STREAM_TEXT_LIMIT = 12_000
 STREAM_METHODS = ("chat.startStream", "chat.appendStream", "chat.stopStream")
 CHUNK_TYPES = frozenset({"markdown_text", "task_update", "plan_update", "blocks"})
 MAX_SUGGESTED_PROMPTS = 4
+SESSION_STATUSES = ("processing", "active", "suspended", "closed")
+SESSION_TITLE_LIMIT = 200
+VIEW_SIZE_LIMIT = 250_000  # Slack: a view over 250 kB is ``view_too_large``
 # The scope Slack's Agents & AI Apps feature adds (manifest ``features.assistant_view``).
 ASSISTANT_SCOPE = "assistant:write"
 
@@ -48,6 +57,15 @@ class Stream:
 
 
 @dataclass
+class Session:
+    app_id: str
+    status: str
+    title: str
+    initiator: str | None
+    statuses: list[str] = field(default_factory=list)  # every status set, oldest first
+
+
+@dataclass
 class SurfaceState:
     status_timeout: float = STATUS_TIMEOUT_S
     statuses: dict[tuple[str, str], StatusLine] = field(default_factory=dict)
@@ -60,6 +78,10 @@ class SurfaceState:
     titles: dict[tuple[str, str], str] = field(default_factory=dict)
     # Assistant threads opened by a user: (channel, thread_ts) → the context shown.
     threads: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    # Agent sessions by (channel, thread_ts).
+    sessions: dict[tuple[str, str], Session] = field(default_factory=dict)
+    # Home tabs: (app_id, user_id) -> the published view.
+    home_views: dict[tuple[str, str], JSON] = field(default_factory=dict)
 
     def set_status(self, channel: str, thread_ts: str, text: str, loading: list[str] | None) -> None:
         self.status_log.append((channel, thread_ts, text))

@@ -13,7 +13,16 @@ from .engine import NON_MARKETPLACE_LIMIT, Engine
 from .events import CHANNEL_TYPE, bot_profile, markdown_blocks
 from .files import READ_SCOPE, WRITE_SCOPE
 from .state import APP_TOKEN_SCOPES, METADATA_SCOPE, ApiCall, App, Channel, EmulatorError, User, parse_bool
-from .surface import ASSISTANT_SCOPE, checked_chunks, checked_prompts, checked_text, chunk_text
+from .surface import (
+    ASSISTANT_SCOPE,
+    SESSION_STATUSES,
+    SESSION_TITLE_LIMIT,
+    VIEW_SIZE_LIMIT,
+    checked_chunks,
+    checked_prompts,
+    checked_text,
+    chunk_text,
+)
 
 log = logging.getLogger("nanoslack.emulator.webapi")
 JSON = dict[str, Any]
@@ -759,6 +768,66 @@ async def chat_stop_stream(c: Ctx) -> JSON:
         raise EmulatorError("invalid_blocks")
     msg = c.engine.stop_stream(c.bot, ch.conv.id, ts, text, chunks, blocks=blocks, metadata=_metadata(c))
     return {"channel": ch.conv.id, "ts": ts, "message": strip_meta(msg, True)}
+
+
+# ---- agent sessions and the Home tab (surface.py; DESIGN §19) -------------------------------
+
+STOP_EVENT = "agent_session_stopped"
+
+
+def _session_call(c: Ctx) -> tuple[Channel, str]:
+    """What both session methods take and check: ``chat:write``, an app declared as an
+    agent (``assistant:write``), the channel and the thread (no session channels here)."""
+    _needs(c, "chat:write")
+    _needs(c, ASSISTANT_SCOPE)
+    ch = c.member_channel("channel_id")
+    return ch, c.req("thread_ts")
+
+
+def _title(value: str | None) -> str | None:
+    if value is not None and len(value) > SESSION_TITLE_LIMIT:
+        raise EmulatorError("invalid_arguments")
+    return value
+
+
+@api("agents.sessions.setStatus")
+async def agents_sessions_set_status(c: Ctx) -> JSON:
+    ch, thread_ts = _session_call(c)
+    status = c.req("status")
+    if status not in SESSION_STATUSES:
+        raise EmulatorError("invalid_arguments")
+    session = c.engine.set_session_status(
+        c.bot, ch.conv.id, thread_ts, status, _title(c.opt("title")), c.opt("initiator_user_id")
+    )
+    out: JSON = {"status": session.status, "title": session.title}
+    if STOP_EVENT not in c.bot.events:
+        # Slack: without the subscription people see a Stop that does nothing.
+        warning = "missing_agent_session_stopped_event_subscription"
+        out |= {"warning": warning, "response_metadata": {"warnings": [warning]}}
+    return out
+
+
+@api("agents.sessions.rename")
+async def agents_sessions_rename(c: Ctx) -> JSON:
+    ch, thread_ts = _session_call(c)
+    title = _title(c.req("title"))
+    assert title is not None
+    session = c.engine.rename_session(c.bot, ch.conv.id, thread_ts, title)
+    return {"title": session.title}
+
+
+@api("views.publish")
+async def views_publish(c: Ctx) -> JSON:
+    user_id = c.req("user_id")
+    raw = c.params.get("view")
+    if isinstance(raw, str) and len(raw.encode()) > VIEW_SIZE_LIMIT:
+        raise EmulatorError("view_too_large")
+    view = c.jsonish("view")
+    if not isinstance(view, dict) or view.get("type") != "home":
+        raise EmulatorError("invalid_arguments")
+    if len(json.dumps(view).encode()) > VIEW_SIZE_LIMIT:
+        raise EmulatorError("view_too_large")
+    return {"view": c.engine.publish_view(c.bot, user_id, view, c.opt("hash"))}
 
 
 __all__ = ["HANDLERS", "handle", "CHANNEL_TYPE"]

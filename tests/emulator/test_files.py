@@ -56,7 +56,7 @@ def test_files_upload_v2_posts_one_file_share_into_the_thread(temu: ThreadedEmul
         )
         temu.wait_for(lambda: any(e.get("subtype") == "file_share" for e in heard), timeout=5)
     file_id = done["file"]["id"]
-    [share] = [e for e in heard if e.get("subtype") == "file_share"]
+    share = next(e for e in heard if e.get("subtype") == "file_share")
     assert share["thread_ts"] == ts and share["text"] == "here they are" and share["bot_id"] == dana.bot_id
     [f] = share["files"]
     assert (f["id"], f["name"], f["mimetype"], f["filetype"], f["size"]) == (
