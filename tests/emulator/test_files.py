@@ -14,7 +14,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from nanoslack.emulator import ThreadedEmulator
+from nanoslack.emulator import Emulator, ThreadedEmulator
 from nanoslack.emulator.state import DEFAULT_SCOPES
 
 from .listen import listening
@@ -169,3 +169,17 @@ def test_file_methods_need_their_scopes(temu: ThreadedEmulator) -> None:
         with pytest.raises(SlackApiError) as caught:
             call()
         assert caught.value.response["error"] == "missing_scope" and caught.value.response["needed"] == needed
+
+
+async def test_async_files_upload_v2_into_a_dm(emu: Emulator) -> None:
+    ann = emu.add_user("ann")
+    dana = emu.add_app("dana")
+    im = emu.create_conversation([ann.id, dana.bot_user_id], kind="im")
+    client = AsyncWebClient(token=dana.bot_token, base_url=emu.api_url)
+    done = await client.files_upload_v2(channel=im.id, content="x,y\n1,2\n", filename="t.csv", title="Table")
+    assert done["file"]["title"] == "Table"
+    [share] = [m for m in emu.all_messages(im.id) if m.get("subtype") == "file_share"]
+    assert share["files"][0]["id"] == done["file"]["id"] and "thread_ts" not in share
+    assert emu.file_content(done["file"]["id"]) == b"x,y\n1,2\n"
+    info = await client.files_info(file=done["file"]["id"])
+    assert info["file"]["ims"] == [im.id] and info["file"]["is_public"] is False
