@@ -3,6 +3,7 @@ fleet runs so an operator's edit applies without a restart (docs/configuration.m
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -62,15 +63,19 @@ class A2AConfigSource:
         clock: Callable[[], float] = time.monotonic,
         *,
         log: Any = None,
+        seed: tuple[tuple[str | None, ...], A2AConfig] | None = None,
     ) -> None:
+        """``seed``: the raw values and the config already read (at load, where a malformed
+        value was reported): the first read parses again only if the text changed since."""
         self._env_file = Path(env_file)
         self._environ = environ
         self._ttl = ttl
         self._clock = clock
         self._log = log or _log
-        self._value: A2AConfig | None = None
-        self._raw: tuple[str | None, ...] | None = None
-        self._loaded_at = 0.0
+        self._value: A2AConfig | None = seed[1] if seed else None
+        self._raw: tuple[str | None, ...] | None = seed[0] if seed else None
+        # -inf: the first ``get`` reads the file (a seed is only what load time saw).
+        self._loaded_at = -math.inf
 
     def get(self) -> A2AConfig:
         now = self._clock()

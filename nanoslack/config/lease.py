@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from nanoslack.config.values import positive_seconds
+from nanoslack.config.values import positive_seconds, warn_malformed
 from nanoslack.logs import get_logger
 
 log = get_logger("nanoslack.lease")
@@ -27,10 +28,13 @@ class LeaseTimings:
         return min(1.0, self.heartbeat)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LeaseTimings:
-        ttl = positive_seconds(env, TTL_KEY, DEFAULT_TTL, log)
-        heartbeat = positive_seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT, log)
+    def from_env(cls, env: Mapping[str, str], report: Any = None) -> LeaseTimings:
+        report = report or log
+        ttl = positive_seconds(env, TTL_KEY, DEFAULT_TTL, report)
+        heartbeat = positive_seconds(env, HEARTBEAT_KEY, DEFAULT_HEARTBEAT, report)
         if heartbeat >= ttl:
-            log.warning("lease heartbeat not below lease time", key=HEARTBEAT_KEY, using=ttl / 3)
+            warn_malformed(
+                report, HEARTBEAT_KEY, f"{heartbeat:g}", f"seconds below {TTL_KEY} ({ttl:g})", ttl / 3
+            )
             heartbeat = ttl / 3
         return cls(ttl, heartbeat)

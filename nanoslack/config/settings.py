@@ -17,13 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from nanoslack.config.a2a import DEFAULT_A2A_TTL, A2AConfig, A2AConfigSource, parse_max_hops, parse_rooms
+from nanoslack.config.a2a import (
+    DEFAULT_A2A_TTL,
+    DEFAULT_MAX_HOPS,
+    A2AConfig,
+    A2AConfigSource,
+    parse_max_hops,
+    parse_rooms,
+)
 from nanoslack.config.lease import LeaseTimings
 from nanoslack.config.surface import SurfaceSettings, parse_surface_settings
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
 from nanoslack.config.values import (
     TZ_KEY,
     ConfigError,
+    Malformed,
+    ValueLog,
     positive_int,
     read_env_file,
     split_list,
@@ -114,6 +123,13 @@ class Settings:
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     # The real-environment layer alone, so the A2A source can keep it on top on reloads.
     process_env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # Every value that did not parse, and what is used instead (doctor's ✗ lines; run warned).
+    malformed: tuple[Malformed, ...] = ()
+    # Read at load like every other key, so each malformed one is reported once, there.
+    a2a_at_load: A2AConfig = field(default_factory=lambda: A2AConfig(frozenset(), DEFAULT_MAX_HOPS))
+    room_token_cap: int | None = None
+    tz: dt.tzinfo = dt.UTC
+    leases: LeaseTimings = field(default_factory=LeaseTimings)
 
     def value(self, key: str) -> str | None:
         """A key of the merged view; empty counts as unset."""
@@ -135,35 +151,51 @@ class Settings:
     @property
     def a2a(self) -> A2AConfig:
         """The A2A keys as of load time (the running fleet uses ``a2a_source()``)."""
-        rooms = parse_rooms(self.value("SLACK_A2A_ROOMS"))
-        return A2AConfig(rooms, parse_max_hops(self.value("SLACK_A2A_MAX_HOPS")))
+        return self.a2a_at_load
 
     def a2a_source(self, *, clock: Callable[[], float] = time.monotonic) -> A2AConfigSource:
-        return A2AConfigSource(self.env_file, environ=self.process_env, ttl=self.a2a_ttl, clock=clock)
+        """The A2A keys re-read while the fleet runs; it starts from what was read at load,
+        so a malformed value is not reported a second time until its text changes."""
+        raw = tuple(self.env.get(key) for key in A2AConfigSource.KEYS)
+        return A2AConfigSource(
+            self.env_file,
+            environ=self.process_env,
+            ttl=self.a2a_ttl,
+            clock=clock,
+            seed=(raw, self.a2a_at_load),
+        )
 
     def room_tokens(self) -> int | None:
-        """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, with a warning."""
-        raw = (self.value(ROOM_TOKENS_KEY) or "").strip()
-        if not raw:
-            return None
-        if raw.isdigit() and int(raw) > 0:
-            return int(raw)
-        warn_malformed(_log, ROOM_TOKENS_KEY, raw, "an integer > 0", "unlimited")
-        return None
+        """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, reported."""
+        return self.room_token_cap
 
     def routine_tz(self) -> dt.tzinfo:
-        """NANOSLACK_TZ (default UTC); an unknown zone is UTC, with a warning naming the key."""
-        tz, problem = time_zone(self.value(TZ_KEY))
-        if problem:
-            _log.warning("malformed setting", key=TZ_KEY, problem=problem)
-        return tz
+        """NANOSLACK_TZ (default UTC); an unknown zone is UTC, reported at load."""
+        return self.tz
 
     def lease_timings(self) -> LeaseTimings:
         """NANOSLACK_LEASE_SECONDS and NANOSLACK_LEASE_HEARTBEAT (docs/operations.md)."""
-        return LeaseTimings.from_env(self.env)
+        return self.leases
 
 
 # -- small parsers --------------------------------------------------------------------------
+
+
+def _room_tokens(env: Mapping[str, str], log: Any) -> int | None:
+    raw = env.get(ROOM_TOKENS_KEY, "").strip()
+    if not raw:
+        return None
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    warn_malformed(log, ROOM_TOKENS_KEY, raw, "an integer > 0", "unlimited")
+    return None
+
+
+def _tz(env: Mapping[str, str], log: Any) -> dt.tzinfo:
+    tz, problem = time_zone(env.get(TZ_KEY))
+    if problem is not None:
+        warn_malformed(log, problem.key, problem.value, problem.expected, problem.using)
+    return tz
 
 
 def _parse_choice(env: Mapping[str, str], key: str, choices: Iterable[str], default: str, log: Any) -> str:
@@ -251,17 +283,25 @@ def _instance_names(env: Mapping[str, str], log: Any) -> list[str]:
         names.append(DEFAULT_INSTANCE)
     for name in split_list(env.get("SLACK_INSTANCES")):
         if not INSTANCE_NAME_RE.match(name):
-            log.warning(
-                "config value malformed: SLACK_INSTANCES",
-                key="SLACK_INSTANCES",
-                value=name,
-                expected="instance names matching [a-z0-9_-]+",
-                using="that name skipped",
+            warn_malformed(
+                log, "SLACK_INSTANCES", name, "an instance name matching [a-z0-9_-]+", "that name skipped"
             )
             continue
         if name not in names:
             names.append(name)
     return names
+
+
+class _Silent:
+    def warning(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+
+def configured_instances(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The instances ``env`` configures (``SLACK_INSTANCES``, and ``default`` with
+    ``SLACK_BOT_TOKEN``), tokens or not: what a command given an instance checks it
+    against (docs/operations.md). Silent: loading the settings already warned."""
+    return tuple(_instance_names(env, _Silent()))
 
 
 _EXPECTED_PREFIX = {"SLACK_BOT_TOKEN": "xoxb-", "SLACK_APP_TOKEN": "xapp-"}
@@ -350,36 +390,42 @@ def load_settings(
     Problems with one instance or one value are warnings with a default applied; only
     a configuration nothing can run with raises ``ConfigError``.
     """
-    log = log or _log
+    report = ValueLog(log or _log)
     path = Path(env_file) if env_file is not None else Path.cwd() / ".env"
     path = path.expanduser().resolve()
     process_env = dict(os.environ if environ is None else environ)
     env = _merged_env(path, process_env)
     base = path.parent
-    instances, skipped = _instances(env, log)
+    instances, skipped = _instances(env, report)
+    names = (*(i.name for i in instances), *(n for n, _ in skipped))
     return Settings(
         instances=instances,
         skipped=skipped,
         api_url=_api_url(env),
-        owners=_owners(env, log),
+        owners=_owners(env, report),
         db_url=database_url(env, base),
-        hop_scope=cast(HopScope, _parse_choice(env, "SLACK_A2A_HOP_SCOPE", HOP_SCOPES, "identity", log)),
-        a2a_ttl=_parse_ttl(env, log),
-        log_level=_parse_choice(env, "LOG_LEVEL", LOG_LEVELS, "info", log),
-        log_format=cast(LogFormat, _parse_choice(env, "LOG_FORMAT", LOG_FORMATS, "console", log)),
+        hop_scope=cast(HopScope, _parse_choice(env, "SLACK_A2A_HOP_SCOPE", HOP_SCOPES, "identity", report)),
+        a2a_ttl=_parse_ttl(env, report),
+        log_level=_parse_choice(env, "LOG_LEVEL", LOG_LEVELS, "info", report),
+        log_format=cast(LogFormat, _parse_choice(env, "LOG_FORMAT", LOG_FORMATS, "console", report)),
         env_file=path,
         teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
-        max_turns=positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, log),
-        retention_days=positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, log),
-        post_rate=_post_rate(env, log),
-        tools=parse_tool_settings(
-            env, (*(i.name for i in instances), *(n for n, _ in skipped)), env_suffix, log
-        ),
-        surface=parse_surface_settings(env, log),
-        shutdown_grace=_grace(env, log),
+        max_turns=positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, report),
+        retention_days=positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, report),
+        post_rate=_post_rate(env, report),
+        tools=parse_tool_settings(env, names, env_suffix, report),
+        surface=parse_surface_settings(env, report),
+        shutdown_grace=_grace(env, report),
         event_loop=cast(
-            EventLoopName, _parse_choice(env, "NANOSLACK_EVENT_LOOP", EVENT_LOOPS, "uvloop", log)
+            EventLoopName, _parse_choice(env, "NANOSLACK_EVENT_LOOP", EVENT_LOOPS, "uvloop", report)
         ),
         env=types.MappingProxyType(env),
         process_env=types.MappingProxyType(process_env),
+        a2a_at_load=A2AConfig(
+            parse_rooms(env.get("SLACK_A2A_ROOMS")), parse_max_hops(env.get("SLACK_A2A_MAX_HOPS"), report)
+        ),
+        room_token_cap=_room_tokens(env, report),
+        tz=_tz(env, report),
+        leases=LeaseTimings.from_env(env, report),
+        malformed=tuple(report.found),
     )

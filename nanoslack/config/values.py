@@ -1,10 +1,13 @@
-"""Small parsers every configuration module shares: lists, the ``.env`` file, errors."""
+"""Small parsers every configuration module shares: lists, the ``.env`` file, errors, and
+how a malformed value is reported (``Malformed``: the same words in ``run``'s warning and in
+``doctor``'s ✗ line, docs/configuration.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -36,14 +39,59 @@ def read_env_file(path: Path) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def warn_malformed(log: Any, key: str, value: object, expected: str, default: object) -> None:
+@dataclass(frozen=True)
+class Malformed:
+    """A value that does not parse, and what the fleet does instead (docs/configuration.md)."""
+
+    key: str
+    value: str
+    expected: str
+    # What the fleet uses instead, as the operator would write it (a default, "unlimited", …).
+    using: str
+
+    def words(self) -> str:
+        """The one sentence ``doctor`` prints and ``run``'s warning carries as fields."""
+        return f"{self.key}={self.value!r} is not {self.expected}: the fleet uses {self.using}"
+
+
+class ValueLog:
+    """The logger the parsers are given while settings load: every other call passes through
+    to ``log``; a malformed value is logged at warning (what ``run`` shows) and kept (what
+    ``doctor`` lists), once per key and value."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+        self.found: list[Malformed] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
+
+    def malformed(self, problem: Malformed, using: object) -> None:
+        if problem in self.found:
+            return
+        self.found.append(problem)
+        _warn(self._log, problem, using)
+
+
+def _warn(log: Any, problem: Malformed, using: object) -> None:
     log.warning(
-        f"config value malformed: {key}",
-        key=key,
-        value=value,
-        expected=expected,
-        using=default,
+        f"config value malformed: {problem.key}",
+        key=problem.key,
+        value=problem.value,
+        expected=problem.expected,
+        using=using,
     )
+
+
+def warn_malformed(log: Any, key: str, value: object, expected: str, default: object) -> Malformed:
+    """Say that ``key``'s ``value`` is not ``expected`` and ``default`` is used instead: a
+    warning, and with a ``ValueLog`` a kept ``Malformed`` too. Every parser reports here."""
+    problem = Malformed(key, str(value), expected, str(default))
+    if isinstance(log, ValueLog):
+        log.malformed(problem, default)
+    else:
+        _warn(log, problem, default)
+    return problem
 
 
 def positive_int(env: Mapping[str, str], key: str, default: int, log: Any) -> int:
@@ -73,13 +121,14 @@ def positive_seconds(env: Mapping[str, str], key: str, default: float, log: Any)
 
 
 TZ_KEY = "NANOSLACK_TZ"
+TZ_EXPECTED = "an IANA time zone such as Europe/Paris"
 
 
-def time_zone(value: str | None) -> tuple[dt.tzinfo, str | None]:
+def time_zone(value: str | None) -> tuple[dt.tzinfo, Malformed | None]:
     """``NANOSLACK_TZ``, the zone routines' ``cron`` schedules are read in (docs/routines.md):
-    an IANA name, default UTC; an unknown zone is UTC, with the reason to warn about."""
+    an IANA name, default UTC; an unknown zone is UTC, with the problem to report."""
     name = (value or "").strip() or "UTC"
     try:
         return ZoneInfo(name), None
     except (ZoneInfoNotFoundError, ValueError):
-        return dt.UTC, f"{TZ_KEY}={name!r} is not a known time zone; using UTC"
+        return dt.UTC, Malformed(TZ_KEY, name, TZ_EXPECTED, "UTC")

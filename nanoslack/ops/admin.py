@@ -23,6 +23,7 @@ from typing import TextIO
 from nanoslack.asks import OPERATOR, OwnerAsks
 from nanoslack.config import (
     ConfigError,
+    configured_instances,
     database_url,
     load_settings,
     parse_rooms,
@@ -69,6 +70,19 @@ def db_url(db: str | None, env: dict[str, str], base: Path | None = None) -> str
         raise AdminError(str(exc)) from None
 
 
+def unknown_instance(name: str | None, env: dict[str, str]) -> str | None:
+    """Why ``name`` is refused (docs/operations.md): an instance the configuration does not
+    name would read or write rows no fleet ever uses. None: no instance given, or a known one."""
+    if name is None:
+        return None
+    known = configured_instances(env)
+    if name in known:
+        return None
+    if not known:
+        return f"no instance {name!r}: none is configured (SLACK_INSTANCES in .env, or --env-file)"
+    return f"no instance {name!r} is configured; the configured ones: {', '.join(known)}"
+
+
 def open_store(url: str) -> Store:
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
@@ -105,6 +119,9 @@ def _run(prog: str, argv: list[str] | None, parser: argparse.ArgumentParser, out
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_USAGE
     env = _env(args.env_file)
+    if (problem := unknown_instance(getattr(args, "instance", None), env)) is not None:
+        print(f"{prog}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     base = args.env_file.expanduser().resolve().parent if args.env_file else Path.cwd()
     try:
         with open_store(db_url(args.db, env, base)) as store:

@@ -27,6 +27,8 @@ What is checked, in order:
 - teammate folders (``SOUL.md`` readable) and the ``mcp.json`` files (docs/agents.md): JSON
   with an ``mcpServers`` object, each server a ``command`` or a ``url``, and every
   ``${VAR}`` it names set;
+- every configuration value that does not parse: a ✗ naming the key, the value, what is
+  expected and what the fleet would use instead (the words of ``run``'s warning);
 - every ``routines.toml`` (docs/routines.md): each malformed routine a ✗ naming it.
 """
 
@@ -619,12 +621,9 @@ async def check_routines(
 ) -> None:
     """Every ``teammates/<name>/routines.toml`` (docs/routines.md): each problem a ✗ naming the
     routine, and each routine's conversation one its bot is in (when Slack answered)."""
-    from nanoslack.config.values import time_zone
     from nanoslack.routines import spec
 
-    tz, tz_problem = time_zone(settings.value("NANOSLACK_TZ"))
-    if tz_problem:
-        report.add(False, "config", tz_problem, "set NANOSLACK_TZ to an IANA zone such as Europe/Paris")
+    tz = settings.routine_tz()  # a malformed NANOSLACK_TZ is one of the config checks
     by_name = {bot.name: bot for bot in bots}
     for name in names:
         path = spec.routines_path(settings.teammates_dir, name)
@@ -652,6 +651,9 @@ async def check_routines(
 
 
 def _config_checks(settings: Settings, report: Report) -> None:
+    for bad in settings.malformed:
+        # The words of run's warning (docs/configuration.md): key, value, expected, what is used.
+        report.add(False, "config", bad.words(), f"set {bad.key} to {bad.expected}, or remove it")
     try:
         settings.metrics_addr  # noqa: B018 - a malformed value raises
     except ConfigError as exc:

@@ -35,6 +35,7 @@ def _no_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no stray .env
     for key in ("NANOSLACK_DB", "DATABASE_URL", "SLACK_OWNER", "SLACK_A2A_ROOMS"):
         monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SLACK_INSTANCES", INSTANCE)  # the instance the commands are given
 
 
 @pytest.fixture

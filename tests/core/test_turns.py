@@ -557,7 +557,10 @@ def test_turns_lists_recent_turns_newest_first(recorded: None, db_ref: str) -> N
     assert "agent command exited with 1: boom xxx" in rows[1] and rows[1].endswith("…")
 
 
-def test_turns_filters_by_instance_and_limits(recorded: None, db_ref: str) -> None:
+def test_turns_filters_by_instance_and_limits(
+    recorded: None, db_ref: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_INSTANCES", "dana,eli,fay")
     _, out = run_cli("--db", db_ref, "--instance", "dana", "--limit", "1")
     assert [r.split()[0] for r in out.splitlines()[1:]] == ["3"]
     _, out = run_cli("--db", db_ref, "--instance", "fay")

@@ -66,7 +66,9 @@ def replies(room: Room, root: str) -> list[dict[str, Any]]:
 
 def cli(*argv: str, db: Path) -> str:
     out = io.StringIO()
-    assert routines_cli.main(["--db", str(db), *argv], out=out) == 0
+    # The fleet's .env (beside data/) names the instances a command may be given.
+    env = ["--env-file", str(db.parent.parent / ".env")]
+    assert routines_cli.main(["--db", str(db), *env, *argv], out=out) == 0
     return out.getvalue()
 
 

@@ -215,7 +215,12 @@ async def test_an_approval_from_another_process_replays_a_held_message_of_an_ins
     approve = [sys.executable, "-m", "nanoslack", "senders", "--db", site.url, "approve", "eli", gus]
     results = [
         await asyncio.to_thread(
-            subprocess.run, approve, capture_output=True, text=True, env=child_env(), timeout=60
+            subprocess.run,
+            approve,
+            capture_output=True,
+            text=True,
+            env={**child_env(), "SLACK_INSTANCES": "eli"},
+            timeout=60,
         )
         for _ in range(2)
     ]

@@ -283,3 +283,25 @@ def test_every_routines_file_is_checked_and_each_bad_routine_is_named(
     assert any("eli routine zero" in f and "below 1 s" in f for f in failures), failures
     assert any("eli routine elsewhere" in f and "bot is not in it" in f for f in failures), failures
     assert doctor.code == 1
+
+
+def test_every_malformed_value_fails_naming_the_key_value_expectation_and_what_is_used(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    env = _good(temu, tmp_path)
+    write_env(
+        env, {"SLACK_A2A_MAX_HOPS": "three", "NANOSLACK_HISTORY_CHARS": "lots", "NANOSLACK_TZ": "Mars/Base"}
+    )
+    doctor = _doctor(env)
+    assert doctor.code == 1, doctor.out
+    failures = doctor.failures
+    for key, value, expected, using in (
+        ("SLACK_A2A_MAX_HOPS", "'three'", "an integer > 0", "6"),
+        ("NANOSLACK_HISTORY_CHARS", "'lots'", "an integer > 0", "48000"),
+        ("NANOSLACK_TZ", "'Mars/Base'", "an IANA time zone", "UTC"),
+    ):
+        [line] = [f for f in failures if f"{key}={value}" in f]
+        assert expected in line and f"the fleet uses {using}" in line, line
+        # run's warning carries the same words, as fields (doctor's stderr is the fleet's log)
+        assert f"config value malformed: {key}" in doctor.err
+    assert doctor.out.splitlines()[-1] == f"{len(doctor.out.splitlines()) - 1} checks, 3 failed"

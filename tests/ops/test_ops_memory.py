@@ -5,8 +5,16 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from nanoslack.ops.memory import main
 from nanoslack.store import Store
+
+
+@pytest.fixture(autouse=True)
+def _fleet_of_dana_and_eli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("SLACK_INSTANCES", "dana,eli")
 
 
 def _memory(db: Path, *argv: str) -> tuple[int, str]:
@@ -37,3 +45,41 @@ def test_bad_input_to_memory_changes_nothing(tmp_path: Path, capsys: object) -> 
     assert _memory(db, "forget", "zebra")[0] == 2
     assert _memory(db, "forget", "m99")[0] == 1
     assert _memory(db) == (0, "no notes\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "nobody", "--db", "DB"],
+        ["memory", "add", "nobody", "a note", "--db", "DB"],
+        ["routines", "--db", "DB", "history", "nobody", "plan"],
+        ["routines", "--db", "DB", "run", "nobody", "plan"],
+        ["routines", "--db", "DB", "pause", "nobody", "plan"],
+        ["senders", "--db", "DB", "approve", "nobody", "slack:U0SOMEONE"],
+        ["turns", "--db", "DB", "--instance", "nobody"],
+    ],
+)
+def test_a_command_given_an_instance_not_configured_fails_listing_the_configured_ones(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.ops.conftest import clean_env
+
+    db = tmp_path / "n.db"
+    Store.open(f"sqlite:///{db}").close()
+    (tmp_path / ".env").write_text("SLACK_INSTANCES=dana,eli\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "nanoslack", *(str(db) if a == "DB" else a for a in argv)],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no instance 'nobody' is configured; the configured ones: dana, eli" in r.stderr
+    assert "no notes" not in r.stdout and "no runs" not in r.stdout
+    with Store.open(f"sqlite:///{db}") as store:
+        assert store.memories.all() == []
