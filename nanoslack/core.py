@@ -49,10 +49,10 @@ from nanoslack.agents import (
 )
 from nanoslack.agents.teammates import SKILLS_DIRNAME
 from nanoslack.asks import Answer, OwnerAsks
-from nanoslack.budgets import Budgets, StoreLedger
+from nanoslack.budgets import Budgets, DollarLedger, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
-from nanoslack.config.agent import daily_tokens
+from nanoslack.config.agent import daily_tokens, daily_usd
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.halts import Halts
 from nanoslack.inbound import FeatureClick, Identity, Inbound, bot_sender_id
@@ -119,6 +119,7 @@ class Services:
     hop_scope: str = "identity"
     a2a_config: Callable[[], A2AConfig] = lambda: A2AConfig(frozenset(), 0)
     room_tokens: int | None = None
+    room_usd: float | None = None
     turns: TurnOptions = field(default_factory=TurnOptions)
     observers: Observers = field(default_factory=Observers)
     tools: ToolSettings = field(default_factory=ToolSettings)
@@ -126,6 +127,9 @@ class Services:
     # The LLM back ends' token ledger, and each instance's daily cap (None: unlimited).
     ledger: TokenLedger | None = None
     daily_tokens: Callable[[str], int | None] = lambda _instance: None
+    # The same in US dollars (docs/agents.md "Cost in dollars").
+    dollars: DollarLedger | None = None
+    daily_usd: Callable[[str], float | None] = lambda _instance: None
     # Wakes the turns of a sibling this process runs (a handoff to it committed).
     wake: Callable[[str], None] = lambda _instance: None
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
@@ -268,7 +272,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     # The owners' questions, the halts and the token budgets every stage below consults.
     asks = OwnerAsks(store, instance=name, owners=services.owners)
     halts = Halts(store)
-    budgets = Budgets(store, asks, room_tokens=services.room_tokens)
+    budgets = Budgets(store, asks, room_tokens=services.room_tokens, room_usd=services.room_usd)
     # The teammate's MCP servers, and the owners' Allow for its guarded tools (docs/agents.md).
     mcp = TeammateMcp.for_instance(services.teammates_dir, name, services.setting, services.tools)
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
@@ -426,6 +430,8 @@ def build_turns(
             owners=tuple(owners),
             ledger=services.ledger,
             daily_tokens=services.daily_tokens(instance),
+            dollars=services.dollars,
+            daily_usd=services.daily_usd(instance),
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,
@@ -521,6 +527,7 @@ class FleetCore:
         self.metrics = metrics or FleetMetrics()
         self.a2a = settings.a2a_source()
         self.instances: dict[str, InstanceCore] = {}
+        ledger = StoreLedger(store)
         self.services = Services(
             store=store,
             teammates_dir=settings.teammates_dir,
@@ -530,12 +537,15 @@ class FleetCore:
             hop_scope=settings.hop_scope,
             a2a_config=self.a2a.get,
             room_tokens=settings.room_tokens(),
+            room_usd=settings.room_usd(),
             turns=turns or TurnOptions(),
             observers=observers or Observers(),
             tools=settings.tools,
             metrics=self.metrics,
-            ledger=StoreLedger(store),
+            ledger=ledger,
             daily_tokens=self._daily_tokens,
+            dollars=ledger,
+            daily_usd=self._daily_usd,
             wake=self._wake,
             setting=settings.value,
             dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
@@ -554,6 +564,12 @@ class FleetCore:
             return daily_tokens(self.settings.value, instance)
         except ConfigError:
             return None  # agent_for refused the instance already, naming the key
+
+    def _daily_usd(self, instance: str) -> float | None:
+        try:
+            return daily_usd(self.settings.value, instance)
+        except ConfigError:
+            return None  # as for the token cap
 
     def _lead_of(self, channel: str) -> str | None:
         """The chain room's lead as its messages name it (``slack:bot:B…``), when this

@@ -75,6 +75,7 @@ class Tally:
         "turns",
         "tokens",
         "cached_tokens",
+        "cost_usd",
         "hop_drops",
         "posts",
         "api_errors",
@@ -90,6 +91,7 @@ class Tally:
         self.turns: Counter[str] = Counter()
         self.tokens = 0
         self.cached_tokens = 0
+        self.cost_usd = 0.0
         self.hop_drops: Counter[str] = Counter()
         self.posts: Counter[str] = Counter()
         self.api_errors: Counter[tuple[str, str]] = Counter()
@@ -126,10 +128,11 @@ class Tally:
 
     # -- the core ---------------------------------------------------------------------------
 
-    def turn(self, status: str, tokens: int = 0, cached_tokens: int = 0) -> None:
+    def turn(self, status: str, tokens: int = 0, cached_tokens: int = 0, cost_usd: float = 0.0) -> None:
         self.turns[status] += 1
         self.tokens += tokens
         self.cached_tokens += cached_tokens
+        self.cost_usd += cost_usd
 
     def routine_run(self, routine: str, status: str) -> None:
         self.routine_runs[(routine, status)] += 1
@@ -265,6 +268,12 @@ def _counts(tallies: list[tuple[str, Tally]]) -> Iterator[CounterMetricFamily]:
         "Of the agent tokens, input read from the provider's prompt cache.",
         ["instance"],
         per(lambda t: t.cached_tokens),
+    )
+    yield _counter(
+        "nanoslack_agent_cost_usd",
+        "What the agent's model calls cost in US dollars (genai-prices; models it knows).",
+        ["instance"],
+        per(lambda t: t.cost_usd),
     )
     yield _counter(
         "nanoslack_hop_drops",

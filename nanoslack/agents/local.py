@@ -96,7 +96,14 @@ class LocalTools:
                 )
 
     def after_model_call(
-        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+        self,
+        *,
+        model: str,
+        tokens: int,
+        ms: float,
+        error: str | None = None,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
     ) -> None:
         if self.ledger is not None and tokens > 0:
             self.ledger.add(self.instance, tokens)

@@ -9,7 +9,7 @@ is private: nothing is posted but ``send_message`` calls) or after ``Tools.max_s
 model calls: then the turn ends with what it has (``turn step limit reached``).
 
 Around every model call (``TurnSteps``): ``Tools.before_model_call`` first (a spent budget
-stops the loop there), ``Tools.after_model_call`` with its tokens after, and the retries
+stops the loop there), ``Tools.after_model_call`` with its tokens and price after, and the retries
 of ``agents.http`` in between (pydantic-ai's ``RetryModelRequest``: another attempt at the
 same call, the model never sees it). A failure that is not retried, or still failing after
 the last attempt, fails the turn with ``TurnFailed``: the status and a short reason, with
@@ -59,6 +59,7 @@ from pydantic_ai.usage import UsageLimits
 
 from nanoslack.agents import drafts
 from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
+from nanoslack.agents.prices import cost_usd
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool
 from nanoslack.agents.types import Tools
@@ -178,7 +179,10 @@ class TurnSteps(AbstractCapability[None]):
         cached = min(max(0, usage.cache_read_tokens), max(0, usage.input_tokens))
         self.tokens += tokens
         self.cached_tokens += cached
-        self._tools.after_model_call(model=self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached)
+        cost = cost_usd(usage, (response.model_name, self._model), url=self._url, instance=self._instance)
+        self._tools.after_model_call(
+            model=self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached, cost_usd=cost
+        )
         return response
 
     async def on_tool_validate_error(

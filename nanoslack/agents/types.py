@@ -108,12 +108,14 @@ class TurnFailed(Exception):
 
 
 class BudgetExhausted(TurnFailed):
-    """Refused before calling the model: a token budget is spent (``scope``: ``instance``
-    for ``NANOSLACK_DAILY_TOKENS``, ``room`` for ``NANOSLACK_ROOM_TOKENS``)."""
+    """Refused before calling the model: a budget is spent (``scope``: ``instance`` for
+    ``NANOSLACK_DAILY_TOKENS``/``NANOSLACK_DAILY_USD``, ``room`` for
+    ``NANOSLACK_ROOM_TOKENS``/``NANOSLACK_ROOM_USD``; ``unit``: ``tokens`` or ``usd``)."""
 
-    def __init__(self, message: str, *, scope: str = "instance") -> None:
+    def __init__(self, message: str, *, scope: str = "instance", unit: str = "tokens") -> None:
         super().__init__(message)
         self.scope = scope
+        self.unit = unit
 
 
 class Tools(Protocol):
@@ -131,7 +133,8 @@ class Tools(Protocol):
     ``BudgetExhausted`` when the daily or the room budget is spent: stop there) and
     reports each answer to ``after_model_call`` (its tokens count toward both budgets,
     those read from the provider's prompt cache, ``cached_tokens``, at
-    ``NANOSLACK_CACHED_TOKEN_WEIGHT``; the call is recorded as a step). ``max_steps``
+    ``NANOSLACK_CACHED_TOKEN_WEIGHT``; its price, ``cost_usd`` (None: a model with no
+    price), toward the dollar budgets; the call is recorded as a step). ``max_steps``
     bounds the model calls of one turn (``NANOSLACK_MAX_STEPS``); a back end that
     reaches it ends the turn with what it has and logs ``turn step limit reached``.
     """
@@ -146,7 +149,14 @@ class Tools(Protocol):
     def before_model_call(self) -> None: ...
 
     def after_model_call(
-        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+        self,
+        *,
+        model: str,
+        tokens: int,
+        ms: float,
+        error: str | None = None,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
     ) -> None: ...
 
 

@@ -15,7 +15,8 @@ default ``<teammates>/<instance>/script.json``; a relative path is taken from th
 working directory); ``NANOSLACK_MODEL`` (openai/anthropic, required);
 ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (optional: local servers need none);
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY`` (required for anthropic);
-``NANOSLACK_DAILY_TOKENS`` (integer > 0, unlimited when unset). Every problem is a
+``NANOSLACK_DAILY_TOKENS`` (integer > 0, unlimited when unset); ``NANOSLACK_DAILY_USD``
+(US dollars > 0, unlimited when unset). Every problem is a
 ``ConfigError`` whose message starts with the key to fix.
 """
 
@@ -75,6 +76,7 @@ def agent_config(lookup: Lookup, instance: str, *, teammates_dir: Path) -> Agent
         return AgentConfig(instance, kind, script=path, script_key=key)
     model = keys.required("NANOSLACK_MODEL", f"by NANOSLACK_AGENT={kind}")
     cap = daily_tokens(lookup, instance)  # a malformed cap is refused at start, with its key
+    daily_usd(lookup, instance)
     if kind == "openai":
         base_url, api_key = keys.url("OPENAI_BASE_URL"), keys.get("OPENAI_API_KEY")[1]
     else:
@@ -101,6 +103,12 @@ def daily_tokens(lookup: Lookup, instance: str) -> int | None:
     """``NANOSLACK_DAILY_TOKENS[_<SUF>]``: the instance's daily token cap (None: unlimited);
     the turns' tools enforce it before every model call."""
     return InstanceKeys(lookup, instance).positive_int("NANOSLACK_DAILY_TOKENS")
+
+
+def daily_usd(lookup: Lookup, instance: str) -> float | None:
+    """``NANOSLACK_DAILY_USD[_<SUF>]``: the instance's daily cap in US dollars (None:
+    unlimited), on the prices of its model calls (docs/agents.md); enforced as the token cap is."""
+    return InstanceKeys(lookup, instance).positive_number("NANOSLACK_DAILY_USD", "US dollars > 0")
 
 
 def _anthropic_key(keys: InstanceKeys) -> str:
@@ -148,6 +156,12 @@ class InstanceKeys:
         if value is None:
             return None
         return _number(key, value, int, lambda n: n > 0, "an integer > 0")
+
+    def positive_number(self, base: str, expected: str) -> float | None:
+        key, value = self.get(base)
+        if value is None:
+            return None
+        return _number(key, value.removeprefix("$"), float, lambda n: n > 0 and math.isfinite(n), expected)
 
     def seconds(self, base: str, default: float) -> float:
         key, value = self.get(base)

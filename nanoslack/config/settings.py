@@ -8,6 +8,7 @@ tests) can load different files in one interpreter.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import re
 import time
@@ -55,6 +56,7 @@ DEFAULT_RETENTION_DAYS = 14
 DEFAULT_SHUTDOWN_GRACE = 20.0
 METRICS_ADDR_KEY = "NANOSLACK_METRICS_ADDR"
 ROOM_TOKENS_KEY = "NANOSLACK_ROOM_TOKENS"
+ROOM_USD_KEY = "NANOSLACK_ROOM_USD"
 HOP_SCOPES = ("identity", "room")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS = ("console", "json")
@@ -168,6 +170,21 @@ class Settings:
     def room_tokens(self) -> int | None:
         """NANOSLACK_ROOM_TOKENS: unset → unlimited; not an integer > 0 → unlimited, reported."""
         return self.room_token_cap
+
+    def room_usd(self) -> float | None:
+        """NANOSLACK_ROOM_USD: unset → unlimited; not a number of dollars > 0 → unlimited, with
+        a warning."""
+        raw = (self.value(ROOM_USD_KEY) or "").strip()
+        if not raw:
+            return None
+        try:
+            value = float(raw.removeprefix("$"))
+        except ValueError:
+            value = -1.0
+        if value > 0 and math.isfinite(value):
+            return value
+        warn_malformed(_log, ROOM_USD_KEY, raw, "US dollars > 0", "unlimited")
+        return None
 
     def routine_tz(self) -> dt.tzinfo:
         """NANOSLACK_TZ (default UTC); an unknown zone is UTC, reported at load."""

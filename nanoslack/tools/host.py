@@ -67,6 +67,7 @@ class TurnEffects:
     owner_messages: list[str] = field(default_factory=list)
     tokens: int = 0  # what the turn's model calls spent (for the metrics)
     cached_tokens: int = 0  # of which read from a provider's prompt cache
+    cost_usd: float = 0.0  # their price in US dollars, of the calls priced (for the metrics)
     # What other tool sets of the fleet mean to do (``nanoslack.tools.team``: reports,
     # votes, ballots, a refused directive's note); the recorder's effect appliers commit
     # them in the turn's transaction.

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, Turn
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool, dumped
-from nanoslack.budgets import RoomBudget
+from nanoslack.budgets import DollarLedger, RoomBudget, usd
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger, redact_text
 from nanoslack.store import MessageRow, Store
@@ -64,10 +64,12 @@ class TurnBudget:
     store: Store
     ledger: TokenLedger | None = None
     daily_tokens: int | None = None  # NANOSLACK_DAILY_TOKENS[_SUF]
-    room: RoomBudget | None = None  # NANOSLACK_ROOM_TOKENS
+    room: RoomBudget | None = None  # NANOSLACK_ROOM_TOKENS and NANOSLACK_ROOM_USD
     # A turn no message woke (a routine's run): the tokens its own daily cap has left
     # today (None: no cap).
     own_left: Callable[[], int | None] | None = None
+    dollars: DollarLedger | None = None
+    daily_usd: float | None = None  # NANOSLACK_DAILY_USD[_SUF]
 
     def check(self) -> None:
         if self.daily_tokens is not None and self.ledger is not None:
@@ -78,8 +80,22 @@ class TurnBudget:
                     f"daily token budget spent: {used} of {self.daily_tokens} tokens used today",
                     scope="instance",
                 )
-        if self.room is not None and self.room.paused(self.channel):
-            raise BudgetExhausted("this room's token budget for today is spent", scope="room")
+        if self.daily_usd is not None and self.dollars is not None:
+            spent = self.dollars.usd_today(self.instance)
+            if spent >= self.daily_usd:
+                log.warning(
+                    "budget exhausted", instance=self.instance, used_usd=spent, cap_usd=self.daily_usd
+                )
+                raise BudgetExhausted(
+                    f"daily dollar budget spent: {usd(spent)} of {usd(self.daily_usd)} used today",
+                    scope="instance",
+                    unit="usd",
+                )
+        unit = self.room.spent(self.channel) if self.room is not None else None
+        if unit is not None:
+            raise BudgetExhausted(
+                f"this room's {unit.budget} for today is spent", scope="room", unit=unit.name
+            )
         left = self.own_left() if self.own_left is not None else None
         if left is not None and left <= 0:
             raise BudgetExhausted("this routine's daily_tokens for today are spent", scope="routine")
@@ -182,16 +198,27 @@ class TurnToolbox:
         self._budget.check()
 
     def after_model_call(
-        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+        self,
+        *,
+        model: str,
+        tokens: int,
+        ms: float,
+        error: str | None = None,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
     ) -> None:
         tokens = max(0, int(tokens))
         cached = min(max(0, int(cached_tokens)), tokens)
         self.tokens += tokens
         self.effects.tokens += tokens
         self.effects.cached_tokens += cached
-        # Cache reads count toward the budgets at NANOSLACK_CACHED_TOKEN_WEIGHT.
+        self.effects.cost_usd += cost_usd or 0.0
+        # Cache reads count toward the token budgets at NANOSLACK_CACHED_TOKEN_WEIGHT; the
+        # dollar budgets read the steps' prices (the table prices cache reads itself).
         self._budget.spend(self._billed(tokens, cached))
-        self._record("model", model, tokens=tokens, cached_tokens=cached, ms=ms, error=error)
+        self._record(
+            "model", model, tokens=tokens, cached_tokens=cached, cost_usd=cost_usd, ms=ms, error=error
+        )
 
     def _record(self, kind: str, name: str, **fields: Any) -> None:
         self._step += 1
@@ -246,6 +273,8 @@ class Toolboxes:
     ledger: TokenLedger | None = None
     daily_tokens: int | None = None
     room_budget: RoomBudget | None = None
+    dollars: DollarLedger | None = None
+    daily_usd: float | None = None
     mcp: McpTools | None = None
     approver: ToolApprover | None = None
     # The fleet's further tool families (notes, team rooms, routines), built for each turn.
@@ -281,6 +310,8 @@ class Toolboxes:
             daily_tokens=self.daily_tokens,
             room=self.room_budget if turn.thread_ts else None,
             own_left=own_tokens_left,
+            dollars=self.dollars,
+            daily_usd=self.daily_usd,
         )
         return TurnToolbox(
             turn_id=turn_id,

@@ -7,7 +7,7 @@ DMs to the owners commit together, so a crash leaves either all of it or a turn 
 ``running`` that the next start runs again. A room halted while the agent answered
 records only the turn row (``halted``; the messages stay pending). A failed turn
 consumes its messages (they would fail again on every poll). A turn stopped by a
-spent token budget keeps what it had done and tells the thread once a day; for the
+spent budget (tokens or dollars) keeps what it had done and tells the thread once a day; for the
 instance's daily cap it asks the owners (the room's budget asks for itself).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nanoslack import failpoints
 from nanoslack.agents import Reply, Turn
-from nanoslack.budgets import InstanceBudget
+from nanoslack.budgets import UNITS, USD, InstanceBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.halts import Halts
 from nanoslack.inbound import bot_sender_id
@@ -37,6 +37,7 @@ log = get_logger(__name__)
 EffectApplier = Callable[[int, Turn, TurnEffects], None]
 
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
+BUDGET_USD_TEXT = "I've used up today's dollar budget, so I'll stay quiet until tomorrow."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
 # How a turn no message woke ended, inside its transaction: (status, reason, tokens).
@@ -115,7 +116,7 @@ class TurnRecorder:
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
-        self._tally.turn(status, effects.tokens, effects.cached_tokens)
+        self._tally.turn(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
         failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
@@ -236,7 +237,7 @@ class TurnRecorder:
             self._side_effects(turn_id, turn, (), effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
             ended(status, stopped, effects.tokens)
-        self._tally.turn(status, effects.tokens, effects.cached_tokens)
+        self._tally.turn(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
         log.info(
             "turn finished" if texts else "turn silent",
             instance=self.instance,
@@ -283,9 +284,11 @@ class TurnRecorder:
         recall: Recall | None = None,
         *,
         scope: str,
+        unit: str = "tokens",
     ) -> None:
-        """Stopped before a model call by a spent budget: what the turn did until then
-        stands (its posts, its handoffs); the thread is told once a day."""
+        """Stopped before a model call by a spent budget (``unit``: tokens or usd): what the
+        turn did until then stands (its posts, its handoffs); the thread is told once a day."""
+        spent = UNITS.get(unit, UNITS["tokens"])
         posts = self._without_acknowledgements(turn_id, effects.posts)
         max_chars = MAX_CHARS if turn.thread_ts else self._dm_reply_chars
         texts = prepare_posts(
@@ -308,11 +311,11 @@ class TurnRecorder:
                     purpose="notice",
                     channel=turn.channel,
                     thread_ts=turn.thread_ts or None,
-                    text=BUDGET_TEXT,
+                    text=BUDGET_USD_TEXT if spent is USD else BUDGET_TEXT,
                 )
-        self._tally.turn("budget", effects.tokens, effects.cached_tokens)
+        self._tally.turn("budget", effects.tokens, effects.cached_tokens, effects.cost_usd)
         log.warning(
-            "turn refused: daily token budget spent"
+            f"turn refused: daily {spent.budget} spent"
             if scope == "instance"
             else "turn stopped: room budget spent",
             instance=self.instance,
@@ -320,7 +323,7 @@ class TurnRecorder:
         )
         self._woke(effects.handoffs)
         if scope == "instance" and self._budget is not None:
-            self._budget.spent()  # the owners may allow one more day's worth
+            self._budget.spent(spent)  # the owners may allow one more day's worth
 
     def _remember(
         self,

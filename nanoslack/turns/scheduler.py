@@ -396,7 +396,15 @@ class TurnScheduler:
             raise
         except BudgetExhausted as exc:
             outcome = functools.partial(
-                recorder.budget_spent, turn_id, turn, msgs, str(exc), tools.effects, recall, scope=exc.scope
+                recorder.budget_spent,
+                turn_id,
+                turn,
+                msgs,
+                str(exc),
+                tools.effects,
+                recall,
+                scope=exc.scope,
+                unit=exc.unit,
             )
         except TurnFailed as exc:
             outcome = functools.partial(recorder.failure, turn_id, turn, msgs, str(exc), recall)

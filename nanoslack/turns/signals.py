@@ -79,8 +79,15 @@ class SignalledTools:
         self._tools.before_model_call()
 
     def after_model_call(
-        self, *, model: str, tokens: int, ms: float, error: str | None = None, cached_tokens: int = 0
+        self,
+        *,
+        model: str,
+        tokens: int,
+        ms: float,
+        error: str | None = None,
+        cached_tokens: int = 0,
+        cost_usd: float | None = None,
     ) -> None:
         self._tools.after_model_call(
-            model=model, tokens=tokens, ms=ms, error=error, cached_tokens=cached_tokens
+            model=model, tokens=tokens, ms=ms, error=error, cached_tokens=cached_tokens, cost_usd=cost_usd
         )

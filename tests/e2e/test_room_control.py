@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.fleetproc import FleetProcess
@@ -400,15 +402,42 @@ async def test_two_owners_both_get_the_approval_dm_and_the_second_sees_the_first
 
 
 # Token budgets need a back end that counts tokens: an OpenAI-compatible server, the
-# small one of nanoslack.testing.llm_server on 127.0.0.1 (the one remote service tests may stand in
-# for). Slack traffic is the emulator's, untouched.
-def _llm_env(llm: LLMServer) -> dict[str, str]:
+# small one of nanoslack.testing.llm_server on 127.0.0.1 (the one remote service tests may stand
+# in for). Slack traffic is the emulator's, untouched. Dollar budgets need a model the price
+# table knows: the server answers as gpt-4o.
+def _llm_env(llm: LLMServer, model: str = "gpt-test") -> dict[str, str]:
     return {
         "NANOSLACK_AGENT": "openai",
-        "NANOSLACK_MODEL": "gpt-test",
+        "NANOSLACK_MODEL": model,
         "OPENAI_BASE_URL": llm.openai_url,
         "OPENAI_API_KEY": "sk-test-0123456789",
     }
+
+
+@dataclass(frozen=True)
+class Cap:
+    """A budget in one unit: the keys that cap a room and an instance, and the model."""
+
+    room_key: str
+    daily_key: str
+    value: str
+    model: str
+    budget: str  # how the texts name it
+
+    def env(self, llm: LLMServer, key: str) -> dict[str, str]:
+        return {key: self.value, **_llm_env(llm, self.model)}
+
+
+# A turn of _llm_answer("on it", 42) spends 42 tokens; on gpt-4o $0.000135 (its first call
+# $0.0000275): either cap is spent by the first turn as a whole, never by its first call.
+CAPS = [
+    pytest.param(
+        Cap("NANOSLACK_ROOM_TOKENS", "NANOSLACK_DAILY_TOKENS", "10", "gpt-test", "token budget"), id="tokens"
+    ),
+    pytest.param(
+        Cap("NANOSLACK_ROOM_USD", "NANOSLACK_DAILY_USD", "0.0001", "gpt-4o", "dollar budget"), id="usd"
+    ),
+]
 
 
 def _llm_answer(text: str, tokens: int) -> Script:
@@ -424,13 +453,15 @@ def _llm_answer(text: str, tokens: int) -> Script:
     return answer
 
 
+@pytest.mark.parametrize("cap", CAPS)
 async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_more_turn_through(
-    room: Room, fleet_factory
+    room: Room, fleet_factory, cap: Cap
 ) -> None:
     owner = room.human.id
+    paused = f"⏸️ Paused: this room's {cap.budget}"
     async with LLMServer() as llm:
         llm.openai.default = _llm_answer("on it", 42)
-        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_ROOM_TOKENS="10", **_llm_env(llm))
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, **cap.env(llm, cap.room_key))
 
         def answers() -> list[dict[str, Any]]:
             return [m for m in _bot_posts(room) if m.get("text") == "on it"]
@@ -439,7 +470,7 @@ async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_m
         await room.emu.wait_for(lambda: len(answers()) == 1, timeout=10)
         second = await room.emu.post_as_user(owner, room.channel, f"{room.mention('dana')} second job")
         await room.emu.wait_for(lambda: dm_buttons(room.emu, owner, "nanoslack_budget_allow"), timeout=10)
-        await room.emu.wait_for(lambda: _texts(room, room.channel, "⏸️ Paused: this room's token budget"))
+        await room.emu.wait_for(lambda: _texts(room, room.channel, paused))
         assert room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", second) == [
             ("pending",)
         ]
@@ -456,22 +487,21 @@ async def test_a_spent_room_budget_pauses_the_room_and_asks_and_allow_lets_one_m
         await room.emu.wait_for(
             lambda: len(dm_buttons(room.emu, owner, "nanoslack_budget_allow")) == 1, timeout=10
         )
-        await room.emu.wait_for(
-            lambda: len(_texts(room, room.channel, "⏸️ Paused: this room's token budget")) == 2
-        )
+        await room.emu.wait_for(lambda: len(_texts(room, room.channel, paused)) == 2)
         assert room.sql("SELECT status FROM messages WHERE instance = 'dana' AND ts = ?", third) == [
             ("pending",)
         ]
         assert len(answers()) == 2
 
 
+@pytest.mark.parametrize("cap", CAPS)
 async def test_a_spent_instance_budget_asks_the_owners_and_allow_gives_it_one_more_budget(
-    room: Room, fleet_factory
+    room: Room, fleet_factory, cap: Cap
 ) -> None:
     owner = room.human.id
     async with LLMServer() as llm:
         llm.openai.default = _llm_answer("on it", 42)
-        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, NANOSLACK_DAILY_TOKENS="10", **_llm_env(llm))
+        await fleet_factory(["dana", "eli"], SLACK_OWNER=owner, **cap.env(llm, cap.daily_key))
 
         def answers() -> list[dict[str, Any]]:
             return [m for m in _bot_posts(room) if m.get("text") == "on it"]
@@ -486,6 +516,7 @@ async def test_a_spent_instance_budget_asks_the_owners_and_allow_gives_it_one_mo
         ]
 
         (allow,) = dm_buttons(room.emu, owner, "nanoslack_budget_allow")
+        assert f"*dana* spent its daily {cap.budget} ({cap.daily_key})" in message_text(room.emu, allow)
         await room.emu.click_button(
             owner, allow["channel"], allow["ts"], "nanoslack_budget_allow", allow["value"]
         )
