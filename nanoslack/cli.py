@@ -16,6 +16,7 @@ commands:
   open-room   open an A2A room (same as scripts/open-a2a-room.py)
   q           run SQL on the store (same as scripts/q.py)
   turns       list recent agent turns (status, posts, tokens)
+  spend       tokens and US dollars per instance, room and routine, beside their caps
   rooms       list messaging groups and A2A rooms
   hops        list current A2A hop counts
   senders     pending approvals; approve or deny a sender
@@ -82,6 +83,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "open-room": _lazy("nanoslack.ops.open_room"),
     "q": _lazy("nanoslack.ops.q"),
     "turns": _lazy("nanoslack.ops.admin", "turns_main"),
+    "spend": _lazy("nanoslack.ops.spend"),
     "rooms": _lazy("nanoslack.ops.admin", "rooms_main"),
     "hops": _lazy("nanoslack.ops.admin", "hops_main"),
     "senders": _lazy("nanoslack.ops.admin", "senders_main"),
