@@ -162,6 +162,7 @@ class ReplyStreams:
                 self._on_plain_fallback(target.channel, target.thread_ts)
             return None
         ts = str(resp.get("ts"))
+        failpoints.hit("stream.started")  # Slack streams it; its ts is not in the store yet
         await started(ts)
         for piece in pieces[1:]:
             await self._client.chat_appendStream(channel=target.channel, ts=ts, markdown_text=piece)
@@ -399,6 +400,7 @@ class LiveDraft:
             self.shown = None
             return False
         self.ts = str(resp.get("ts"))
+        failpoints.hit("draft.started")  # Slack streams it; its ts is not in the store yet
         self.shown = text
         self.steps_shown = {str(t["id"]) for t in tasks}
         drafts.started(self._instance, self._turn_id, self.ts)

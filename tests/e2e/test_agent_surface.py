@@ -252,6 +252,93 @@ def _assert_one_whole_message(room: Room, im: str, partial: dict[str, Any], answ
     assert emu.stream_calls(im)["chat.startStream"] == 1
 
 
+# A turn's two posts: the first is drafted live (one line: nothing to append), the second
+# is never drafted, so it takes the stream path of a whole post.
+FIRST_POST = "On it."
+SECOND_POST = "\n".join(f"line {i}: the second answer goes on and on" for i in range(150))
+
+
+def _two_posts_env(room: Room) -> Path:
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", f"{FIRST_POST}\n---\n{SECOND_POST}")
+    dana = room.apps["dana"]
+    return write_fleet_env(
+        room.tmp / ".env",
+        room.emu,
+        [dana],
+        room.db,
+        SLACK_OWNER=room.human.id,
+        LOG_FORMAT="json",
+        **agent.env(),
+    )
+
+
+def _replies_sent(room: Room) -> bool:
+    rows = room.sql("SELECT status FROM outbox WHERE instance = 'dana' AND purpose = 'reply'")
+    return len(rows) == 2 and all(status == "sent" for (status,) in rows)
+
+
+async def _killed_at(room: Room, env_file: Path, im: str, failpoint: str) -> None:
+    emu = room.emu
+    first = FleetProcess.start(env_file, failpoints=f"{failpoint}=kill@1")
+    await emu.wait_for(lambda: emu.connections(room.apps["dana"].app_id) >= 1, timeout=60)
+    await emu.post_as_user(room.human.id, im, "the long answer, please")
+    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+
+
+async def _restarted_until_replies_sent(room: Room, env_file: Path) -> None:
+    second = FleetProcess.start(env_file)
+    try:
+        await second.wait_for_event("post recovered: stream finished", within=60)
+        await room.emu.wait_for(lambda: _replies_sent(room), timeout=30)
+    finally:
+        assert await second.stop() == 0
+
+
+def _assert_each_post_once_and_whole(room: Room, im: str) -> None:
+    emu = room.emu
+    messages = sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))
+    assert [m["text"] for m in messages] == [FIRST_POST, SECOND_POST]
+    for m in messages:
+        assert m["metadata"]["event_type"] == "nanoslack_turn" and not emu.is_streaming(im, m["ts"])
+    assert emu.stream_calls(im)["chat.startStream"] == 2
+
+
+async def test_a_sigkill_mid_stream_of_a_turns_second_post_and_a_restart_leave_each_post_once_and_whole(
+    room: Room,
+) -> None:
+    env_file, im = _two_posts_env(room), _im(room)
+    await _killed_at(room, env_file, im, "stream.appended")
+    halves = [m for m in _bot_messages(room, im) if room.emu.is_streaming(im, m["ts"])]
+    assert len(halves) == 1 and len(halves[0]["text"]) < len(SECOND_POST)
+    await _restarted_until_replies_sent(room, env_file)
+    _assert_each_post_once_and_whole(room, im)
+
+
+async def test_a_sigkill_between_slacks_answer_to_a_stream_start_and_its_ts_stored_leaves_each_post_once(
+    room: Room,
+) -> None:
+    env_file, im = _two_posts_env(room), _im(room)
+    await _killed_at(room, env_file, im, "stream.started")
+    assert [m for m in _bot_messages(room, im) if room.emu.is_streaming(im, m["ts"])]
+    await _restarted_until_replies_sent(room, env_file)
+    _assert_each_post_once_and_whole(room, im)
+
+
+async def test_a_stream_slack_breaks_off_after_its_start_is_finished_as_one_message_not_posted_again(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu = room.emu
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", f"{FIRST_POST}\n---\n{SECOND_POST}")
+    await fleet_factory(["dana"], SLACK_OWNER=room.human.id, **agent.env())
+    im = _im(room)
+    emu.fail_next("chat.appendStream", error="internal_error")  # Slack answered: not appended
+    await emu.post_as_user(room.human.id, im, "the long answer, please")
+    await emu.wait_for(lambda: _replies_sent(room), timeout=30)
+    _assert_each_post_once_and_whole(room, im)
+
+
 async def test_the_assistant_panes_title_and_suggested_prompts_are_the_teammates(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
@@ -386,6 +473,28 @@ async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_
             assert await second.stop() == 0
     _assert_one_whole_message(room, im, partial, answer)
     assert _turns(room) == ["abandoned", "done"]
+
+
+async def test_a_sigkill_between_slacks_answer_to_a_drafts_start_and_its_ts_stored_leaves_one_whole_message(
+    room: Room,
+) -> None:
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(60))
+    async with LLMServer() as llm:
+        slow = dataclasses.replace(openai_answer(send(answer)), chunk_chars=16, chunk_delay=0.02)
+        llm.openai.push(slow, slow, openai_text())
+        env = backend_env("openai", llm, "sk-test-0123456789")
+        env_file = write_fleet_env(
+            room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
+        )
+        im = _im(room)
+        partial = await _killed_mid_stream(room, env_file, im, "draft.started", answer)
+        second = FleetProcess.start(env_file)
+        try:
+            await second.wait_for_event("posted", within=120)
+        finally:
+            assert await second.stop() == 0
+    _assert_one_whole_message(room, im, partial, answer)
 
 
 async def test_a_command_agents_dm_reply_grows_line_by_line_as_it_prints(
