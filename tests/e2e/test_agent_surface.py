@@ -298,7 +298,7 @@ async def _restarted_until_replies_sent(room: Room, env_file: Path) -> None:
 def _assert_each_post_once_and_whole(room: Room, im: str) -> None:
     emu = room.emu
     messages = sorted(_bot_messages(room, im), key=lambda m: float(m["ts"]))
-    assert [m["text"] for m in messages] == [FIRST_POST, SECOND_POST]
+    assert [m["text"] for m in messages] == [FIRST_POST, SECOND_POST], "a post is missing, or twice"
     for m in messages:
         assert m["metadata"]["event_type"] == "nanoslack_turn" and not emu.is_streaming(im, m["ts"])
     assert emu.stream_calls(im)["chat.startStream"] == 2
