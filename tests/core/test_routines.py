@@ -75,7 +75,20 @@ async def test_a_run_a_crash_left_running_is_failed_interrupted_and_the_next_due
 
 def _stop_routine_for(store: Store, sender: str) -> tuple[bool, str]:
     """Whether a turn ``sender`` woke is offered ``stop_routine``, and what calling it says."""
-    msg = MessageRow(INSTANCE, ROOM, "2.0", "1.0", None, sender, "stop plan", "pending", 0, 0, 0.0)
+    msg = MessageRow(
+        instance=INSTANCE,
+        channel=ROOM,
+        ts="2.0",
+        thread_key="1.0",
+        messaging_group_id=None,
+        sender_id=sender,
+        text="stop plan",
+        status="pending",
+        hop=0,
+        hop_limit=0,
+        handoff_depth=0,
+        created_at=0.0,
+    )
     build = RoutineToolset.factory(store, INSTANCE, (OWNER,))
     turn = Turn(INSTANCE, "dana", ROOM, "1.0", sender, False, "Group chat", (), ())
     tools = build(1, turn, [msg], TurnEffects())
