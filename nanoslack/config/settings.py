@@ -130,6 +130,7 @@ class Settings:
     # Read at load like every other key, so each malformed one is reported once, there.
     a2a_at_load: A2AConfig = field(default_factory=lambda: A2AConfig(frozenset(), DEFAULT_MAX_HOPS))
     room_token_cap: int | None = None
+    room_usd_cap: float | None = None
     tz: dt.tzinfo = dt.UTC
     leases: LeaseTimings = field(default_factory=LeaseTimings)
 
@@ -172,19 +173,8 @@ class Settings:
         return self.room_token_cap
 
     def room_usd(self) -> float | None:
-        """NANOSLACK_ROOM_USD: unset → unlimited; not a number of dollars > 0 → unlimited, with
-        a warning."""
-        raw = (self.value(ROOM_USD_KEY) or "").strip()
-        if not raw:
-            return None
-        try:
-            value = float(raw.removeprefix("$"))
-        except ValueError:
-            value = -1.0
-        if value > 0 and math.isfinite(value):
-            return value
-        warn_malformed(_log, ROOM_USD_KEY, raw, "US dollars > 0", "unlimited")
-        return None
+        """NANOSLACK_ROOM_USD: unset → unlimited; not a number of dollars > 0 → unlimited, reported."""
+        return self.room_usd_cap
 
     def routine_tz(self) -> dt.tzinfo:
         """NANOSLACK_TZ (default UTC); an unknown zone is UTC, reported at load."""
@@ -205,6 +195,20 @@ def _room_tokens(env: Mapping[str, str], log: Any) -> int | None:
     if raw.isdigit() and int(raw) > 0:
         return int(raw)
     warn_malformed(log, ROOM_TOKENS_KEY, raw, "an integer > 0", "unlimited")
+    return None
+
+
+def _room_usd(env: Mapping[str, str], log: Any) -> float | None:
+    raw = env.get(ROOM_USD_KEY, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw.removeprefix("$"))
+    except ValueError:
+        value = -1.0
+    if value > 0 and math.isfinite(value):
+        return value
+    warn_malformed(log, ROOM_USD_KEY, raw, "US dollars > 0", "unlimited")
     return None
 
 
@@ -442,6 +446,7 @@ def load_settings(
             parse_rooms(env.get("SLACK_A2A_ROOMS")), parse_max_hops(env.get("SLACK_A2A_MAX_HOPS"), report)
         ),
         room_token_cap=_room_tokens(env, report),
+        room_usd_cap=_room_usd(env, report),
         tz=_tz(env, report),
         leases=LeaseTimings.from_env(env, report),
         malformed=tuple(report.found),

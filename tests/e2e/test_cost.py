@@ -85,7 +85,13 @@ async def test_a_priced_models_steps_keep_their_cost_and_spend_shows_instance_ro
         await room.emu.wait_for(lambda: len(_model_steps(room)) == 2, timeout=15)
         # The routine's run, asked for now as an operator would.
         await room.emu.wait_for(lambda: room.sql("SELECT name FROM routines") == [("plan",)], timeout=15)
-        assert routines_cli.main(["--db", str(room.db), "run", "dana", "plan"], out=io.StringIO()) == 0
+        assert (
+            routines_cli.main(
+                ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "run", "dana", "plan"],
+                out=io.StringIO(),
+            )
+            == 0
+        )
         await room.emu.wait_for(lambda: len(_model_steps(room)) == 4, timeout=20)
         await room.emu.wait_for(
             lambda: room.sql("SELECT count(*) FROM turns WHERE status = 'done'") == [(2,)], timeout=10

@@ -290,7 +290,13 @@ def test_every_malformed_value_fails_naming_the_key_value_expectation_and_what_i
 ) -> None:
     env = _good(temu, tmp_path)
     write_env(
-        env, {"SLACK_A2A_MAX_HOPS": "three", "NANOSLACK_HISTORY_CHARS": "lots", "NANOSLACK_TZ": "Mars/Base"}
+        env,
+        {
+            "SLACK_A2A_MAX_HOPS": "three",
+            "NANOSLACK_HISTORY_CHARS": "lots",
+            "NANOSLACK_TZ": "Mars/Base",
+            "NANOSLACK_ROOM_USD": "ten",
+        },
     )
     doctor = _doctor(env)
     assert doctor.code == 1, doctor.out
@@ -299,9 +305,10 @@ def test_every_malformed_value_fails_naming_the_key_value_expectation_and_what_i
         ("SLACK_A2A_MAX_HOPS", "'three'", "an integer > 0", "6"),
         ("NANOSLACK_HISTORY_CHARS", "'lots'", "an integer > 0", "48000"),
         ("NANOSLACK_TZ", "'Mars/Base'", "an IANA time zone", "UTC"),
+        ("NANOSLACK_ROOM_USD", "'ten'", "US dollars > 0", "unlimited"),
     ):
         [line] = [f for f in failures if f"{key}={value}" in f]
         assert expected in line and f"the fleet uses {using}" in line, line
         # run's warning carries the same words, as fields (doctor's stderr is the fleet's log)
         assert f"config value malformed: {key}" in doctor.err
-    assert doctor.out.splitlines()[-1] == f"{len(doctor.out.splitlines()) - 1} checks, 3 failed"
+    assert doctor.out.splitlines()[-1] == f"{len(doctor.out.splitlines()) - 1} checks, 4 failed"
