@@ -199,7 +199,7 @@ def test_app_context_changed_names_the_channel_viewed_or_nothing(temu: ThreadedE
     } in contexts
 
 
-async def test_bolt_hears_a_feedback_click_and_a_stop(emu: Emulator) -> None:
+async def test_bolt_hears_a_feedback_click_a_stop_and_a_context_change(emu: Emulator) -> None:
     ann = emu.add_user("ann")
     dana = emu.add_app("dana")
     im = emu.create_conversation([dana.bot_user_id, ann.id], kind="im")
@@ -217,6 +217,10 @@ async def test_bolt_hears_a_feedback_click_and_a_stop(emu: Emulator) -> None:
     async def on_stop(event: dict[str, Any]) -> None:
         got.append(event)
 
+    @bolt.event("app_context_changed")
+    async def on_context(event: dict[str, Any]) -> None:
+        got.append(event)
+
     handler = AsyncSocketModeHandler(bolt, app_token=dana.app_token, ping_interval=0.5)
     await handler.connect_async()  # type: ignore[no-untyped-call]
     try:
@@ -225,9 +229,9 @@ async def test_bolt_hears_a_feedback_click_and_a_stop(emu: Emulator) -> None:
         await emu.click_feedback(ann.id, im.id, reply["ts"], positive=False)
         await web.agents_sessions_setStatus(channel_id=im.id, thread_ts=ts, status="processing")
         await emu.click_stop(ann.id, im.id, ts)
-        await emu.wait_for(
-            lambda: {e["type"] for e in got} == {"feedback_buttons", "agent_session_stopped"}, timeout=8
-        )
+        await emu.change_app_context("dana", im.id)
+        kinds = {"feedback_buttons", "agent_session_stopped", "app_context_changed"}
+        await emu.wait_for(lambda: {e["type"] for e in got} == kinds, timeout=8)
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
     feedback = next(e for e in got if e["type"] == "feedback_buttons")
