@@ -12,7 +12,8 @@ from typing import Literal
 from sqlalchemy import text
 
 from nanoslack.store.database import Cached
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import AgentGroupMember
 from nanoslack.store.tables import AgentGroupRow as AgentGroupRow
 
 Role = Literal["member", "admin"]
@@ -25,11 +26,7 @@ _CREATE = text(
     + " ON CONFLICT DO NOTHING"
 )
 _ADD = text(
-    insert_sql(
-        "agent_group_members",
-        ("agent_group_id", "user_id", "role", "added_at", "added_by"),
-        values={"agent_group_id": ":group_id", "added_at": ":now"},
-    )
+    Row(AgentGroupMember).insert(values={"agent_group_id": ":group_id", "added_at": ":now"})
     + " ON CONFLICT DO NOTHING"
 )
 _REMOVE = text("DELETE FROM agent_group_members WHERE agent_group_id = :group_id AND user_id = :user_id")

@@ -39,20 +39,15 @@ _OPEN = text(
     )
     + " ON CONFLICT DO NOTHING"
 )
-_DECIDE = text(
-    "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"
-    " WHERE id = :id AND status = 'pending'"
-)
-_OVERRIDE = text(
-    "UPDATE pending_sender_approvals SET status = :status, decided_at = :now, decided_by = :by"
-    " WHERE id = :id AND status != :status"
-)
+_DECISION = {"status": ":status", "decided_at": ":now", "decided_by": ":by"}
+_DECIDE = text(_APPROVAL.update(_DECISION, also="status = 'pending'"))
+_OVERRIDE = text(_APPROVAL.update(_DECISION, also="status != :status"))
 # The unique (agent_group_id, sender_id) index answers it: a repeated request's one statement.
 _STATE = text(
     "SELECT id, status FROM pending_sender_approvals"
     " WHERE agent_group_id = :agent_group_id AND sender_id = :sender_id"
 )
-_SET_OWNER = text("UPDATE pending_sender_approvals SET owner_id = :owner WHERE id = :id")
+_SET_OWNER = text(_APPROVAL.update({"owner_id": ":owner"}))
 
 
 class Approvals:

@@ -29,8 +29,16 @@ _LATEST = text(
     f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref ORDER BY id DESC LIMIT 1"
 )
 _ANSWER = text(
-    "UPDATE owner_asks SET status = 'answered', choice = :choice, answered_by = :by, verdict = :verdict,"
-    " answered_at = :now WHERE id = :id AND status = :expected"
+    _ASK.update(
+        {
+            "status": "'answered'",
+            "choice": ":choice",
+            "answered_by": ":by",
+            "verdict": ":verdict",
+            "answered_at": ":now",
+        },
+        also="status = :expected",
+    )
 )
 
 

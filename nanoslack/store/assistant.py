@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import AssistantThread
 
-_COLUMNS = ("instance", "channel", "thread_ts", "user_id", "context_channel", "context_name", "updated_at")
 _RECORD = text(
-    insert_sql("assistant_threads", _COLUMNS, values={"updated_at": ":now"})
+    Row(AssistantThread).insert(values={"updated_at": ":now"})
     + " ON CONFLICT (instance, channel, thread_ts) DO UPDATE SET user_id = excluded.user_id,"
     " context_channel = excluded.context_channel, context_name = excluded.context_name,"
     " updated_at = excluded.updated_at"

@@ -20,7 +20,8 @@ from nanoslack.store.tables import ReplyDraft as ReplyDraft
 
 _DRAFT = Row(ReplyDraft, empty=("ts",))
 _OPEN = text(_DRAFT.insert(values={"turn_id": ":turn", "ts": "''", "started_at": ":now"}))
-_STARTED = text("UPDATE reply_drafts SET ts = :ts WHERE instance = :instance AND turn_id = :turn")
+_BY_TURN = {"instance": ":instance", "turn_id": ":turn"}
+_STARTED = text(_DRAFT.update(["ts"], where=_BY_TURN))
 _OF_TURN = text(f"SELECT {_DRAFT.sql} FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
 # Drafts of turns that will never be recorded (left by a crash) in this conversation.
 _LEFT = text(
@@ -29,7 +30,7 @@ _LEFT = text(
     " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status <> 'abandoned')"
     " ORDER BY d.started_at LIMIT 1"
 )
-_ADOPT = text("UPDATE reply_drafts SET turn_id = :turn WHERE instance = :instance AND turn_id = :left")
+_ADOPT = text(_DRAFT.update({"turn_id": ":turn"}, where={"instance": ":instance", "turn_id": ":left"}))
 _DROP = text("DELETE FROM reply_drafts WHERE instance = :instance AND turn_id = :turn")
 
 

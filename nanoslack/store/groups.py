@@ -16,7 +16,8 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Cached, Database
 from nanoslack.store.fastpath import hot_execute_in_order, hot_exists, hot_rows, in_order, positional_names
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import EngagedThread
 from nanoslack.store.tables import GroupRow as GroupRow
 from nanoslack.store.writebehind import WriteBehind
 
@@ -40,16 +41,11 @@ _CREATE = text(
     + " ON CONFLICT DO NOTHING"
 )
 _MAKE_PUBLIC = text(
-    "UPDATE messaging_groups SET unknown_sender_policy = 'public'"
-    " WHERE platform = :platform AND platform_id = :platform_id AND instance = :instance"
+    _GROUP.update({"unknown_sender_policy": "'public'"}, where=("platform", "platform_id", "instance"))
 )
 _ENGAGE = in_order(
     text(
-        insert_sql(
-            "engaged_threads",
-            ("messaging_group_id", "thread_key", "engaged_at"),
-            values={"messaging_group_id": ":group_id", "engaged_at": ":now"},
-        )
+        Row(EngagedThread).insert(values={"messaging_group_id": ":group_id", "engaged_at": ":now"})
         + " ON CONFLICT DO NOTHING"
     ),
     ("group_id", "thread_key", "now"),

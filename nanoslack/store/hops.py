@@ -17,7 +17,8 @@ from sqlalchemy import text
 from nanoslack.store.database import Database
 from nanoslack.store.engine import PG_LOCK_SPACE
 from nanoslack.store.fastpath import hot_execute, hot_first
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import A2AHop
 
 # Held until the reserving transaction ends, so the count and the insert are one step
 # for every process; READ COMMITTED then sees the previous holder's committed row.
@@ -36,10 +37,7 @@ _TALLY_ROOM = text(
     " FROM a2a_hops WHERE room = :room"
 )
 _COUNT_ROOM = text("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = :room")
-_INSERT = text(
-    insert_sql("a2a_hops", ("room", "instance", "ts", "bot_id", "created_at"), values={"created_at": ":now"})
-    + " ON CONFLICT DO NOTHING"
-)
+_INSERT = text(Row(A2AHop).insert(values={"created_at": ":now"}) + " ON CONFLICT DO NOTHING")
 _RESET_ROOM = text("DELETE FROM a2a_hops WHERE room = :room")
 _RESET_IDENTITY = text("DELETE FROM a2a_hops WHERE room = :room AND instance = :instance")
 

@@ -19,20 +19,11 @@ from nanoslack.store.fastpath import (
     in_order,
     positional_names,
 )
-from nanoslack.store.rows import insert_sql
+from nanoslack.store.rows import Row, insert_sql, update_sql
+from nanoslack.store.tables import InboxEntry
 
 # What recording writes: every column but the outcome's (``status`` starts as received).
-_RECORD_COLUMNS = (
-    "instance",
-    "channel",
-    "ts",
-    "event_type",
-    "event_id",
-    "payload",
-    "status",
-    "attempts",
-    "received_at",
-)
+_RECORD_COLUMNS = tuple(n for n in Row(InboxEntry).names if n not in ("reason", "finished_at"))
 _RECORD_FIXED = {"status": "'received'", "attempts": "0"}
 _RECORD = text(
     insert_sql("inbox", _RECORD_COLUMNS, values={**_RECORD_FIXED, "received_at": ":now"})
@@ -45,14 +36,16 @@ _RECORD_BOUND = len(_RECORD_COLUMNS) - len(_RECORD_FIXED)
 _RECORD_CHUNKS = (64, 16, 4, 1)
 _FINISH = in_order(
     text(
-        "UPDATE inbox SET status = :status, reason = :reason, finished_at = :now"
-        " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = 'received'"
+        update_sql(
+            "inbox",
+            {"status": ":status", "reason": ":reason", "finished_at": ":now"},
+            also="status = 'received'",
+        )
     ),
     ("status", "reason", "now", "instance", "channel", "ts"),  # as ``finish_many`` gives them
 )
 _ATTEMPT = text(
-    "UPDATE inbox SET attempts = attempts + 1, reason = :reason"
-    " WHERE instance = :instance AND channel = :channel AND ts = :ts RETURNING attempts"
+    update_sql("inbox", {"attempts": "attempts + 1", "reason": ":reason"}) + " RETURNING attempts"
 )
 _UNFINISHED = text(
     "SELECT payload FROM inbox WHERE instance = :instance AND status = 'received' ORDER BY received_at, ts"

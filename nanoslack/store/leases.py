@@ -28,10 +28,7 @@ _TAKE = text(
     " OR instance_leases.holder = :stale"
 )
 _GET = text(f"SELECT {_LEASE.sql} FROM instance_leases WHERE instance = :instance")
-_RENEW = text(
-    "UPDATE instance_leases SET expires_at = :expires, heartbeat_at = :now"
-    " WHERE instance = :instance AND holder = :holder"
-)
+_RENEW = text(_LEASE.update({"expires_at": ":expires", "heartbeat_at": ":now"}, where=("instance", "holder")))
 # Inside a batch's transaction: is this process still the holder? FOR SHARE makes a
 # takeover (an UPDATE of the row) wait until the batch has committed.
 _HOLDER = text("SELECT holder FROM instance_leases WHERE instance = :instance")

@@ -31,7 +31,7 @@ _VISIBLE = text(
     " ORDER BY id DESC"
 )
 _ADD = text(_NOTE.insert(skip=("id",), values={"created_at": ":now"}) + " RETURNING id")
-_KEEP = text("UPDATE memories SET status = 'kept' WHERE turn_id = :turn_id AND status = 'draft'")
+_KEEP = text(_NOTE.update({"status": "'kept'"}, where=("turn_id",), also="status = 'draft'"))
 _GET = text(f"SELECT {_NOTE.sql} FROM memories WHERE id = :id AND status = 'kept'")
 _DELETE = text("DELETE FROM memories WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
 # A scope's notes as its bound counts them: kept ones and this turn's drafts, oldest first.

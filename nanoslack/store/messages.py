@@ -41,10 +41,7 @@ _FLEET_WRITTEN = {
 _GET = text(
     f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts"
 )
-_SET_STATUS_FROM = text(
-    "UPDATE messages SET status = :status"
-    " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = :from_status"
-)
+_SET_STATUS_FROM = text(_MESSAGE.update(["status"], also="status = :from_status"))
 _PENDING = text(
     f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND status = 'pending' ORDER BY ts"
 )
@@ -62,9 +59,8 @@ _HELD = text(
     " ORDER BY ts"
 )
 _MOVE_HELD = text(
-    "UPDATE messages SET status = :status"
-    " WHERE instance = :instance AND sender_id = :sender_id AND status = 'held'"
-    " RETURNING channel, ts"
+    _MESSAGE.update(["status"], where=("instance", "sender_id"), also="status = 'held'")
+    + " RETURNING channel, ts"
 )
 # A thread as the agent may read it: its messages after the instance's last turn there,
 # never held or refused ones (from senders nobody has let in).
@@ -79,7 +75,9 @@ _THREAD = text(
     " ORDER BY ts DESC LIMIT :limit"
 )
 _CONSUME_EVERYONES = text(
-    "UPDATE messages SET status = 'done' WHERE channel = :channel AND ts IN :ts AND status = 'pending'"
+    _MESSAGE.update(
+        {"status": "'done'"}, where={"channel": ":channel"}, also="ts IN :ts AND status = 'pending'"
+    )
 ).bindparams(bindparam("ts", expanding=True))
 _ADD_HANDOFF = text(
     _MESSAGE.insert(values={**_FLEET_WRITTEN, "handoff_depth": ":depth"}) + " ON CONFLICT DO NOTHING"

@@ -42,15 +42,17 @@ _QUEUED = text(
 )
 _GET = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE id = :id")
 _SENDING = text(
-    "UPDATE outbox SET status = 'sending', posted_channel = :channel, attempted_at = :now"
-    " WHERE id = :id AND status = 'queued'"
+    _OUTBOX.update(
+        {"status": "'sending'", "posted_channel": ":channel", "attempted_at": ":now"},
+        also="status = 'queued'",
+    )
 )
 _IN_DOUBT = text(
     f"SELECT {_OUTBOX.sql} FROM outbox WHERE instance = :instance AND status = 'sending' ORDER BY id"
 )
 # A stream's ts, written as soon as Slack started it (the row stays in doubt until sent).
-_STREAMING = text("UPDATE outbox SET posted_ts = :ts WHERE id = :id AND status = 'sending'")
-_REQUEUE = text("UPDATE outbox SET status = 'queued' WHERE id = :id AND status = 'sending'")
+_STREAMING = text(_OUTBOX.update({"posted_ts": ":ts"}, also="status = 'sending'"))
+_REQUEUE = text(_OUTBOX.update({"status": "'queued'"}, also="status = 'sending'"))
 # What an instance already said in a thread: its next turn's transcript shows it.
 _SENT_POSTS = text(
     "SELECT posted_ts, text FROM outbox WHERE instance = :instance AND kind = 'post' AND status = 'sent'"
@@ -74,21 +76,37 @@ _OF_TURNS = text(
     " ORDER BY id"
 ).bindparams(bindparam("ids", expanding=True))
 _CANCEL_REPLIES = text(
-    "UPDATE outbox SET status = 'cancelled' WHERE purpose = 'reply' AND status = 'queued'"
-    " AND channel = :channel AND coalesce(thread_ts, '') = :thread_ts"
+    _OUTBOX.update(
+        {"status": "'cancelled'"},
+        where={"purpose": "'reply'", "status": "'queued'", "channel": ":channel"},
+        also="coalesce(thread_ts, '') = :thread_ts",
+    )
 )
 _ASKING = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE ask_id = :ask_id AND kind = 'post' ORDER BY id")
 _BY_KEY = text(f"SELECT {_OUTBOX.sql} FROM outbox WHERE dedupe_key = :key")
 _SENT = text(
-    "UPDATE outbox SET status = 'sent', posted_channel = :channel, posted_ts = :ts, sent_at = :now,"
-    " error = NULL"
-    " WHERE id = :id"
+    _OUTBOX.update(
+        {
+            "status": "'sent'",
+            "posted_channel": ":channel",
+            "posted_ts": ":ts",
+            "sent_at": ":now",
+            "error": "NULL",
+        }
+    )
 )
 _FAILED = text(
-    "UPDATE outbox SET attempts = attempts + 1, error = :error,"
-    " status = CASE WHEN :final THEN 'failed' ELSE 'queued' END WHERE id = :id"
+    _OUTBOX.update(
+        {
+            "attempts": "attempts + 1",
+            "error": ":error",
+            "status": "CASE WHEN :final THEN 'failed' ELSE 'queued' END",
+        }
+    )
 )
-_CANCEL = text("UPDATE outbox SET status = 'cancelled' WHERE dedupe_key = :key AND status = 'queued'")
+_CANCEL = text(
+    _OUTBOX.update({"status": "'cancelled'"}, where={"dedupe_key": ":key"}, also="status = 'queued'")
+)
 
 Purpose = Literal["reply", "notice", "ask", "post", "vote"]
 

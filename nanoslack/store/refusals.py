@@ -7,14 +7,14 @@ import time
 from sqlalchemy import text
 
 from nanoslack.store.database import Database
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row, update_sql
 from nanoslack.store.tables import RefusalRow as RefusalRow
+from nanoslack.store.tables import SenderRefusal
 
 _REFUSAL = Row(RefusalRow, prefix="r.", columns={"platform_id": "m.platform_id"})
 _COUNT = text(
-    insert_sql(
-        "sender_refusals",
-        ("messaging_group_id", "sender_id", "reason", "instance", "count", "first_seen", "last_seen"),
+    Row(SenderRefusal).insert(
+        skip=("notified_at",),
         values={"messaging_group_id": ":group_id", "count": ":n", "first_seen": ":now", "last_seen": ":now"},
     )
     + " ON CONFLICT (messaging_group_id, sender_id, reason) DO UPDATE SET"
@@ -23,9 +23,12 @@ _COUNT = text(
 )
 # Atomic claim, so two racing refusals cannot both send the decline notice.
 _CLAIM_NOTICE = text(
-    "UPDATE sender_refusals SET notified_at = :now"
-    " WHERE messaging_group_id = :group_id AND sender_id = :sender_id AND reason = :reason"
-    " AND (notified_at IS NULL OR notified_at <= :cutoff)"
+    update_sql(
+        "sender_refusals",
+        {"notified_at": ":now"},
+        where={"messaging_group_id": ":group_id", "sender_id": ":sender_id", "reason": ":reason"},
+        also="(notified_at IS NULL OR notified_at <= :cutoff)",
+    )
 )
 _LIST = text(
     f"SELECT {_REFUSAL.sql}"

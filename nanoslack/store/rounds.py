@@ -36,28 +36,32 @@ _JOIN = text(
 )
 _MEMBERS = text(f"SELECT {_MEMBER.sql} FROM round_members WHERE round_id = :round_id ORDER BY joined_at")
 _FINISH_MEMBER = text(
-    "UPDATE round_members SET status = :status, turn_id = :turn_id, finished_at = :now"
-    " WHERE round_id = :round_id AND instance = :instance AND status = 'answering'"
+    _MEMBER.update(
+        {"status": ":status", "turn_id": ":turn_id", "finished_at": ":now"}, also="status = 'answering'"
+    )
 )
 _MOVE = text(
-    "UPDATE rounds SET status = :to,"
-    " closed_at = CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"
-    " WHERE id = :id AND status = :from_status"
+    _ROUND.update(
+        {"status": ":to", "closed_at": "CASE WHEN :to IN ('closed', 'stopped') THEN :now ELSE closed_at END"},
+        also="status = :from_status",
+    )
 )
 _NEXT = text(
     "UPDATE rounds SET status = 'open', created_at = :now WHERE id = ("
     " SELECT min(id) FROM rounds WHERE room = :room AND status = 'waiting')"
     " AND NOT EXISTS (SELECT 1 FROM rounds WHERE room = :room AND status IN ('open', 'closing'))"
 )
-_CLOSING = text("UPDATE rounds SET close_ts = :ts WHERE id = :id")
+_CLOSING = text(_ROUND.update({"close_ts": ":ts"}))
 _BY_CLOSE = text(f"SELECT {_ROUND.sql} FROM rounds WHERE room = :room AND close_ts = :ts")
 _WAITING_ROOMS = text(
     "SELECT DISTINCT room FROM rounds w WHERE status = 'waiting' AND NOT EXISTS ("
     " SELECT 1 FROM rounds o WHERE o.room = w.room AND o.status IN ('open', 'closing'))"
 )
 _STOP = text(
-    "UPDATE rounds SET status = 'stopped', closed_at = :now"
-    " WHERE room = :room AND status IN ('open', 'closing') RETURNING id"
+    _ROUND.update(
+        {"status": "'stopped'", "closed_at": ":now"}, where=("room",), also="status IN ('open', 'closing')"
+    )
+    + " RETURNING id"
 )
 
 

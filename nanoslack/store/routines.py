@@ -45,23 +45,12 @@ _UPSERT = text(
     + " ON CONFLICT (instance, name) DO UPDATE SET schedule = excluded.schedule, channel = excluded.channel,"
     " next_due = excluded.next_due, active = excluded.active, updated_at = excluded.updated_at"
 )
-_DEACTIVATE = text(
-    "UPDATE routines SET active = :no, next_due = NULL WHERE instance = :instance AND name = :name"
-)
+_DEACTIVATE = text(_STATE.update({"active": ":no", "next_due": "NULL"}))
 _STATES = text(f"SELECT {_STATE.sql} FROM routines WHERE instance = :instance")
-_NEXT_DUE = text("UPDATE routines SET next_due = :next_due WHERE instance = :instance AND name = :name")
-_PAUSE = text(
-    "UPDATE routines SET paused = :paused, paused_by = :by, updated_at = :now"
-    " WHERE instance = :instance AND name = :name"
-)
-_REQUEST = text(
-    "UPDATE routines SET run_requested_at = :now, updated_at = :now"
-    " WHERE instance = :instance AND name = :name"
-)
-_TAKE_REQUEST = text(
-    "UPDATE routines SET run_requested_at = NULL"
-    " WHERE instance = :instance AND name = :name AND run_requested_at = :at"
-)
+_NEXT_DUE = text(_STATE.update(["next_due"]))
+_PAUSE = text(_STATE.update({"paused": ":paused", "paused_by": ":by", "updated_at": ":now"}))
+_REQUEST = text(_STATE.update({"run_requested_at": ":now", "updated_at": ":now"}))
+_TAKE_REQUEST = text(_STATE.update({"run_requested_at": "NULL"}, also="run_requested_at = :at"))
 _CLAIM = text(
     _RUN.insert(skip=("id", "turn_id"), values={"tokens": "0"})
     + " ON CONFLICT (instance, routine, due_at) DO NOTHING RETURNING id"
@@ -72,13 +61,24 @@ _IS_RUNNING = text(
     " AND status = 'running' LIMIT 1"
 )
 _FINISH = text(
-    "UPDATE routine_runs SET status = :status, reason = :reason, turn_id = coalesce(:turn_id, turn_id),"
-    " tokens = :tokens, ended_at = :now WHERE id = :id AND status = 'running'"
+    _RUN.update(
+        {
+            "status": ":status",
+            "reason": ":reason",
+            "turn_id": "coalesce(:turn_id, turn_id)",
+            "tokens": ":tokens",
+            "ended_at": ":now",
+        },
+        also="status = 'running'",
+    )
 )
-_SET_TURN = text("UPDATE routine_runs SET turn_id = :turn_id WHERE id = :id")
+_SET_TURN = text(_RUN.update(["turn_id"]))
 _ABANDON = text(
-    "UPDATE routine_runs SET status = 'failed', reason = 'interrupted', ended_at = :now"
-    " WHERE instance = :instance AND status = 'running'"
+    _RUN.update(
+        {"status": "'failed'", "reason": "'interrupted'", "ended_at": ":now"},
+        where=("instance",),
+        also="status = 'running'",
+    )
 )
 _TOKENS_SINCE = text(
     "SELECT coalesce(sum(t.tokens), 0) FROM routine_runs r JOIN turns t ON t.id = r.turn_id"

@@ -83,6 +83,18 @@ class Row(Generic[T]):
             raise TypeError(f"{self.cls.__name__}: insert needs the row's table")
         return insert_sql(self.table, [n for n in self.names if n not in skip], values=values)
 
+    def update(
+        self,
+        assign: Sequence[str] | Mapping[str, str],
+        *,
+        where: Sequence[str] | Mapping[str, str] | None = None,
+        also: str = "",
+    ) -> str:
+        """``update_sql`` of the row's own table."""
+        if self.table is None:
+            raise TypeError(f"{self.cls.__name__}: update needs the row's table")
+        return update_sql(self.table, assign, where=where, also=also)
+
     def all(self, rows: Sequence[Sequence[Any]]) -> list[T]:
         read = self.read
         return [read(r) for r in rows]
@@ -100,6 +112,33 @@ def insert_sql(table: str, columns: Sequence[str], *, values: Mapping[str, str] 
     _check_columns(table, columns)
     bound = ", ".join(values.get(c, f":{c}") for c in columns)
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({bound})"
+
+
+def update_sql(
+    table: str,
+    assign: Sequence[str] | Mapping[str, str],
+    *,
+    where: Sequence[str] | Mapping[str, str] | None = None,
+    also: str = "",
+) -> str:
+    """``UPDATE table SET a = :a WHERE k = :k AND also``: ``assign`` and ``where`` name
+    columns of ``table`` (checked against it), each bound by its own name, or map a
+    column to its SQL (``{"status": "'sent'", "sent_at": ":now"}``); ``where`` is the
+    table's primary key unless given; ``also``: a further condition (a guard on the old
+    value, ``status = 'queued'``). A clause after it (RETURNING) is the caller's to append."""
+    sets = _pairs(table, assign)
+    if where is None:
+        where = [c.name for c in METADATA.tables[table].primary_key.columns]
+    conditions = [f"{c} = {v}" for c, v in _pairs(table, where)] + ([also] if also else [])
+    return f"UPDATE {table} SET {', '.join(f'{c} = {v}' for c, v in sets)}" + (
+        f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    )
+
+
+def _pairs(table: str, columns: Sequence[str] | Mapping[str, str]) -> list[tuple[str, str]]:
+    pairs = list(columns.items()) if isinstance(columns, Mapping) else [(c, f":{c}") for c in columns]
+    _check_columns(table, [c for c, _ in pairs])
+    return pairs
 
 
 def _check_columns(table: str, names: Sequence[str]) -> None:

@@ -62,8 +62,8 @@ _QUIET = text(
     " WHERE b.instance = :me AND t.status IN ('working', 'input_required') AND t.stale_at IS NULL"
     " AND t.updated_at < :before ORDER BY t.updated_at"
 )
-_PINGED = text("UPDATE tasks SET pinged_at = :now WHERE id = :id AND pinged_at IS NULL AND updated_at = :at")
-_STALE = text("UPDATE tasks SET stale_at = :now WHERE id = :id AND stale_at IS NULL AND updated_at = :at")
+_PINGED = text(_TASK.update({"pinged_at": ":now"}, also="pinged_at IS NULL AND updated_at = :at"))
+_STALE = text(_TASK.update({"stale_at": ":now"}, also="stale_at IS NULL AND updated_at = :at"))
 
 _NEW_BOARD = text(
     _BOARD.insert(skip=("ts",), values={"text": "''", "version": "0", "updated_at": ":now"})
@@ -74,10 +74,10 @@ _NEW_BOARD = text(
 # tasks (SQLite's BEGIN IMMEDIATE serialises them anyway). The row comes from the UPDATE
 # itself: a plain SELECT after it could see a board another process committed in between,
 # one this transaction holds no lock on (READ COMMITTED), and edit it out of turn.
-_LOCK_BOARD = text(f"UPDATE boards SET version = version + 1 WHERE room = :room RETURNING {_BOARD.sql}")
+_LOCK_BOARD = text(_BOARD.update({"version": "version + 1"}) + f" RETURNING {_BOARD.sql}")
 _GET_BOARD = text(f"SELECT {_BOARD.sql} FROM boards WHERE room = :room")
-_SAID = text("UPDATE boards SET text = :text, updated_at = :now WHERE room = :room")
-_BOARD_TS = text("UPDATE boards SET ts = :ts WHERE room = :room AND ts IS NULL")
+_SAID = text(_BOARD.update({"text": ":text", "updated_at": ":now"}))
+_BOARD_TS = text(_BOARD.update(["ts"], also="ts IS NULL"))
 _BOARDS_OF = text(f"SELECT {_BOARD.sql} FROM boards WHERE instance = :me ORDER BY room")
 
 

@@ -15,7 +15,8 @@ from sqlalchemy import text
 
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_execute, hot_first
-from nanoslack.store.rows import Row, insert_sql
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import AgentUsage
 from nanoslack.store.tables import TurnRow as TurnRow
 
 _TURN = Row(TurnRow)
@@ -33,19 +34,30 @@ _LEFT_RUNNING = text(
     " AND thread_key = :thread_key AND status = 'running' ORDER BY id DESC LIMIT 1"
 )
 _TAKE_OVER = text(
-    "UPDATE turns SET reply_thread_ts = :reply_thread_ts, sender_id = :sender_id,"
-    " through_ts = :through_ts, messages = :messages, wrapping_up = :wrapping_up,"
-    " started_at = :now WHERE id = :id AND status = 'running'"
+    _TURN.update(
+        {
+            "reply_thread_ts": ":reply_thread_ts",
+            "sender_id": ":sender_id",
+            "through_ts": ":through_ts",
+            "messages": ":messages",
+            "wrapping_up": ":wrapping_up",
+            "started_at": ":now",
+        },
+        also="status = 'running'",
+    )
 )
 _FINISH = text(
-    "UPDATE turns SET status = :status, posts = :posts, error = :error,"
-    " finished_at = :now WHERE id = :id AND status = 'running'"
+    _TURN.update(
+        {"status": ":status", "posts": ":posts", "error": ":error", "finished_at": ":now"},
+        also="status = 'running'",
+    )
 )
 # Each model call's tokens, as it is made: the room's budget counts a turn under way.
-_ADD_TOKENS = text("UPDATE turns SET tokens = tokens + :tokens WHERE id = :id")
+_ADD_TOKENS = text(_TURN.update({"tokens": "tokens + :tokens"}))
 _ABANDON = text(
-    "UPDATE turns SET status = 'abandoned', finished_at = :now"
-    " WHERE instance = :instance AND status = 'running'"
+    _TURN.update(
+        {"status": "'abandoned'", "finished_at": ":now"}, where=("instance",), also="status = 'running'"
+    )
 )
 # The newest message a finished turn answered in this thread: the next turn's
 # transcript starts after it.
@@ -57,7 +69,7 @@ _RECENT = text(f"SELECT {_TURN.sql} FROM turns ORDER BY id DESC LIMIT :limit")
 _RECENT_OF = text(f"SELECT {_TURN.sql} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
 _GET = text(f"SELECT {_TURN.sql} FROM turns WHERE id = :id")
 _ADD_USAGE = text(
-    insert_sql("agent_usage", ("instance", "day", "tokens"))
+    Row(AgentUsage).insert()
     + " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
 )
 _USED = text("SELECT tokens FROM agent_usage WHERE instance = :instance AND day = :day")

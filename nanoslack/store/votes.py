@@ -47,16 +47,11 @@ _OPEN_IN = text(
     " ORDER BY posted_at DESC, id DESC"
 )
 _ASKED_BY = text(f"SELECT {_VOTE.sql} FROM votes WHERE instance = :me AND status = 'open' ORDER BY id")
-_POSTED = text(
-    "UPDATE votes SET ts = :ts, posted_at = :now WHERE id = :id AND ts IS NULL AND status = 'open'"
-)
-_UNPOSTABLE = text("UPDATE votes SET status = 'failed', closed_at = :now WHERE id = :id AND status = 'open'")
-_REMIND = text(
-    "UPDATE votes SET reminded_at = :now WHERE id = :id AND reminded_at IS NULL AND status = 'open'"
-)
+_POSTED = text(_VOTE.update({"ts": ":ts", "posted_at": ":now"}, also="ts IS NULL AND status = 'open'"))
+_UNPOSTABLE = text(_VOTE.update({"status": "'failed'", "closed_at": ":now"}, also="status = 'open'"))
+_REMIND = text(_VOTE.update({"reminded_at": ":now"}, also="reminded_at IS NULL AND status = 'open'"))
 _CLOSE = text(
-    "UPDATE votes SET status = 'closed', closed_at = :now, result = :result"
-    " WHERE id = :id AND status = 'open'"
+    _VOTE.update({"status": "'closed'", "closed_at": ":now", "result": ":result"}, also="status = 'open'")
 )
 _BALLOT = text(
     _BALLOT_ROW.insert(values={"cast_at": ":now"})
