@@ -13,6 +13,11 @@ from nanoslack.store.tables import HandoffRow as HandoffRow
 _HANDOFF = Row(HandoffRow)
 _ADD = text(_HANDOFF.insert(skip=("id",), values={"created_at": ":now"}))
 _RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
+# The trace a recipient's turn continues: the handoff that wrote its waking message.
+_TRACE_OF = text(
+    "SELECT traceparent FROM handoffs WHERE to_instance = :instance AND channel = :channel AND ts = :ts"
+    " ORDER BY id DESC LIMIT 1"
+)
 
 
 class Handoffs:
@@ -30,6 +35,7 @@ class Handoffs:
         depth: int,
         turn_id: int,
         ts: str,
+        traceparent: str | None = None,
     ) -> None:
         params = {
             "from_instance": from_instance,
@@ -40,6 +46,7 @@ class Handoffs:
             "depth": depth,
             "turn_id": turn_id,
             "ts": ts,
+            "traceparent": traceparent,
             "now": time.time(),
         }
         with self._db.transaction() as conn:
@@ -48,3 +55,10 @@ class Handoffs:
     def recent(self, limit: int = 50) -> list[HandoffRow]:
         with self._db.transaction() as conn:
             return _HANDOFF.all(conn.execute(_RECENT, {"limit": limit}).all())
+
+    def traceparent(self, instance: str, channel: str, ts: str) -> str | None:
+        """The trace of the handoff that wrote ``instance``'s message ``ts`` (None: none, or
+        traces were off when it was written)."""
+        with self._db.read() as conn:
+            value = conn.execute(_TRACE_OF, {"instance": instance, "channel": channel, "ts": ts}).scalar()
+        return str(value) if value else None

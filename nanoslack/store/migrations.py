@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -179,6 +179,14 @@ def _v12_step_cost(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cost_usd FLOAT")
 
 
+def _v13_handoff_trace(conn: Connection) -> None:
+    """Version 13: the trace a handoff continues (``handoffs.traceparent``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("handoffs")}
+    if "traceparent" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE handoffs ADD COLUMN traceparent VARCHAR")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -187,6 +195,7 @@ def _v12_step_cost(conn: Connection) -> None:
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
 # Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
 # Version 11: ``_v11_reply_drafts``. Version 12: ``_v12_step_cost``.
+# Version 13: ``_v13_handoff_trace``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -200,6 +209,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v10_routines,
     _v11_reply_drafts,
     _v12_step_cost,
+    _v13_handoff_trace,
 ]
 
 

@@ -504,6 +504,9 @@ class HandoffRow:
     turn_id: int  # the sender's turn
     ts: str  # the recipient's messages row
     created_at: float
+    # The sender's turn's trace as W3C ``traceparent`` when traces are on (schema version
+    # 13): the recipient's turn continues it, in whichever process (docs/operations.md).
+    traceparent: str | None
 
 
 @table("a2a_rooms", key=("platform_id",))

@@ -137,3 +137,26 @@ def test_a_version_11_database_keeps_its_steps_and_prices_new_ones(tmp_path: Pat
         store.steps.add(7, 2, kind="model", name="gpt-4o-mini", tokens=30, cost_usd=0.0002)
         assert [(s.step, s.cost_usd) for s in store.steps.of(7)] == [(1, None), (2, 0.0002)]
     assert _columns(fresh, "turn_steps") == _columns(old, "turn_steps")
+
+
+def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace(tmp_path: Path) -> None:
+    """Version 13 adds ``handoffs.traceparent``: an older handoff stays (no trace), a new one
+    keeps the trace its recipient continues, and the table has a fresh one's columns."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    with Store.open(sqlite_url(str(fresh))):
+        pass
+    hand = {"from_instance": "dana", "to_instance": "eli", "channel": "C0ROOM", "thread_key": "1.0"}
+    with Store.open(sqlite_url(str(old))) as store:
+        store.handoffs.add(**hand, text="build it", depth=1, turn_id=7, ts="2.0")
+    conn = sqlite3.connect(old)
+    conn.executescript(
+        "ALTER TABLE handoffs DROP COLUMN traceparent;"
+        "UPDATE schema_meta SET value = '12' WHERE key = 'version';"
+    )
+    conn.close()
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with Store.open(sqlite_url(str(old))) as store:
+        store.handoffs.add(**hand, text="test it", depth=1, turn_id=8, ts="3.0", traceparent=parent)
+        assert store.handoffs.traceparent("eli", "C0ROOM", "2.0") is None
+        assert store.handoffs.traceparent("eli", "C0ROOM", "3.0") == parent
+    assert _columns(fresh, "handoffs") == _columns(old, "handoffs")
