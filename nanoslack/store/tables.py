@@ -4,6 +4,11 @@ the repositories select, read and insert those same fields (``rows.Row``), so a 
 is named and typed here and nowhere else. A listing that joins another table's columns
 extends the row class with them.
 
+A new column is a field here (its place among the fields is its place in a fresh
+database) and, for databases made before it, a migration that adds it
+(``migrations``). Fields carry no Python default: a column's default is the database's
+(``Col(server_default=…)``), and a row is always read whole.
+
 Names that operators use in SQL (``messaging_groups``, ``users``, ``agent_groups``,
 ``agent_group_members``, ``pending_sender_approvals`` and their documented columns)
 are fixed; the rest is ours. Times are Unix seconds (REAL).
