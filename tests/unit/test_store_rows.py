@@ -130,3 +130,19 @@ def test_a_listing_that_extends_a_row_class_reads_its_table_and_the_joined_colum
     rows = Row(RefusalRow, prefix="r.", columns={"platform_id": "m.platform_id"})
     assert rows.table == "sender_refusals"
     assert rows.sql.endswith("r.notified_at, m.platform_id")
+
+
+def test_an_update_sets_checked_columns_where_the_primary_key_matches_unless_told() -> None:
+    from nanoslack.store.rows import update_sql
+
+    assert update_sql("inbox", {"status": "'done'", "finished_at": ":now"}, also="status = 'received'") == (
+        "UPDATE inbox SET status = 'done', finished_at = :now"
+        " WHERE instance = :instance AND channel = :channel AND ts = :ts AND status = 'received'"
+    )
+    assert Row(LeaseLike, table="instance_leases").update(["holder"], where=("instance",)) == (
+        "UPDATE instance_leases SET holder = :holder WHERE instance = :instance"
+    )
+    with pytest.raises(TypeError, match="inbox has no column state"):
+        update_sql("inbox", ["state"])
+    with pytest.raises(TypeError, match="inbox has no column key"):
+        update_sql("inbox", ["status"], where={"key": ":key"})
