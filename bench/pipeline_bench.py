@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack import heap
+from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
+from nanoslack.halts import Halts
 from nanoslack.inbound import Drop, Identity
 from nanoslack.logs import configure_logging
 from nanoslack.pipeline import build_pipeline
@@ -50,9 +52,16 @@ async def run(n: int, db: Path, batch: int) -> dict[str, Any]:
     store = Store.open(f"sqlite:///{db}")
     ident = Identity(instance="dana", team_id="T0", bot_user_id=BOT_USER, bot_id="B0DANA")
     config = A2AConfig(frozenset({ROOM}), 10**9)
-    # The room feature that takes part in routing (the instance's core passes all of them).
-    rounds = RoundsFeature(store, instance=ident.instance, chief=None)
-    pipeline = build_pipeline(ident, store, owners=(OWNER,), a2a_config=lambda: config, features=[rounds])
+    # The parts the instance's core shares with its pipeline; of the room features, the one
+    # that takes part in routing (the core passes all of them).
+    pipeline = build_pipeline(
+        ident,
+        store,
+        a2a_config=lambda: config,
+        asks=OwnerAsks(store, instance=ident.instance, owners=(OWNER,)),
+        halts=Halts(store),
+        features=[RoundsFeature(store, instance=ident.instance, chief=None)],
+    )
     bodies = [payload(i) for i in range(n)]
     # As the fleet runs (``Fleet.start``, ``Fleet.run``): SQLite's checkpoints on their
     # thread, the collector settled once the process is built.

@@ -61,10 +61,7 @@ from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.pipeline import NameResolver, Outcome, Pipeline, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
-from nanoslack.routines import spec as routine_spec
-from nanoslack.routines.clock import RoutineClock, RunQueue
 from nanoslack.routines.feature import RoutinesFeature
-from nanoslack.routines.runner import RoutineTurns
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import MessageRow, Store
 from nanoslack.team import TeamFeature
@@ -278,21 +275,27 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
     # The room features (``nanoslack.features``), registered in one list: the turns, the
     # recorder, room control and the clicks ask each of them, in this order.
-    routine_turns = RoutineTurns(store, name, RunQueue(), owners=services.owners, tally=tally)
-    routine_clock = build_routine_clock(
-        identity,
-        services,
-        edge,
-        queue=routine_turns.queue,
-        halts=halts,
-        wake=lambda: turns.wake(),
-        tally=tally,
-    )
     features: list[RoomFeature] = [
         RoundsFeature(store, instance=name, chief=services.tools.chief),
         MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
         TeamFeature(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
-        RoutinesFeature(store, name, services.owners, turns=routine_turns, clock=routine_clock),
+        RoutinesFeature(
+            store,
+            identity,
+            teammates_dir=services.teammates_dir,
+            owners=services.owners,
+            halts=halts,
+            wake=lambda: turns.wake(),
+            tz=services.tz,
+            max_steps=services.tools.max_steps(name),
+            is_member=getattr(edge.directory, "is_member", None),
+            used_today=functools.partial(services.ledger.used_today, name) if services.ledger else None,
+            daily_cap=services.daily_tokens(name),
+            fence=edge.fence,
+            tally=tally,
+            tick=services.turns.clock_tick,
+            clock=services.turns.clock_time,
+        ),
         *services.extra_features(identity),
     ]
     # Room control, guard, router and gate, in one transaction per batch (``nanoslack.pipeline``).
@@ -378,8 +381,8 @@ def build_turns(
     services: Services,
     *,
     directory: RoomDirectory,
+    halts: Halts,
     signals: TurnSignals | None = None,
-    halts: Halts | None = None,
     budgets: Budgets | None = None,
     features: Sequence[RoomFeature] = (),
     mcp: McpTools | None = None,
@@ -388,7 +391,6 @@ def build_turns(
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     store, instance, tools, owners = services.store, identity.instance, services.tools, services.owners
-    halts = halts or Halts(store)
     skills_dir = services.teammates_dir / SKILLS_DIRNAME
     transcripts = Transcripts(
         identity=identity,
@@ -455,57 +457,6 @@ def _turn_recorded(
 ) -> None:
     for feature in features:
         feature.turn_recorded(instance, msgs, turn_id, status)
-
-
-def build_routine_clock(
-    identity: Identity,
-    services: Services,
-    edge: EdgeParts,
-    *,
-    queue: RunQueue,
-    halts: Halts,
-    wake: Callable[[], None],
-    tally: Tally,
-) -> RoutineClock:
-    """Routines (docs/routines.md): the clock claims due times into ``queue``, the
-    instance's turns run them."""
-    store, name, ledger = services.store, identity.instance, services.ledger
-    return RoutineClock(
-        store,
-        name,
-        path=routine_spec.routines_path(services.teammates_dir, name),
-        load=functools.partial(_load_routines, services, identity, edge.directory),
-        queue=queue,
-        halts=halts,
-        owners=services.owners,
-        used_today=functools.partial(ledger.used_today, name) if ledger else None,
-        daily_cap=services.daily_tokens(name),
-        wake=wake,
-        fence=edge.fence,
-        tally=tally,
-        tick=services.turns.clock_tick,
-        clock=services.turns.clock_time,
-    )
-
-
-async def _load_routines(
-    services: Services, identity: Identity, directory: Directory
-) -> routine_spec.RoutineFile:
-    """The instance's routines file, with the routines whose conversation the bot is not in
-    turned into problems (asking Slack, when the directory can)."""
-    path = routine_spec.routines_path(services.teammates_dir, identity.instance)
-    loaded = routine_spec.load(
-        path, identity.instance, tz=services.tz, max_steps=services.tools.max_steps(identity.instance)
-    )
-    is_member = getattr(directory, "is_member", None)
-
-    async def member_of(channel: str) -> bool | None:
-        if is_member is None:
-            return None
-        answer: bool | None = await is_member(channel, identity.bot_user_id)
-        return answer
-
-    return await routine_spec.check_channels(loaded, member_of, owners=services.owners)
 
 
 class FleetCore:

@@ -277,21 +277,19 @@ def build_pipeline(
     store: Store,
     *,
     a2a_config: Callable[[], A2AConfig],
-    owners: Sequence[str] = (),
+    asks: OwnerAsks,
+    halts: Halts,
+    features: Sequence[RoomFeature],
     hop_scope: str = "identity",
-    asks: OwnerAsks | None = None,
-    halts: Halts | None = None,
     names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
-    features: Sequence[RoomFeature],
 ) -> Pipeline:
-    """Room control, guard with the A2A policy installed, router and gate for one instance.
-    ``asks`` (one per instance, shared with the rest of its core) defaults to asking ``owners``;
-    ``features``: the instance's room features, in the order the stages ask them."""
+    """Room control, guard with the A2A policy installed, router and gate for one instance,
+    from the parts the composition root shares with the rest of its core: the owners'
+    questions (``asks``), the halts, the room features (in the order the stages ask them)."""
     instance = identity.instance
-    asks = asks or OwnerAsks(store, instance=instance, owners=owners)
     guard = BotInboundGuard(instance)
-    control = RoomControl(store, asks, halts or Halts(store), features=features)
+    control = RoomControl(store, asks, halts, features=features)
     policy = A2APolicy(
         instance=instance,
         config=a2a_config,

@@ -7,8 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nanoslack.asks import OwnerAsks
+from nanoslack.config import A2AConfig
 from nanoslack.gate import Gate
-from nanoslack.inbound import Inbound
+from nanoslack.halts import Halts
+from nanoslack.inbound import Identity, Inbound
+from nanoslack.pipeline import Pipeline, build_pipeline
 from nanoslack.rounds import RoundsFeature
 from nanoslack.router import Router
 from nanoslack.store import Store
@@ -22,6 +25,7 @@ __all__ = [
     "ROOM",
     "bot_message",
     "make_gate",
+    "make_pipeline",
     "make_router",
     "rounds_feature",
     "message",
@@ -48,6 +52,27 @@ def bot_message(bot_id: str = "B0ELI", **kw: Any) -> Inbound:
 def make_gate(store: Store, owners: Sequence[str] = (OWNER,)) -> Gate:
     """The gate as an instance's core builds it: asking ``owners`` through its asks."""
     return Gate(store, OwnerAsks(store, instance=INSTANCE, owners=owners))
+
+
+def make_pipeline(
+    store: Store,
+    identity: Identity,
+    *,
+    a2a_config: Callable[[], A2AConfig],
+    owners: Sequence[str] = (OWNER,),
+    fence: Callable[[], bool] | None = None,
+) -> Pipeline:
+    """The pipeline as an instance's core builds it, with the parts the core would share:
+    the owners' questions (asking ``owners``), the halts, and the rounds."""
+    return build_pipeline(
+        identity,
+        store,
+        a2a_config=a2a_config,
+        asks=OwnerAsks(store, instance=identity.instance, owners=owners),
+        halts=Halts(store),
+        features=[rounds_feature(store, identity.instance)],
+        fence=fence,
+    )
 
 
 def rounds_feature(store: Store, instance: str = INSTANCE) -> RoundsFeature:

@@ -13,9 +13,9 @@ import pytest
 
 from nanoslack.config import A2AConfig
 from nanoslack.inbound import Identity
-from nanoslack.pipeline import LeaseLost, Outcome, Pipeline, build_pipeline
+from nanoslack.pipeline import LeaseLost, Outcome, Pipeline
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, rounds_feature
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, make_pipeline, message
 
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 HOLDER = "host-a:101:0000aaaa"  # this process
@@ -24,13 +24,8 @@ OTHER = "host-b:202:0000bbbb"  # the process that took the instance over
 
 def fenced_pipeline(store: Store) -> Pipeline:
     config = A2AConfig(frozenset({ROOM}), 6)
-    return build_pipeline(
-        IDENTITY,
-        store,
-        owners=[OWNER],
-        a2a_config=lambda: config,
-        fence=lambda: store.leases.holds(INSTANCE, HOLDER),
-        features=[rounds_feature(store)],
+    return make_pipeline(
+        store, IDENTITY, a2a_config=lambda: config, fence=lambda: store.leases.holds(INSTANCE, HOLDER)
     )
 
 

@@ -8,18 +8,17 @@ from collections.abc import Callable
 from nanoslack.config import A2AConfig
 from nanoslack.guard import Admit
 from nanoslack.inbound import Drop, Identity, Inbound
-from nanoslack.pipeline import Pipeline, build_pipeline
+from nanoslack.pipeline import Pipeline
 from nanoslack.store import Store
-from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, rounds_feature
+from tests.core import core_helpers
+from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
 
 IDENTITY = Identity(instance=INSTANCE, team_id="T0TEAM", bot_user_id=BOT_USER, bot_id="B0DANA")
 
 
 def make_pipeline(store: Store) -> Pipeline:
     config = A2AConfig(frozenset({ROOM}), 6)
-    return build_pipeline(
-        IDENTITY, store, owners=[OWNER], a2a_config=lambda: config, features=[rounds_feature(store)]
-    )
+    return core_helpers.make_pipeline(store, IDENTITY, a2a_config=lambda: config)
 
 
 def break_writes_of(sql: Callable[[str], int], store: Store, ts: str) -> None:

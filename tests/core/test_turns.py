@@ -26,6 +26,7 @@ from nanoslack.budgets import StoreLedger
 from nanoslack.core import Services, build_turns
 from nanoslack.features import RoomFeature
 from nanoslack.gate import Gate
+from nanoslack.halts import Halts
 from nanoslack.inbound import Identity, Inbound, ThreadKey
 from nanoslack.ops import admin
 from nanoslack.router import Router
@@ -89,6 +90,7 @@ def dispatcher(
         agent,
         services,
         directory=Directory(),
+        halts=Halts(store),
         features=features,
     )
 
