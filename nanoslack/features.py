@@ -8,9 +8,10 @@ message in, the hop limit's pause notice in its rooms, turns of its own (``TurnS
 what it adds to a turn's prompt, which tools it offers, what it does when a turn's
 effects are committed and when a turn is recorded, its timers, and the clicks it takes.
 ``nanoslack.core.build_instance`` registers them in one list (a feature of its own
-joins it through ``Services.extra_features``); the turns, the recorder,
-room control and the click router ask every feature in that list, in its order, and
-know no feature by name.
+joins it through ``Services.extra_features``): the router, the pipeline, room control,
+the turn scheduler, the transcripts, the recorder, the toolbox and the click router ask
+every feature in that list, in its order, and know no feature by name
+(docs/architecture.md, "Room features", has the table of hooks and who asks each).
 
 Every hook has a default that does nothing, so a feature says only what it does.
 """
