@@ -18,8 +18,6 @@ import contextlib
 import functools
 import signal
 
-from slack_sdk.errors import SlackApiError
-
 from nanoslack import heap
 from nanoslack.agents import Agent
 from nanoslack.config import InstanceSettings, Settings
@@ -28,16 +26,24 @@ from nanoslack.health import HealthServer
 from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, FleetState
-from nanoslack.shutdown import Shutdown
+from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
 from nanoslack.slack.lease import LeaseKeeper
+from nanoslack.slack.retry import Backoff, Failure, classify
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
 from nanoslack.turns.scheduler import TurnsClosed
 
 log = get_logger(__name__)
+
+
+def _failed(name: str, step: str, exc: Exception) -> Failure:
+    failure = classify(exc)
+    if not failure.passes:
+        log.error(f"instance skipped: {step} failed", instance=name, error=failure.error)
+    return failure
 
 
 class Fleet:
@@ -84,6 +90,10 @@ class Fleet:
         self._lost: set[str] = set()
         self.leases = LeaseKeeper(self.store, settings.lease_timings(), on_lost=self._lease_lost)
         self.health_server: HealthServer | None = None
+        # Instances whose connect failed for a reason of Slack's: the error, and the task
+        # that tries again (docs/operations.md).
+        self._waiting: dict[str, str] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
 
     def _holds_lease(self, name: str) -> bool:
         return self.store.leases.holds(name, self.leases.holder)
@@ -110,6 +120,7 @@ class Fleet:
             "fleet started",
             instances=[n for n in names if n in self.instances],
             standby=self.leases.waiting,
+            waiting_for_slack=sorted(self._waiting),
             skipped=[n for n, _ in self.settings.skipped] + [n for n, a in agents.items() if a is None],
             a2a_rooms=sorted(a2a.rooms),
             max_hops=a2a.max_hops,
@@ -132,6 +143,9 @@ class Fleet:
     async def _lease_lost(self, name: str) -> None:
         """Another process took the instance over: stop it here and stand by."""
         self._lost.add(name)
+        retry = self._retries.pop(name, None)
+        if retry is not None:
+            await cancel(retry)
         rt = self.instances.pop(name, None)
         if rt is not None:
             await rt.stop()
@@ -142,34 +156,67 @@ class Fleet:
             await self._start_one(next(i for i in self.settings.instances if i.name == name), agent)
 
     async def _connect(self, settings: InstanceSettings, agent: Agent) -> bool:
+        """True once the instance is connected, or waits for Slack to come back (a task
+        tries again with backoff: docs/operations.md); False when it is skipped."""
+        failure = await self._try_connect(settings, agent)
+        if failure is None:
+            return True
+        if not failure.passes:
+            return False
+        name = settings.name
+        self._waiting[name] = failure.error
+        self._retries[name] = asyncio.create_task(
+            self._keep_trying(settings, agent, failure), name=f"{name}-waiting-for-slack"
+        )
+        return True
+
+    async def _keep_trying(self, settings: InstanceSettings, agent: Agent, failure: Failure) -> None:
+        """Slack's own failures pass: try again, 1 s doubling to 60 s, for as long as the
+        process runs; only a token error (or an error Slack will repeat) ends it."""
+        name = settings.name
+        backoff = Backoff(self._edge.socket.backoff_first, self._edge.socket.backoff_cap)
+        try:
+            while failure.passes:
+                self._waiting[name] = failure.error
+                delay = backoff.delay(failure.retry_after)
+                log.warning(
+                    "instance waiting for Slack",
+                    instance=name,
+                    error=failure.error,
+                    next_try_in_s=round(delay, 1),
+                )
+                await asyncio.sleep(delay)
+                next_failure = await self._try_connect(settings, agent)
+                if next_failure is None:
+                    return
+                failure = next_failure
+            self.leases.release(name)
+        finally:
+            self._waiting.pop(name, None)
+            self._retries.pop(name, None)
+
+    async def _try_connect(self, settings: InstanceSettings, agent: Agent) -> Failure | None:
+        """One try: None once connected; else why not. A failure that does not pass is
+        logged ``instance skipped: …`` here; one that passes is the caller's to retry."""
         name = settings.name
         fence = functools.partial(self._holds_lease, name)
         try:
             # Slack says who the instance is; the core is built from the edge's parts of
             # it; the instance joins the two (docs/architecture.md).
             intro = await SlackInstance.introduce(settings, self._edge, self.settings.surface)
-            try:
-                core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
-                rt = SlackInstance(intro, self._edge, core)
-            except BaseException:
-                await intro.close()
-                raise
-        except SlackApiError as exc:
-            log.error("instance skipped: auth.test failed", instance=name, error=exc.response.get("error"))
-            return False
+            core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
+            rt = SlackInstance(intro, self._edge, core)
         except Exception as exc:
-            log.error("instance skipped: auth.test failed", instance=name, error=type(exc).__name__)
-            return False
+            return _failed(name, "auth.test", exc)
         try:
             await rt.start()
         except Exception as exc:
-            log.error("instance skipped: socket connect failed", instance=name, error=type(exc).__name__)
             await rt.stop()
-            return False
+            return _failed(name, "socket connect", exc)
         self.instances[name] = rt
         ident = rt.identity
         log.info("instance ready", instance=name, bot_user_id=ident.bot_user_id, bot_id=ident.bot_id)
-        return True
+        return None
 
     async def _serve_health(self) -> None:
         addr = self.settings.metrics_addr  # ConfigError when malformed: run checks it first
@@ -193,7 +240,12 @@ class Fleet:
             backlog={name: rt.core.backlog() for name, rt in self.instances.items()},
             leases=held,
         )
-        reasons = [f"{name}: not connected" for name, up in connected.items() if not up]
+        waiting = dict(self._waiting)
+        reasons = [
+            f"{name}: waiting for Slack ({waiting[name]})" if name in waiting else f"{name}: not connected"
+            for name, up in connected.items()
+            if not up
+        ]
         reasons += [f"{name}: lease lost to another process" for name in sorted(self._lost)]
         if not self._started:
             reasons.append("starting")
@@ -212,6 +264,8 @@ class Fleet:
         shutdown = self._begin_stop()
         if self._prune_task is not None:
             self._prune_task.cancel()
+        for retry in list(self._retries.values()):
+            await cancel(retry)
         await self.leases.stand_down()
         results = await asyncio.gather(
             *(rt.stop(shutdown) for rt in self.instances.values()), return_exceptions=True

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from slack_sdk.proxy_env_variable_loader import load_http_proxy_from_env
 
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import cancel
+from nanoslack.slack.retry import Backoff, Failure, classify
 
 log = get_logger(__name__)
 _monotonic = time.monotonic
@@ -71,8 +71,10 @@ class SocketOptions:
     watchdog_interval: float = 5.0
     pongs_missed: int = 3
     max_queued: int = MAX_QUEUED
-    backoff_first: float = 0.5
-    backoff_cap: float = 30.0
+    # Reconnects (and the fleet's connects at start) through Slack's blips: 1 s doubling to
+    # 60 s, jittered (nanoslack/slack/retry.py).
+    backoff_first: float = 1.0
+    backoff_cap: float = 60.0
     # A close handshake the server does not answer is given up after this long.
     close_timeout: float = 2.0
 
@@ -170,36 +172,53 @@ class SocketModeClient:
         self._quiet_since = self._last_text = _monotonic()
         return ws
 
-    async def _replace(self, old: aiohttp.ClientWebSocketResponse | None, reason: str) -> bool:
-        """Open a connection in place of ``old``; True once ``old`` is replaced (by this
-        call or by another one meanwhile)."""
+    async def _replace(self, old: aiohttp.ClientWebSocketResponse | None, reason: str) -> Failure | None:
+        """Open a connection in place of ``old``; None once ``old`` is replaced (by this
+        call or by another one meanwhile), else why it could not be."""
         async with self._lock:
             if self._ws is not old or self._closing:
-                return True
+                return None
             try:
                 new = await self._open()
             except Exception as exc:
-                log.warning(
-                    "socket reconnect failed",
-                    instance=self._instance,
-                    reason=reason,
-                    error=type(exc).__name__,
-                )
-                return False
+                return classify(exc)
             self._ws = new
             self.reconnects += 1
         self._has_room.set()  # a reader paused on the old connection moves on to this one
         log.info("socket reconnected", instance=self._instance, reason=reason)
         if old is not None:
             await _close(old)
-        return True
+        return None
 
     async def _reconnect(self, old: aiohttp.ClientWebSocketResponse | None, reason: str) -> None:
+        """Replace ``old`` through Slack's blips, with backoff, for as long as the process
+        runs (nanoslack/slack/retry.py); a token error ends the connection for good."""
         opts = self._options
-        delay = opts.backoff_first
-        while not await self._replace(old, reason):
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, opts.backoff_cap)
+        backoff = Backoff(opts.backoff_first, opts.backoff_cap)
+        while (failure := await self._replace(old, reason)) is not None:
+            if not failure.passes:
+                log.error(
+                    "instance skipped: socket reconnect failed", instance=self._instance, error=failure.error
+                )
+                await self._give_up(old)
+                return
+            delay = backoff.delay(failure.retry_after)
+            log.warning(
+                "instance waiting for Slack",
+                instance=self._instance,
+                error=failure.error,
+                next_try_in_s=round(delay, 1),
+                reason=reason,
+            )
+            await asyncio.sleep(delay)
+
+    async def _give_up(self, old: aiohttp.ClientWebSocketResponse | None) -> None:
+        """No connection any more (the reader stops; ``connected`` is False, so ``/readyz`` says so)."""
+        async with self._lock:
+            if self._ws is old:
+                self._ws = None
+        if old is not None:
+            await _close(old)
 
     # -- reading -----------------------------------------------------------------------------
 
