@@ -14,7 +14,7 @@ commands:
   demo        run the demo against the embedded Slack emulator
   emulator    run the Slack emulator standalone
   open-room   open an A2A room (same as scripts/open-a2a-room.py)
-  q           run SQL on the store (same as scripts/q.py)
+  q           run SQL on the store (.env / --db / DATABASE_URL; same as scripts/q.py)
   turns       list recent agent turns (status, posts, tokens)
   spend       tokens and US dollars per instance, room and routine, beside their caps
   rooms       list messaging groups and A2A rooms

@@ -1,8 +1,12 @@
-"""``q``: run one SQL statement against the nanoslack SQLite store (docs/data.md).
+"""``q``: run one SQL statement against the nanoslack store (docs/data.md).
 
-Reads print rows like the sqlite3 CLI in list mode (``|`` between columns, NULL as
-empty); writes print the number of rows they changed. Standard library only:
-operators run it ad hoc with whatever ``python3`` is on the host.
+The store is found as every other command finds it: a database named first (an SQLite
+file or an SQLAlchemy URL, as a first argument or ``--db``), else ``.env`` under the
+environment (``DATABASE_URL``, else ``NANOSLACK_DB``; ``--env-file``). Reads print rows
+like the sqlite3 CLI in list mode (``|`` between columns, NULL as empty); writes print
+the number of rows they changed. On an SQLite file given by name it needs only the
+standard library (``scripts/q.py`` with whatever ``python3`` is on the host); reading
+``.env`` and PostgreSQL need nanoslack installed.
 """
 
 from __future__ import annotations
@@ -26,13 +30,44 @@ EXIT_USAGE = 2
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
-        description="Run one SQL statement against a nanoslack SQLite database.",
-        epilog='example: q data/nanoslack.db "SELECT platform_id, instance FROM messaging_groups" --header',
+        usage=f"{PROG} [DB] SQL [--db DB] [--env-file PATH] [--header]",
+        description="Run one SQL statement against the nanoslack store (SQLite or PostgreSQL).",
+        epilog=f'example: {PROG} "SELECT platform_id, instance FROM messaging_groups" --header',
     )
-    p.add_argument("db", help="SQLite database file (must exist)")
-    p.add_argument("sql", help="one SQL statement")
+    p.add_argument("first", metavar="DB", help="SQLite file or SQLAlchemy URL (optional: see --db)")
+    p.add_argument("sql", nargs="?", metavar="SQL", help="one SQL statement")
+    p.add_argument("--db", help="SQLite file or SQLAlchemy URL (default: DATABASE_URL / NANOSLACK_DB)")
+    p.add_argument("--env-file", type=Path, default=None, help="read this file instead of ./.env")
     p.add_argument("--header", action="store_true", help="print the column names first")
     return p
+
+
+class Usage(Exception):
+    """Where the store is cannot be told; the message says what to give."""
+
+
+def _looks_like_a_database(text: str) -> bool:
+    return "://" in text or text.endswith((".db", ".sqlite", ".sqlite3")) or Path(text).is_file()
+
+
+def store_url(named: str | None, env_file: Path | None) -> str:
+    """The database ``named`` (a URL, or an SQLite file relative to the cwd), else the
+    fleet's rule (``nanoslack.config.database_url``) on ``.env`` under the environment."""
+    if named:
+        return named if "://" in named else "sqlite:///" + str(Path(named).expanduser().resolve())
+    try:
+        from nanoslack.config import ConfigError, database_url, read_env_file
+    except ImportError:
+        raise Usage(
+            "name the database file (reading .env needs nanoslack installed: .venv/bin/nanoslack q)"
+        ) from None
+    path = (env_file or Path.cwd() / ".env").expanduser().resolve()
+    env = read_env_file(path)
+    env.update(os.environ)
+    try:
+        return database_url(env, path.parent)
+    except ConfigError as exc:
+        raise Usage(str(exc)) from None
 
 
 def format_value(value: object) -> str:
@@ -73,25 +108,67 @@ def run(db: Path, sql: str, header: bool, out: TextIO) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    db = Path(args.db)
-    if not db.is_file():
-        what = "is not a file" if db.exists() else "does not exist"
-        print(f"{PROG}: database {db} {what} (nothing created)", file=sys.stderr)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.sql is None:
+        if _looks_like_a_database(args.first):
+            parser.error("no SQL statement given")
+        named, sql = args.db, args.first
+    else:
+        named, sql = args.first, args.sql
+    try:
+        url = store_url(named, args.env_file)
+    except Usage as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        run(db, args.sql, args.header, sys.stdout)
-        sys.stdout.flush()
-    except sqlite3.Error as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return EXIT_SQL_ERROR
+        if url.startswith("sqlite:///"):
+            return _on_sqlite(Path(url.removeprefix("sqlite:///")), sql, args.header)
+        return _on_server(url, sql, args.header)
     except BrokenPipeError:
         # `q … | head`: the reader left; not an error worth a traceback. Point stdout
         # at devnull so the interpreter's final flush does not raise again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def _on_sqlite(db: Path, sql: str, header: bool) -> int:
+    if not db.is_file():
+        what = "is not a file" if db.exists() else "does not exist"
+        print(f"{PROG}: database {_shown(db)} {what} (nothing created)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        run(db, sql, header, sys.stdout)
+        sys.stdout.flush()
+    except sqlite3.Error as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_SQL_ERROR
     return 0
+
+
+def _on_server(url: str, sql: str, header: bool) -> int:
+    from nanoslack.store.adhoc import StatementError, run_statement
+
+    try:
+        answer = run_statement(url, sql)
+    except StatementError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return EXIT_SQL_ERROR
+    if answer.columns is None:
+        sys.stdout.write(f"{answer.changed}\n")
+    else:
+        write_rows(sys.stdout, answer.columns if header else None, answer.rows)
+    sys.stdout.flush()
+    return 0
+
+
+def _shown(db: Path) -> str:
+    """The path as the operator would recognise it: relative to the cwd when inside it."""
+    try:
+        return str(db.relative_to(Path.cwd()))
+    except ValueError:
+        return str(db)
 
 
 if __name__ == "__main__":

@@ -141,3 +141,70 @@ def test_runs_without_any_site_packages(run: Runner, db: Path) -> None:
         python=(sys.executable, "-I", "-S"),
     )
     assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+
+
+# -- finding the store as every other command does ------------------------------------------------
+
+
+def _nanoslack_q(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
+    import subprocess
+
+    from tests.ops.conftest import clean_env
+
+    return subprocess.run(
+        [sys.executable, "-m", "nanoslack", "q", *args],
+        cwd=cwd,
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+COUNT = "SELECT count(*) FROM messaging_groups"
+
+
+def test_q_reads_the_store_the_env_file_names(db: Path) -> None:
+    home = db.parent.parent
+    (home / ".env").write_text("NANOSLACK_DB=data/nanoslack.db\n")
+    elsewhere = home / "elsewhere"
+    elsewhere.mkdir()
+    r = _nanoslack_q(COUNT, "--env-file", str(home / ".env"), cwd=elsewhere)
+    assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+    r = _nanoslack_q(COUNT, cwd=home)  # ./.env
+    assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+
+
+def test_q_takes_db_and_database_url_like_the_other_commands(db: Path, tmp_path: Path) -> None:
+    r = _nanoslack_q(COUNT, "--db", str(db), cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+    r = _nanoslack_q(COUNT, cwd=tmp_path, env={"DATABASE_URL": f"sqlite:///{db}"})
+    assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+    r = _nanoslack_q(str(db), COUNT, cwd=tmp_path)  # a path argument still works
+    assert (r.returncode, r.stdout) == (0, "3\n"), r.stderr
+
+
+def test_q_without_a_store_says_where_it_looked_and_creates_nothing(tmp_path: Path) -> None:
+    r = _nanoslack_q(COUNT, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "data/nanoslack.db does not exist (nothing created)" in r.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_q_runs_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    from nanoslack.store import Store
+
+    with Store.open(pg_url) as store:
+        store.groups.ensure_public_room("slack:C0PGROOM", "dana")
+    r = _nanoslack_q(
+        "SELECT instance, platform_id FROM messaging_groups WHERE platform_id LIKE '%PGROOM'",
+        "--header",
+        cwd=tmp_path,
+        env={"DATABASE_URL": pg_url},
+    )
+    assert (r.returncode, r.stdout) == (0, "instance|platform_id\ndana|slack:C0PGROOM\n"), r.stderr
+    update = "UPDATE messaging_groups SET unknown_sender_policy = 'strict' WHERE instance = 'dana'"
+    r = _nanoslack_q(update, "--db", pg_url, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, "1\n"), r.stderr
+    r = _nanoslack_q("SELEC 1", "--db", pg_url, cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith("q: syntax error"), r.stderr
