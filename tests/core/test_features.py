@@ -21,7 +21,7 @@ from nanoslack.agents import ToolResult, Turn, TurnOrigin
 from nanoslack.agents.script import ScriptAgent
 from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.config import A2AConfig
-from nanoslack.core import EdgeParts, Services, build_instance
+from nanoslack.core import EdgeParts, InstanceCore, Services, build_instance
 from nanoslack.features import Clock, Engagement, RoomFeature, SourcedTurn, TurnSource
 from nanoslack.gate import Gate
 from nanoslack.inbound import Identity, Inbound, ThreadKey
@@ -48,6 +48,25 @@ class Directory:
 
     def name_of_user(self, slack_user_id: str) -> str | None:
         return {OWNER: "alice", BOT_USER: "dana"}.get(slack_user_id)
+
+
+def dana_with(
+    feature: RoomFeature, store: Store, tmp_path: Path, rules: list[dict[str, Any]], **services: Any
+) -> InstanceCore:
+    """dana's core, as the root builds it, with ``feature`` given through the services and
+    the script back end answering by ``rules``."""
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"rules": rules}))
+    fleet = Services(
+        store=store,
+        teammates_dir=tmp_path / "teammates",
+        siblings=lambda: {"dana": BOT_USER},
+        limiter=asyncio.Semaphore(1),
+        turns=TurnOptions(poll_interval=0.05),
+        extra_features=lambda _identity: [feature],
+        **services,
+    )
+    return build_instance(IDENTITY, ScriptAgent(path, instance=INSTANCE), fleet, EdgeParts(Directory()))
 
 
 class Pour(Arguments):
@@ -81,37 +100,14 @@ async def test_a_feature_given_through_the_services_adds_its_note_to_a_turn_and_
 ) -> None:
     # The rule answers only when the kettle's note is among the turn's notes, and calls
     # the kettle's tool: an unknown tool would be answered with an error, never run.
-    rules = tmp_path / "rules.json"
-    rules.write_text(
-        json.dumps(
-            {
-                "rules": [
-                    {
-                        "match": "tea",
-                        "note": "kettle .* is on",
-                        "calls": [{"tool": "pour_tea", "arguments": {"cups": 2}}],
-                        "reply": "Tea is poured.",
-                    }
-                ]
-            }
-        )
-    )
-    kettles: list[Kettle] = []
-
-    def extra(identity: Identity) -> list[RoomFeature]:
-        kettles.append(Kettle())
-        return [kettles[-1]]
-
-    services = Services(
-        store=store,
-        teammates_dir=tmp_path / "teammates",
-        siblings=lambda: {"dana": BOT_USER},
-        limiter=asyncio.Semaphore(1),
-        turns=TurnOptions(poll_interval=0.05),
-        extra_features=extra,
-    )
-    core = build_instance(IDENTITY, ScriptAgent(rules, instance=INSTANCE), services, EdgeParts(Directory()))
-    (kettle,) = kettles
+    rule = {
+        "match": "tea",
+        "note": "kettle .* is on",
+        "calls": [{"tool": "pour_tea", "arguments": {"cups": 2}}],
+        "reply": "Tea is poured.",
+    }
+    kettle = Kettle()
+    core = dana_with(kettle, store, tmp_path, [rule])
     await core.start()
     try:
         deliver(store, router, gate, message(user=OWNER, mention=True, text="tea, anyone?"))
@@ -192,36 +188,15 @@ class TeaRoom(RoomFeature, TurnSource):
 async def test_a_feature_engages_a_message_without_a_mention_runs_turns_of_its_own_and_words_the_pause_notice(
     store: Store, tmp_path: Path
 ) -> None:
-    rules = tmp_path / "rules.json"
-    rules.write_text(
-        json.dumps(
-            {
-                "rules": [
-                    {"match": "tea", "from": "human", "reply": "Tea is poured."},
-                    {"match": "kettle is boiling", "reply": "The kettle has boiled."},
-                ]
-            }
-        )
+    rules = [
+        {"match": "tea", "from": "human", "reply": "Tea is poured."},
+        {"match": "kettle is boiling", "reply": "The kettle has boiled."},
+    ]
+    tea = TeaRoom()
+    # Bots' messages in the room: the second one reaches the hop limit.
+    core = dana_with(
+        tea, store, tmp_path, rules, owners=(OWNER,), a2a_config=lambda: A2AConfig(frozenset({ROOM}), 1)
     )
-    rooms: list[TeaRoom] = []
-
-    def extra(identity: Identity) -> list[RoomFeature]:
-        rooms.append(TeaRoom())
-        return [rooms[-1]]
-
-    services = Services(
-        store=store,
-        teammates_dir=tmp_path / "teammates",
-        siblings=lambda: {"dana": BOT_USER},
-        limiter=asyncio.Semaphore(1),
-        owners=(OWNER,),
-        # Bots' messages in the room: the second one reaches the hop limit.
-        a2a_config=lambda: A2AConfig(frozenset({ROOM}), 1),
-        turns=TurnOptions(poll_interval=0.05),
-        extra_features=extra,
-    )
-    core = build_instance(IDENTITY, ScriptAgent(rules, instance=INSTANCE), services, EdgeParts(Directory()))
-    (tea,) = rooms
     human = message(user=OWNER, text="tea, anyone?")  # names no bot
     bots = [dataclasses.replace(bot_message(text=f"more tea {i}"), sender_id="") for i in range(2)]
     await core.start()
