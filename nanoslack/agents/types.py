@@ -34,9 +34,10 @@ class Line:
 
 @dataclass(frozen=True, slots=True)
 class TurnOrigin:
-    """What started a turn that no message woke, as the room feature that started it names
-    it (docs/routines.md: a scheduled run). Its prompt opens with ``[<Kind> "<name>"]`` and
-    ends with ``guide``; its history is a conversation of its own (``conversation``)."""
+    """What started a turn that no message woke (a scheduled run), as the room feature that
+    started it names it (docs/architecture.md, "Room features"). Its prompt opens with
+    ``[<Kind> "<name>"]`` and ends with ``guide``; its history is a conversation of its own
+    (``conversation``)."""
 
     kind: str
     name: str
