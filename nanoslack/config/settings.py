@@ -33,6 +33,7 @@ from nanoslack.config.values import (
     TZ_KEY,
     ConfigError,
     Malformed,
+    Silent,
     ValueLog,
     positive_int,
     read_env_file,
@@ -313,16 +314,11 @@ def _instance_names(env: Mapping[str, str], log: Any) -> list[str]:
     return names
 
 
-class _Silent:
-    def warning(self, *_args: object, **_kwargs: object) -> None:
-        return None
-
-
 def configured_instances(env: Mapping[str, str]) -> tuple[str, ...]:
     """The instances ``env`` configures (``SLACK_INSTANCES``, and ``default`` with
     ``SLACK_BOT_TOKEN``), tokens or not: what a command given an instance checks it
     against (docs/operations.md). Silent: loading the settings already warned."""
-    return tuple(_instance_names(env, _Silent()))
+    return tuple(_instance_names(env, Silent()))
 
 
 _EXPECTED_PREFIX = {"SLACK_BOT_TOKEN": "xoxb-", "SLACK_APP_TOKEN": "xapp-"}

@@ -73,6 +73,15 @@ class ValueLog:
         _warn(self._log, problem, using)
 
 
+class Silent:
+    """A logger that says nothing: for a command that reads what ``run`` and ``doctor`` report."""
+
+    def warning(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+    info = debug = error = warning
+
+
 def _warn(log: Any, problem: Malformed, using: object) -> None:
     log.warning(
         f"config value malformed: {problem.key}",

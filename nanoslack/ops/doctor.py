@@ -642,7 +642,7 @@ async def check_routines(
         for p in loaded.problems:
             where = f"{p.file}:{p.line}" if p.line else p.file
             subject = f"{name} routine {p.routine}" if p.routine else name
-            report.add(False, subject, f"routines malformed: {where}: {p.what}", "fix it in routines.toml")
+            report.add(False, subject, f"routines malformed: {where}: {p.what}", spec.how_to_fix(p))
         if not loaded.problems:
             report.add(True, name, f"{path} has {len(loaded.routines)} routine(s)")
 

@@ -14,11 +14,34 @@ import argparse
 import sys
 from typing import TextIO
 
+from nanoslack.config import ConfigError, load_settings
+from nanoslack.config.values import Silent
 from nanoslack.ops.admin import EXIT_ERROR, _parser, _run, table, when
+from nanoslack.routines import spec
 from nanoslack.store import Store
 
 
-def _list(store: Store, _args: argparse.Namespace, _env: dict[str, str], out: TextIO) -> int:
+def _file_problems(args: argparse.Namespace) -> list[str]:
+    """Each problem of the configured instances' ``routines.toml`` files, with its fix: the
+    fleet runs without a routine that is wrong (or without the file, when it does not parse),
+    so a listing that left them out would hide them (docs/routines.md)."""
+    try:
+        settings = load_settings(args.env_file, log=Silent())  # run and doctor warn about values
+    except ConfigError:
+        return []
+    lines = []
+    names = (*settings.instance_names, *(n for n, _ in settings.skipped))
+    for name in names:
+        path = spec.routines_path(settings.teammates_dir, name)
+        if not path.exists():
+            continue
+        loaded = spec.load(path, name, tz=settings.routine_tz(), max_steps=settings.tools.max_steps(name))
+        for problem, text in zip(loaded.problems, spec.describe(loaded.problems), strict=True):
+            lines.append(f"  {name}: {text} — fix: {spec.how_to_fix(problem)}")
+    return lines
+
+
+def _list(store: Store, args: argparse.Namespace, _env: dict[str, str], out: TextIO) -> int:
     rows = [
         (
             r.instance,
@@ -34,13 +57,14 @@ def _list(store: Store, _args: argparse.Namespace, _env: dict[str, str], out: Te
         if r.active
     ]
     header = ("instance", "name", "schedule", "channel", "next due", "last", "reason", "paused")
-    table(
-        out,
-        header,
-        rows,
-        "no routines (the fleet lists them once it has read teammates/<name>/routines.toml)",
-    )
-    return 0
+    problems = _file_problems(args)
+    empty = "no routines (the fleet lists them once it has read teammates/<name>/routines.toml)"
+    table(out, header, rows, "no routines listed" if problems else empty)
+    if not problems:
+        return 0
+    out.write("routines malformed (the fleet runs without what is wrong until it is fixed):\n")
+    out.write("\n".join(problems) + "\n")
+    return EXIT_ERROR
 
 
 def _history(store: Store, args: argparse.Namespace, _env: dict[str, str], out: TextIO) -> int:

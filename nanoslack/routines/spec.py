@@ -327,3 +327,48 @@ async def check_channels(
 
 def describe(problems: Sequence[Problem]) -> list[str]:
     return [f"{p.file}:{p.line}: {p.routine + ': ' if p.routine else ''}{p.what}" for p in problems]
+
+
+# What to do about each problem ``parse`` and ``check_channels`` name, by how its text begins:
+# ``doctor``'s fix and ``nanoslack routines``'s hint (docs/routines.md).
+_FIXES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), fix)
+    for pattern, fix in (
+        (r"not TOML", "correct the TOML at that line (an unclosed quote or bracket, a missing =)"),
+        (r"cannot read", "make the file readable by the fleet's user"),
+        (
+            r"unknown key '(?P<key>[^']*)'",
+            "remove `{key}`; a routine's keys are " + ", ".join(sorted(KNOWN_KEYS)),
+        ),
+        (r"expected \[\[routine\]\] tables", "write each routine as a [[routine]] table"),
+        (r"name must be", "name the routine with lowercase letters, digits, - or _"),
+        (r"give one of every or cron", 'give it every = "30m" or cron = "0 9 * * 1-5" (one of them)'),
+        (r"every ", 'write every as <n>s, <n>m, <n>h or <n>d, at least 1 s (every = "30m")'),
+        (r"cron ", 'write cron as five fields, minute hour day month weekday, that can fire ("0 9 * * 1-5")'),
+        (r"unknown channel '", 'set channel to a conversation id (C…, G…, D…) or "owner"'),
+        (
+            r"channel \"owner\" but SLACK_OWNER",
+            "set SLACK_OWNER in .env, or give the routine a conversation id",
+        ),
+        (
+            r"(unknown channel \S+ or )?the bot is not",
+            "check the id, and invite the bot there (/invite in it)",
+        ),
+        (r"prompt is missing", 'give it prompt = "what to do"'),
+        (r"gate must be", 'make gate a command in quotes (gate = "./has-work.sh")'),
+        (r"gate .* is not found on PATH", "install the gate's program, or give its path"),
+        (r"gate .* does not exist", "put the gate script in the teammate's folder, or fix its path"),
+        (r"gate .* is not executable", "make the gate executable (chmod +x)"),
+        (r"max_steps .* is above NANOSLACK_MAX_STEPS", "lower max_steps, or raise NANOSLACK_MAX_STEPS"),
+        (r"(?P<key>\w+) must be an integer", "set {key} to a whole number of at least 1"),
+        (r"a second routine with this name", "rename one of the two routines"),
+    )
+)
+
+
+def how_to_fix(problem: Problem) -> str:
+    """The fix for ``problem`` in a few words (docs/routines.md has the file's form)."""
+    for pattern, fix in _FIXES:
+        if match := pattern.match(problem.what):
+            return fix.format(**{k: v or "" for k, v in match.groupdict().items()})
+    return "see docs/routines.md for the file's form"

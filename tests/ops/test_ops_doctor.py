@@ -281,6 +281,9 @@ def test_every_routines_file_is_checked_and_each_bad_routine_is_named(
     assert "✓ dana:" in doctor.out and "has 1 routine(s)" in doctor.out, doctor.out
     failures = doctor.failures
     assert any("eli routine zero" in f and "below 1 s" in f for f in failures), failures
+    # Each hint names the fix, not the file again.
+    assert any("eli routine zero" in f and "fix: write every as <n>s" in f for f in failures), failures
+    assert "fix it in routines.toml" not in doctor.out
     assert any("eli routine elsewhere" in f and "bot is not in it" in f for f in failures), failures
     assert doctor.code == 1
 
