@@ -105,7 +105,7 @@ def line_for(msg: Inbound, outcome: Outcome, names: dict[str, str]) -> str:
 
 async def _play(args: argparse.Namespace, data: Path) -> int:
     from nanoslack.emulator import Emulator, apply_workspace, sample_workspace
-    from nanoslack.playground.stage import llm_settings
+    from nanoslack.playground.stage import backend_note, llm_settings
     from nanoslack.slack.fleet import Fleet
 
     out = print
@@ -160,6 +160,8 @@ async def _play(args: argparse.Namespace, data: Path) -> int:
             out(f"nanoslack demo: alice (owner) with dana, eli and fay in group DM {room}")
             agents = f"{llm['NANOSLACK_AGENT']} back end from ./.env" if llm else "script back end"
             out(f"SLACK_A2A_ROOMS={room}, SLACK_A2A_MAX_HOPS={MAX_HOPS}; agents: {agents}")
+            if not args.script and (note := backend_note(Path(".env"))):
+                out(f"  ./.env: {note}")
             if llm:
                 # The tour waits for the script crew's exact words; a model says its own.
                 out("the narrated tour needs the script crew (--script shows it): straight to the room")
@@ -333,7 +335,7 @@ async def _web(args: argparse.Namespace, data: Path) -> int:
     from nanoslack.emulator import Emulator
     from nanoslack.playground import NoteBook, PlaygroundServer, Stage, open_stage
     from nanoslack.playground.stage import MAX_HOPS as PLAYGROUND_MAX_HOPS
-    from nanoslack.playground.stage import llm_settings
+    from nanoslack.playground.stage import backend_note, llm_settings
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -357,10 +359,9 @@ async def _web(args: argparse.Namespace, data: Path) -> int:
             agents = (
                 f"{llm['NANOSLACK_AGENT']} back end from ./.env" if llm else "script back end (teammates/)"
             )
-            print(
-                f"  agents: {agents}",
-                flush=True,
-            )
+            print(f"  agents: {agents}", flush=True)
+            if not args.script and (note := backend_note(Path(".env"))):
+                print(f"  ./.env: {note}", flush=True)
             await stopping.wait()
         finally:
             await server.stop()

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nanoslack.config.settings import instance_key
-from nanoslack.config.values import ConfigError
+from nanoslack.config.values import ConfigError, Malformed
 
 Lookup = Callable[[str], str | None]
 N = TypeVar("N", int, float)
@@ -95,8 +95,14 @@ def backend_kind(lookup: Lookup, instance: str) -> str:
         )
     kind = value.lower()
     if kind not in BACKENDS:
-        raise ConfigError(f"{key}: expected one of {', '.join(BACKENDS)}, got {value!r}")
+        raise ConfigError(unknown_backend(key, value, "none: the instance is skipped").words())
     return kind
+
+
+def unknown_backend(key: str, value: str, using: str) -> Malformed:
+    """A back end name that is not one of ``BACKENDS``: ``run`` and ``doctor`` skip the
+    instance, the demo runs its script crew; both say it in these words."""
+    return Malformed(key, value, f"one of {', '.join(BACKENDS)}", using)
 
 
 def daily_tokens(lookup: Lookup, instance: str) -> int | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nanoslack.config import env_suffix, load_settings
+from nanoslack.config.agent import BACKENDS, unknown_backend
 from nanoslack.config.values import read_env_file
 from nanoslack.emulator import App, Emulator, User, apply_workspace, sample_workspace
 from nanoslack.inbound import Inbound
@@ -113,13 +114,28 @@ def fresh_data_dir(path: Path, *, keep: bool) -> Path:
     return path
 
 
+SCRIPT_CREW = "the script back end (teammates/)"
+
+
 def llm_settings(env_file: Path) -> dict[str, str]:
     """The LLM back end configured in the user's ``.env`` (openai or anthropic), if any:
     the crew then answers with it instead of the script."""
     env = read_env_file(env_file)
-    if env.get("NANOSLACK_AGENT", "").strip() not in LLM_BACK_ENDS:
+    if env.get("NANOSLACK_AGENT", "").strip().lower() not in LLM_BACK_ENDS:
         return {}
     return {k: v for k, v in env.items() if k in LLM_KEYS and v.strip()}
+
+
+def backend_note(env_file: Path) -> str | None:
+    """What the demo says when the user's ``.env`` names a back end it does not run: one it
+    does not know (in the words ``run`` and ``doctor`` use), or ``command``; None otherwise."""
+    value = read_env_file(env_file).get("NANOSLACK_AGENT", "").strip()
+    if not value or value.lower() in (*LLM_BACK_ENDS, "script"):
+        return None
+    if value.lower() not in BACKENDS:
+        return unknown_backend("NANOSLACK_AGENT", value, SCRIPT_CREW).words()
+    only = f"the demo runs an LLM back end or {SCRIPT_CREW}"
+    return f"NANOSLACK_AGENT={value} in {env_file.name}: {only}; it runs {SCRIPT_CREW}"
 
 
 def _env_values(

@@ -48,8 +48,8 @@ def test_unknown_backend_names_the_key_and_the_four_choices(
         build({"NANOSLACK_AGENT_DANA": "gpt"}, "dana", http, teammates)
 
     assert (
-        str(failed.value)
-        == "NANOSLACK_AGENT_DANA: expected one of openai, anthropic, command, script, got 'gpt'"
+        str(failed.value) == "NANOSLACK_AGENT_DANA='gpt' is not one of openai, anthropic, command, script: "
+        "the fleet uses none: the instance is skipped"
     )
 
 

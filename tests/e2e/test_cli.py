@@ -209,3 +209,31 @@ async def test_waiting_for_an_event_of_a_run_that_exited_fails_at_once_with_its_
     with pytest.raises(AssertionError, match=expected):
         await run.wait_for_event("fleet started", within=60)
     assert run.returncode == 1
+
+
+def test_demo_says_when_dot_env_names_a_back_end_it_does_not_know_and_what_it_runs(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("NANOSLACK_AGENT=opneai\nNANOSLACK_MODEL=gpt-x\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoslack", "demo", "--port", "0"],
+        cwd=tmp_path,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    banner: list[str] = []
+    try:
+        for line in proc.stdout:
+            banner.append(line)
+            if line.startswith("  ./.env:") or len(banner) > 6:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    text = "".join(banner)
+    assert "agents: script back end (teammates/)" in text, text
+    assert (
+        "  ./.env: NANOSLACK_AGENT='opneai' is not one of openai, anthropic, command, script: "
+        "the fleet uses the script back end (teammates/)"
+    ) in text, text
