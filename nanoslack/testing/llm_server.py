@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,11 +153,13 @@ class LLMServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, HOST, 0)
-        await site.start()
-        server = site._server  # noqa: SLF001 - aiohttp keeps the bound sockets only here
-        assert server is not None and server.sockets  # type: ignore[attr-defined]
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        # A socket bound here to a free port (aiohttp's TCPSite keeps the port it bound
+        # in a private attribute): its port is the server's.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, 0))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
         return self
 
     async def stop(self) -> None:
