@@ -9,18 +9,19 @@ ordered batch worker (``nanoslack.worker``) and the click router (``nanoslack.cl
 
 The Slack edge (``nanoslack.slack``) first learns who the instance is and hands the core
 what it asked for (``EdgeParts``: the directory of names, the turns' signals, the lease's
-fence); after that the two meet at these points, nothing more:
+fence); after that the two meet at these objects, nothing more:
 
-- ``record(msgs)``: a batch of parsed messages into the durable inbox (the edge acks
-  the envelopes only after this returns);
-- ``submit(msg)``: a recorded message to process, in arrival order;
-- ``answer(answer)``: an owner's click on one of the core's questions;
-- ``ballot(click)``: a person's click on a vote's button (``nanoslack.team``);
-- the outbox: the core queues rows, the edge's poster sends them (it is woken after
-  every commit that queued one: ``Store.outbox.subscribe``).
+- ``InstanceCore.inbox`` (``worker.BatchWorker``): the edge's pump hands it each batch of
+  parsed messages, ``take``: into the durable inbox in one commit (the edge acks the
+  envelopes only after it returns) and queued in arrival order; ``backlog`` says how far
+  behind the core is;
+- ``InstanceCore.clicks`` (``clicks.ClickRouter``): an owner's click on one of the core's
+  questions (``answer``), a person's click on a feature's button (``ballot``);
+- the outbox: the core queues rows, the edge's poster sends them (the fleet wakes it
+  after every commit that queued one: the store's ``on_queued``).
 
-One message's life, in the order the calls happen: ``record`` → ``submit`` → the
-worker batches it into ``Pipeline.process_many`` → its ``Outcome`` comes back to
+One message's life, in the order the calls happen: ``inbox.take`` → the worker names
+its sender and batches it into ``Pipeline.process_many`` → its ``Outcome`` comes back to
 ``_react``: an allowed message wakes the turn scheduler, an owner's halt cancels the
 room's turns, a resume restarts them → the scheduler runs a turn → the turn's posts
 are outbox rows → the poster sends them.
@@ -37,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from nanoslack import failpoints
 from nanoslack.agents import (
     Agent,
     CommandAgent,
@@ -48,17 +48,17 @@ from nanoslack.agents import (
     make_http_client,
 )
 from nanoslack.agents.teammates import SKILLS_DIRNAME
-from nanoslack.asks import Answer, OwnerAsks
+from nanoslack.asks import OwnerAsks
 from nanoslack.budgets import Budgets, DollarLedger, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.agent import daily_tokens, daily_usd
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.halts import Halts
-from nanoslack.inbound import FeatureClick, Identity, Inbound, bot_sender_id
+from nanoslack.inbound import Identity, Inbound, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
-from nanoslack.pipeline import NameResolver, Outcome, Pipeline, build_pipeline
+from nanoslack.pipeline import Outcome, Pipeline, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
 from nanoslack.routines.feature import RoutinesFeature
@@ -75,7 +75,15 @@ from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorde
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.turns.signals import TurnSignals
 from nanoslack.turns.viewing import viewing_notes
-from nanoslack.worker import QUEUE_GRACE_S, BatchWorker, FleetBacklog, Observers, OnOutcome, OnPending
+from nanoslack.worker import (
+    QUEUE_GRACE_S,
+    BatchWorker,
+    FleetBacklog,
+    NameResolver,
+    Observers,
+    OnOutcome,
+    OnPending,
+)
 
 __all__ = [
     "STOP_GRACE_S",
@@ -158,7 +166,7 @@ class EdgeParts:
 
 class InstanceCore:
     """Everything that happens to what one instance hears, built by ``build_instance``.
-    The edge calls ``record``, ``submit``, ``backlog``, ``answer`` and ``ballot``."""
+    The edge hands ``inbox`` each batch of events and ``clicks`` people's clicks."""
 
     def __init__(
         self,
@@ -187,42 +195,12 @@ class InstanceCore:
         self._turns = turns
         self.mcp = mcp
         self.tool_approvals = tool_approvals
-        self._worker = worker
-        self._clicks = clicks
+        # The edge's two handshakes: events in, clicks in.
+        self.inbox = worker
+        self.clicks = clicks
         self._clocks = dict(clocks)
         self._tally = tally
         self._tasks: list[asyncio.Task[None]] = []
-
-    # -- what the edge calls ---------------------------------------------------------------
-
-    def record(self, msgs: Sequence[Inbound]) -> list[bool]:
-        """Into the durable inbox, in one commit, before the edge acks; False for a
-        duplicate (a Slack retry, an ``app_mention`` twin). Raises when the store cannot
-        take them: the edge then leaves them unacked for Slack to redeliver."""
-        fresh = self._pipeline.accept_many(msgs)
-        self._tally.inbox_commits += 1
-        self._tally.inbox_records += len(msgs)
-        failpoints.hit("inbox.recorded", len(msgs))
-        return fresh
-
-    def submit(self, msg: Inbound, *, recheck: bool = False) -> None:
-        """A recorded message, to be processed after those submitted before it.
-        ``recheck``: it may have been submitted already, or processed (a "duplicate" the
-        edge got back from a write it tried again after a commit was cut off, which may
-        have been its own); it is processed only if still open and not submitted before."""
-        self._worker.submit(msg, recheck=recheck)
-
-    def backlog(self) -> int:
-        """Recorded messages not processed yet (the edge stops reading past a bound)."""
-        return self._worker.backlog()
-
-    async def answer(self, answer: Answer) -> None:
-        """An owner's click on one of this instance's questions (``nanoslack.asks``)."""
-        await self._clicks.answer(answer)
-
-    async def ballot(self, click: FeatureClick) -> None:
-        """A person's click on one of a vote's buttons."""
-        await self._clicks.ballot(click)
 
     def wake(self) -> None:
         """Something for this instance's turns committed elsewhere (a sibling's handoff)."""
@@ -238,7 +216,7 @@ class InstanceCore:
         """Start the MCP servers; resume what a previous run left open; then the worker,
         the turns and the clocks run."""
         await self.mcp.start()
-        self._worker.start()
+        self.inbox.start()
         self._turns.recover()
         self._tasks = [
             asyncio.create_task(self._turns.run(), name=f"{self.name}-turns"),
@@ -251,11 +229,11 @@ class InstanceCore:
         again at the next start (the inbox and the turn rows say where it was)."""
         shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
         self._turns.stop_starting()
-        drained = self._worker.drained()
+        drained = self.inbox.drained()
         closed = await self._turns.close(shutdown)
         await shutdown.wait({drained}, shutdown.remaining(at_least=QUEUE_GRACE_S))
         drained.cancel()
-        await self._worker.stop()
+        await self.inbox.stop()
         for task in self._tasks:
             await cancel(task)
         await self.mcp.stop()
@@ -306,7 +284,6 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         hop_scope=services.hop_scope,
         asks=asks,
         halts=halts,
-        names=edge.directory,
         fence=edge.fence,
         features=features,
     )
@@ -323,12 +300,15 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         approver=tool_approvals,
         tally=tally,
     )
+    # The instance's inbox: the edge's one call per batch of events, and the ordered
+    # worker that names the senders (the edge's directory) and runs the pipeline.
     worker = BatchWorker(
         name,
         pipeline,
         react=functools.partial(_react, turns, services.observers, log.bind(instance=name)),
         backlog=services.backlog,
         tally=tally,
+        names=edge.directory,
     )
     clicks = ClickRouter(
         name,
@@ -472,6 +452,7 @@ class FleetCore:
         turns: TurnOptions | None = None,
         observers: Observers | None = None,
         metrics: FleetMetrics | None = None,
+        backlog: FleetBacklog | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -501,6 +482,7 @@ class FleetCore:
             setting=settings.value,
             dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
             lead_of=self._lead_of,
+            backlog=backlog or FleetBacklog(),
             tz=settings.routine_tz(),
         )
         # One HTTP client for every LLM back end of the fleet (connection reuse).

@@ -1,7 +1,8 @@
 """One instance's pipeline after the socket (docs/architecture.md).
 
-Order, as a message travels: ``accept_many`` records it in the durable inbox (the
-Slack edge acks only after that); ``process_many`` then runs, for each message and
+Order, as a message travels: ``accept_many`` records it in the durable inbox (for the
+instance's inbox, ``nanoslack.worker.BatchWorker.take``: the Slack edge acks only after
+that); ``process_many`` then runs, for each message and
 in ONE transaction per batch, room control (an owner's halt or resume, a bot in a
 halted room; ``nanoslack.control``), the guard (admits or drops), the router (engages or
 ignores), the gate (allows, holds, refuses or declines) and closes the inbox entry.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from nanoslack import failpoints
 from nanoslack.a2a import A2APolicy, install_a2a_policy
@@ -43,12 +44,6 @@ from nanoslack.router import Route, Router
 from nanoslack.store import Store, store_unavailable
 
 log = get_logger(__name__)
-
-
-class NameResolver(Protocol):
-    """Makes sure each sender's ``users`` row has a display name (bots.info, users.info)."""
-
-    async def ensure_many(self, msgs: Sequence[Inbound]) -> None: ...
 
 
 Status = Literal["processed", "dropped", "failed"]
@@ -91,7 +86,6 @@ class Pipeline:
         router: Router,
         gate: Gate,
         features: Sequence[RoomFeature],
-        names: NameResolver | None = None,
         fence: Callable[[], bool] | None = None,
     ) -> None:
         self.identity = identity
@@ -102,7 +96,6 @@ class Pipeline:
         self._store = store
         self._router = router
         self._features = tuple(features)
-        self._names = names
         # Several hosts (docs/operations.md): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
         self._fence = fence
@@ -152,16 +145,14 @@ class Pipeline:
         A failing message rolls back alone: the batch is run again with a savepoint
         per message, so its hop reservation goes with it (docs/architecture.md) and the others commit.
         Batching is what makes the pipeline fast: SQLite's cost is the pages a commit
-        writes, and consecutive messages share pages. The one stage that may touch
-        the network, the sender's display name, runs first, outside the transaction.
+        writes, and consecutive messages share pages. Nothing here waits on the
+        network: the senders are named before (``nanoslack.worker``).
 
         A store that cannot take the batch (``store_unavailable``: the connection lost,
         the disk full, a deadlock's victim) is no message's fault: that error is raised
         as it is, nothing is counted against the messages, and the caller tries the
         batch again (``nanoslack.worker.BatchWorker``).
         """
-        if self._names is not None:
-            await self._names.ensure_many(msgs)
         try:
             outcomes = self._run_batch_fenced(msgs)
         except LeaseLost:
@@ -281,7 +272,6 @@ def build_pipeline(
     halts: Halts,
     features: Sequence[RoomFeature],
     hop_scope: str = "identity",
-    names: NameResolver | None = None,
     fence: Callable[[], bool] | None = None,
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance,
@@ -307,6 +297,5 @@ def build_pipeline(
         router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, features=features),
         gate=Gate(store, asks),
         features=features,
-        names=names,
         fence=fence,
     )

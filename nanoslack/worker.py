@@ -1,21 +1,26 @@
-"""One instance's ordered batch worker: recorded messages through the pipeline, in the
-order they were recorded, a burst in one transaction (docs/architecture.md).
+"""One instance's inbox: where the edge hands each batch of events, and the ordered
+batch worker behind it (docs/architecture.md).
 
-The edge hands in what the inbox recorded (``submit``); the worker takes what queued up
-meanwhile as one batch (at most ``MAX_BATCH``) into ``Pipeline.process_many`` and hands
-each message's ``Outcome`` to ``react`` (the instance's core: a turn, a halt). While the
-store cannot take a batch, the same batch is tried again and nothing queued behind it
-overtakes it (``StoreOutage.attempt``).
+The edge's envelope pump makes one call per batch, ``take``: the batch is recorded in the
+durable inbox in one commit (the pump acks the envelopes once it returns) and the new
+messages are queued, in the order they were recorded. The worker takes what queued up
+meanwhile as one batch (at most ``MAX_BATCH``), names its senders (``NameResolver``, the
+edge's directory: the one stage that may wait on the network, before the transaction),
+runs it through ``Pipeline.process_many`` and hands each message's ``Outcome`` to
+``react`` (the instance's core: a turn, a halt). While the store cannot take a batch,
+the same batch is tried again and nothing queued behind it overtakes it
+(``StoreOutage.attempt``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from nanoslack import failpoints
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
@@ -42,6 +47,13 @@ TURN_YIELD_SOCKET_MAX_S = 0.05
 # A turn under way, between two of its stages, waits at most this long for a busy socket.
 TURN_STAGE_SOCKET_MAX_S = 0.02
 
+
+class NameResolver(Protocol):
+    """Makes sure each sender's ``users`` row has a display name (bots.info, users.info)."""
+
+    async def ensure_many(self, msgs: Sequence[Inbound]) -> None: ...
+
+
 OnPending = Callable[[Inbound], None]
 OnOutcome = Callable[[Inbound, Outcome], None]
 # What a committed decision sets going (the instance's core).
@@ -64,10 +76,10 @@ class FleetBacklog:
     So a turn waits for the backlog to fall (``yield_to``), at most ``TURN_YIELD_MAX_S``,
     and the burst's turns run once it is in (docs/architecture.md)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sockets_busy: Callable[[], bool] = lambda: False) -> None:
         self._queues: list[asyncio.Queue[Any]] = []
-        # The edge's sockets: each says whether it has read envelopes not acked yet.
-        self._sockets: list[Callable[[], bool]] = []
+        # Whether a socket of the edge has read envelopes not acked yet (the root's).
+        self._sockets_busy = sockets_busy
         # Turns waiting in ``yield_to`` or ``between_stages``: until when the pipelines'
         # backlog holds them, until when a busy socket does, and what wakes them.
         self._waiting: list[tuple[float, float, asyncio.Future[None]]] = []
@@ -80,17 +92,6 @@ class FleetBacklog:
         with contextlib.suppress(ValueError):
             self._queues.remove(queue)
 
-    def watch(self, socket_busy: Callable[[], bool]) -> Callable[[], None]:
-        """Turns also wait while a socket has work (envelopes read, not acked yet);
-        returns what stops watching it."""
-        self._sockets.append(socket_busy)
-
-        def unwatch() -> None:
-            with contextlib.suppress(ValueError):
-                self._sockets.remove(socket_busy)
-
-        return unwatch
-
     def size(self) -> int:
         return sum(q.qsize() for q in self._queues)
 
@@ -99,9 +100,6 @@ class FleetBacklog:
 
     def _pipelines_behind(self) -> bool:
         return self.size() > TURN_YIELD_BACKLOG
-
-    def _sockets_busy(self) -> bool:
-        return any(busy() for busy in self._sockets)
 
     async def yield_to(self) -> None:
         """Before a turn takes its slot: return at once unless the fleet is behind; else
@@ -165,9 +163,11 @@ class BatchWorker:
         react: React,
         backlog: FleetBacklog,
         tally: Tally,
+        names: NameResolver | None = None,
     ) -> None:
         self.instance = instance
         self._pipeline = pipeline
+        self._names = names
         self._react = react
         self._tally = tally
         # Each message with whether it is to be checked before it is processed: still
@@ -178,9 +178,34 @@ class BatchWorker:
         backlog.add(self._queue)
         self._task: asyncio.Task[None] | None = None
 
+    def take(self, msgs: Sequence[Inbound], *, retried: bool = False) -> list[bool]:
+        """The edge's batch: into the durable inbox in one commit, then the new messages
+        queued in order; False for a duplicate (a Slack retry, an ``app_mention`` twin),
+        which is ignored. Raises when the store cannot take them (nothing queued: the
+        pump leaves the envelopes unacked for Slack to redeliver).
+
+        ``retried``: this write was tried before, and an attempt cut off at its commit
+        may have recorded the batch after all, so a "duplicate" may be that attempt's
+        own: it is queued to be checked first (``submit``'s ``recheck``)."""
+        fresh = self._pipeline.accept_many(msgs)
+        tally = self._tally
+        tally.inbox_commits += 1
+        tally.inbox_records += len(msgs)
+        failpoints.hit("inbox.recorded", len(msgs))
+        put = self._queue.put_nowait
+        for msg, is_new in zip(msgs, fresh, strict=True):
+            if is_new or retried:
+                put((msg, not is_new))
+            else:
+                log.debug(
+                    "duplicate delivery ignored", instance=self.instance, channel=msg.channel, ts=msg.ts
+                )
+        return fresh
+
     def submit(self, msg: Inbound, *, recheck: bool = False) -> None:
-        """A recorded message, to be processed after those submitted before it (see
-        ``InstanceCore.submit`` for ``recheck``)."""
+        """A recorded message, to be processed after those submitted before it.
+        ``recheck``: it may have been submitted already, or processed; it is processed
+        only if still open and not submitted before."""
         self._queue.put_nowait((msg, recheck))
 
     def backlog(self) -> int:
@@ -242,7 +267,12 @@ class BatchWorker:
             if any(check):
                 batch = self._to_process(batch, check)
                 check = [False] * len(batch)
-            outcomes = await self._pipeline.process_many(batch) if batch else []
+            if not batch:
+                outcomes = []
+                return
+            if self._names is not None:
+                await self._names.ensure_many(batch)
+            outcomes = await self._pipeline.process_many(batch)
 
         while not await self._outage.attempt(attempt):
             check = [True] * len(batch)

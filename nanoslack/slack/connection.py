@@ -1,47 +1,25 @@
 """One instance's Socket Mode connection: our client (``adapter.SocketModeClient``) and
 the envelope pump it feeds (``pump.EnvelopePump``), on the fleet's loop beside the core.
 
-The pump writes to the inbox before it acks (``Core.record``, synchronous), hands the
-recorded messages to the core in order (``Core.submit``) and an owner's click or ballot
-to the core (``answer``, ``ballot``): the calls ``Core`` names, nothing more.
+The pump hands each batch of events to the instance's inbox in one call (``Inbox.take``:
+recorded before the acks, queued for the core) and people's clicks to the core's click
+router (``intake.Clicks``); the assistant pane's events go to the instance's pane. Those
+three objects are given to the connection: it looks nothing up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
-from nanoslack.asks import Answer
 from nanoslack.config import InstanceSettings
-from nanoslack.inbound import FeatureClick, Identity, Inbound
+from nanoslack.inbound import Identity
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.slack.adapter import SocketModeClient, SocketOptions
 from nanoslack.slack.client import make_web_client
-from nanoslack.slack.intake import Intake
-from nanoslack.slack.pump import EnvelopePump
+from nanoslack.slack.intake import Clicks, Intake, PaneEvents
+from nanoslack.slack.pump import EnvelopePump, Inbox
 from nanoslack.store import Store
-from nanoslack.worker import FleetBacklog
-
-# A recorded message, and whether the core is to check it first (``Core.submit``).
-Delivered = tuple[Inbound, bool]
-
-
-class Core(Protocol):
-    """What the connection calls on the instance's core (``nanoslack.core.InstanceCore``)."""
-
-    @property
-    def identity(self) -> Identity: ...
-
-    def record(self, msgs: Sequence[Inbound]) -> list[bool]: ...
-
-    def submit(self, msg: Inbound, *, recheck: bool = False) -> None: ...
-
-    def backlog(self) -> int: ...
-
-    async def answer(self, answer: Answer) -> None: ...
-
-    async def ballot(self, click: FeatureClick) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -55,17 +33,23 @@ class EdgeOptions:
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
     working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
     metrics: FleetMetrics | None = None
-    # The fleet's turns wait while a socket has work (``FleetBacklog.watch``).
-    backlog: FleetBacklog | None = None
 
     def tally(self, instance: str) -> Tally:
         return self.metrics.tally(instance) if self.metrics is not None else Tally()
 
 
 class Connection:
-    def __init__(self, settings: InstanceSettings, options: EdgeOptions, core: Core) -> None:
+    def __init__(
+        self,
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        identity: Identity,
+        *,
+        inbox: Inbox,
+        clicks: Clicks,
+        pane: PaneEvents | None = None,
+    ) -> None:
         self.name = settings.name
-        self._core = core
         tally = options.tally(self.name)
         # apps.connections.open through slack-sdk's Web API client: Slack's retry etiquette
         # and the error counts of every other call.
@@ -77,32 +61,21 @@ class Connection:
             return str(answer["url"])
 
         self.client = SocketModeClient(open_url, instance=self.name, options=options.socket)
-        self._backlog = options.backlog
-        self._unwatch: Callable[[], None] | None = None
-        intake = Intake(core.identity, on_answer=core.answer, on_vote=core.ballot)
-        self._pump = EnvelopePump(
-            self.client,
-            intake,
-            record=core.record,
-            deliver=self._land,
-            backlog=core.backlog,
-            instance=self.name,
-            tally=tally,
-        )
+        intake = Intake(identity, clicks=clicks, pane=pane)
+        self._pump = EnvelopePump(self.client, intake, inbox, instance=self.name, tally=tally)
 
     async def connect(self) -> None:
         await self.client.connect(self._pump.on_frames)
-        if self._backlog is not None and self._unwatch is None:
-            self._unwatch = self._backlog.watch(self.client.has_work)
 
     async def close(self) -> None:
-        if self._unwatch is not None:
-            self._unwatch()
-            self._unwatch = None
         await self.client.close()
 
     def is_connected(self) -> bool:
         return self.client.connected
+
+    def has_work(self) -> bool:
+        """Envelopes read and not acked yet (the fleet's turns wait for them: ``FleetBacklog``)."""
+        return self.client.has_work()
 
     @property
     def reconnects(self) -> int:
@@ -111,9 +84,3 @@ class Connection:
     @property
     def watchdog_reconnects(self) -> int:
         return self.client.watchdog_reconnects
-
-    def _land(self, items: Sequence[Delivered]) -> None:
-        """The recorded messages, in the order they were recorded."""
-        submit = self._core.submit
-        for msg, recheck in items:
-            submit(msg, recheck=recheck)

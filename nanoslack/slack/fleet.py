@@ -35,6 +35,7 @@ from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from nanoslack.turns import TurnOptions
 from nanoslack.turns.scheduler import TurnsClosed
+from nanoslack.worker import FleetBacklog
 
 log = get_logger(__name__)
 
@@ -51,7 +52,6 @@ class Fleet:
         self,
         settings: Settings,
         *,
-        store: Store | None = None,
         socket: SocketOptions | None = None,
         turns: TurnOptions | None = None,
         on_pending: OnPending | None = None,
@@ -61,8 +61,11 @@ class Fleet:
         self.settings = settings
         self._prune = prune or PruneSchedule()
         self._prune_task: asyncio.Task[None] | None = None
-        self._own_store = store is None
-        self.store = store or Store.open(settings.db_url)
+        # Every instance on the wire, from the moment it is built until it stops (before
+        # ``instances`` has it: it is woken and watched while it starts).
+        self._edges: dict[str, SlackInstance] = {}
+        # A commit that queued an outbox row wakes that instance's poster.
+        self.store = Store.open(settings.db_url, on_queued=self._wake_poster)
         self.instances: dict[str, SlackInstance] = {}
         self.metrics = FleetMetrics()
         self.core = FleetCore(
@@ -72,6 +75,8 @@ class Fleet:
             turns=turns,
             observers=Observers(on_pending=on_pending, on_outcome=on_outcome),
             metrics=self.metrics,
+            # The fleet's turns wait while a socket has envelopes read and not acked.
+            backlog=FleetBacklog(sockets_busy=self._sockets_busy),
         )
         self._edge = EdgeOptions(
             api_url=settings.api_url,
@@ -81,7 +86,6 @@ class Fleet:
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
             metrics=self.metrics,
-            backlog=self.core.services.backlog,
         )
         self._stopping = asyncio.Event()
         self._shutdown: Shutdown | None = None
@@ -97,6 +101,14 @@ class Fleet:
 
     def _holds_lease(self, name: str) -> bool:
         return self.store.leases.holds(name, self.leases.holder)
+
+    def _wake_poster(self, instance: str) -> None:
+        rt = self._edges.get(instance)
+        if rt is not None:
+            rt.wake_poster()
+
+    def _sockets_busy(self) -> bool:
+        return any(rt.socket_busy() for rt in self._edges.values())
 
     def _siblings(self) -> dict[str, str]:
         return {name: rt.identity.bot_user_id for name, rt in self.instances.items()}
@@ -149,6 +161,7 @@ class Fleet:
         rt = self.instances.pop(name, None)
         if rt is not None:
             await rt.stop()
+            self._edges.pop(name, None)
         if self._shutdown is not None:
             return  # stopping: no standby any more
         agent = rt.core.agent if rt is not None else self.core.agent_for(name)
@@ -204,14 +217,20 @@ class Fleet:
             # Slack says who the instance is; the core is built from the edge's parts of
             # it; the instance joins the two (docs/architecture.md).
             intro = await SlackInstance.introduce(settings, self._edge, self.settings.surface)
+        except Exception as exc:
+            return _failed(name, "auth.test", exc)
+        try:
             core = self.core.instance(intro.identity, agent, intro.parts(fence=fence))
             rt = SlackInstance(intro, self._edge, core)
         except Exception as exc:
+            await intro.close()  # its post session: the instance never ran
             return _failed(name, "auth.test", exc)
+        self._edges[name] = rt
         try:
             await rt.start()
         except Exception as exc:
             await rt.stop()
+            self._edges.pop(name, None)
             return _failed(name, "socket connect", exc)
         self.instances[name] = rt
         ident = rt.identity
@@ -237,7 +256,7 @@ class Fleet:
             connected[name] = rt is not None and await rt.is_connected()
         state = FleetState(
             connected=connected,
-            backlog={name: rt.core.backlog() for name, rt in self.instances.items()},
+            backlog={name: rt.core.inbox.backlog() for name, rt in self.instances.items()},
             leases=held,
         )
         waiting = dict(self._waiting)
@@ -272,14 +291,14 @@ class Fleet:
         )
         closed = [r for r in results if isinstance(r, TurnsClosed)]
         self.instances.clear()
+        self._edges.clear()
         await self.leases.stop()
         await self.core.close()
         self.store.checkpoints.stop()
         if self.health_server is not None:
             await self.health_server.stop()
             self.health_server = None
-        if self._own_store:
-            self.store.close()
+        self.store.close()
         log.info(
             "fleet stopped",
             turns_finished=sum(c.finished for c in closed),

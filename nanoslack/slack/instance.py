@@ -1,23 +1,23 @@
 """One instance on the wire: its Socket Mode connection (``connection.Connection``: our
-Socket Mode client and the envelope pump), its poster and its working reaction.
+Socket Mode client and the envelope pump), its poster, its assistant pane and the turns'
+signals (the status line, the working reaction).
 
 Everything the instance decides lives in its core (``nanoslack.core.InstanceCore``).
 Building one takes two steps the fleet runs in turn: ``SlackInstance.introduce`` asks
 Slack who the instance is and makes what the core asks of the edge (``core.EdgeParts``:
 the directory of names, the turns' signals, and the reply streams those use);
-``SlackInstance(intro, options, core)`` then
-joins the core to the wire: the pump hands the core recorded messages, the intake hands
-it clicks, and the poster sends what the core queued in the outbox. This module only
-talks to Slack.
+``SlackInstance(intro, options, core)`` then joins the core to the wire: the pump hands
+each batch of events to the core's inbox, the intake hands clicks to its click router,
+and the poster sends what the core queued in the outbox (woken by the fleet after a
+commit that queued a row: ``wake_poster``). This module only talks to Slack.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -29,7 +29,6 @@ from nanoslack.core import STOP_GRACE_S, EdgeParts, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.shutdown import Shutdown, cancel
-from nanoslack.slack import pane
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
 from nanoslack.slack.names import SlackNames
@@ -84,7 +83,18 @@ class SlackInstance:
         self.client = intro.client
         self._intro = intro
         tally = self.tally = options.tally(self.name)
-        self.connection = Connection(settings, options, core)
+        self._pane = AssistantPane(
+            self.name,
+            intro.post_client,
+            options.store,
+            teammates_dir=core.teammates_dir,
+            refusals=intro.refusals,
+        )
+        # The one handshake with the core: each batch of events to its inbox, clicks to its
+        # click router (docs/architecture.md).
+        self.connection = Connection(
+            settings, options, self.identity, inbox=core.inbox, clicks=core.clicks, pane=self._pane.take
+        )
         self._poster = Poster(
             self.name,
             intro.post_client,
@@ -93,14 +103,6 @@ class SlackInstance:
             pacer=ChannelPacer(rate=options.post_rate),
             tally=tally,
             streams=intro.streams,
-        )
-        options.store.outbox.subscribe(self.name, self._poster.wake)
-        self._pane = AssistantPane(
-            self.name,
-            intro.post_client,
-            options.store,
-            teammates_dir=core.teammates_dir,
-            refusals=intro.refusals,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -158,13 +160,6 @@ class SlackInstance:
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
         await self.core.start()
-        loop = asyncio.get_running_loop()
-        # Pane events come off the socket's loop (maybe another thread): handled on this one.
-
-        def to_pane(event: Mapping[str, Any]) -> None:
-            loop.call_soon_threadsafe(self._pane.take, dict(event))
-
-        pane.listen(self.identity, to_pane)
         self._tasks = [asyncio.create_task(self._poster.run(), name=f"{self.name}-poster")]
         self._poster.wake()
         await self.connection.connect()
@@ -176,7 +171,6 @@ class SlackInstance:
         recorded. A hurried stop sends nothing more: the outbox keeps it for the next start."""
         shutdown = shutdown or Shutdown(grace=STOP_GRACE_S)
         await self.connection.close()
-        pane.forget(self.identity)
         closed = await self.core.stop(shutdown)
         with contextlib.suppress(Exception):
             await shutdown.run(self._poster.drain(), shutdown.remaining(at_least=DRAIN_S))
@@ -184,6 +178,14 @@ class SlackInstance:
             await cancel(task)
         await self._intro.close()
         return closed
+
+    def wake_poster(self) -> None:
+        """A commit queued a row in the outbox for this instance (the fleet's store says so)."""
+        self._poster.wake()
+
+    def socket_busy(self) -> bool:
+        """Envelopes read and not acked yet."""
+        return self.connection.has_work()
 
     async def is_connected(self) -> bool:
         return self.connection.is_connected()

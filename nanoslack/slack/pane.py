@@ -7,23 +7,22 @@ fresh each time. The channel the person is viewing is recorded (``assistant_thre
 and the next turn in that DM is told (``[Viewing #<channel>]``). A message in the pane is
 a DM message like any other (the IM, in the pane's thread): a DM turn.
 
-The events come with the socket's envelopes (``Intake.screen`` hands them over through
-``hook_for``, on the socket's loop) and are handled on the core's loop, in the background:
-best effort, never holding an ack. A refused call (no ``assistant:write``) is the
+The events come with the socket's envelopes (``Intake.screen`` hands them to ``take``,
+which the instance's edge gave the intake) and are handled in the background: best
+effort, never holding an ack. A refused call (no ``assistant:write``) is the
 surface's one log line (``status.Refusals``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.agents import load_teammate
-from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
 from nanoslack.slack.status import Refusals, slack_error
 from nanoslack.store import Store
@@ -33,22 +32,6 @@ log = get_logger(__name__)
 STARTED = "assistant_thread_started"
 CONTEXT_CHANGED = "assistant_thread_context_changed"
 EVENTS = frozenset({STARTED, CONTEXT_CHANGED})
-
-Hook = Callable[[Mapping[str, Any]], None]
-# Who takes each instance's pane events: set by the instance's edge while it runs.
-_hooks: dict[Identity, Hook] = {}
-
-
-def listen(identity: Identity, hook: Hook) -> None:
-    _hooks[identity] = hook
-
-
-def forget(identity: Identity) -> None:
-    _hooks.pop(identity, None)
-
-
-def hook_for(identity: Identity) -> Hook | None:
-    return _hooks.get(identity)
 
 
 class AssistantPane:
@@ -69,7 +52,7 @@ class AssistantPane:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def take(self, event: Mapping[str, Any]) -> None:
-        """On the core's loop: handle one pane event in the background."""
+        """Handle one pane event in the background."""
         task = asyncio.get_running_loop().create_task(self.handle(event))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -5,7 +5,8 @@ WebSocket client); it hands the pump everything it read since the last batch, in
 arrival order. The pump answers every envelope:
 
 - ``events_api`` envelopes with an ``event_callback``: the batch's events are screened
-  (``Intake.screen``), recorded in one commit, then acked, the batch's acks written
+  (``Intake.screen``) and handed to the instance's inbox in one call (``Inbox.take``:
+  recorded in one commit and queued for the core), then acked, the batch's acks written
   one after the other before anything else runs. A store that cannot take the batch
   holds the pump: the batch stays unacked and is recorded as soon as the store
   answers again (``nanoslack.store.outage``); meanwhile the reader's bounded list
@@ -18,8 +19,8 @@ arrival order. The pump answers every envelope:
 - ``hello``, ``disconnect`` (the client opens a new connection itself) and frames that
   are no envelope are ignored.
 
-While the core is more than ``MAX_BACKLOG`` messages behind, the pump waits before it
-takes the next batch: a burst waits in the socket, not in memory.
+While the core is more than ``MAX_BACKLOG`` messages behind (``Inbox.backlog``), the
+pump waits before it takes the next batch: a burst waits in the socket, not in memory.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import orjson
 
@@ -51,9 +52,21 @@ BACKLOG_POLL = 0.005
 # Slack's envelope ids are uuids: an ack for one needs no JSON encoder.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 
-Record = Callable[[Sequence[Inbound]], list[bool]]
-# The recorded messages for the core, each with whether it is to be checked first.
-Deliver = Callable[[list[tuple[Inbound, bool]]], None]
+
+class Inbox(Protocol):
+    """Where the pump hands each batch (the instance's core: ``nanoslack.worker.BatchWorker``)."""
+
+    def take(self, msgs: Sequence[Inbound], *, retried: bool = False) -> list[bool]:
+        """Record ``msgs`` durably in one commit and queue the new ones for the core;
+        raises when the store cannot (then nothing is acked). ``retried``: an earlier
+        attempt at this write failed, maybe after its commit."""
+        ...
+
+    def backlog(self) -> int:
+        """Recorded messages not processed yet."""
+        ...
+
+
 # An event envelope on its way: its id, its ``event_callback`` body, when it arrived.
 _Event = tuple[str, dict[str, Any], float]
 
@@ -63,18 +76,14 @@ class EnvelopePump:
         self,
         client: SocketModeClient,
         intake: Intake,
+        inbox: Inbox,
         *,
-        record: Record,
-        deliver: Deliver,
-        backlog: Callable[[], int],
         instance: str,
         tally: Tally | None = None,
     ) -> None:
         self._client = client
         self._intake = intake
-        self._record = record
-        self._deliver = deliver
-        self._backlog = backlog
+        self._inbox = inbox
         self._instance = instance
         self._tally = tally or Tally()
         # A store that cannot record the batch (restarting, full, read-only): the batch
@@ -99,7 +108,7 @@ class EnvelopePump:
             await self._other(message, arrived)
         if events:
             await self._events(events)
-        while self._backlog() > MAX_BACKLOG:  # noqa: ASYNC110 — only under overload; the worker has no signal to spare
+        while self._inbox.backlog() > MAX_BACKLOG:  # noqa: ASYNC110 — only under overload; the worker has no signal to spare
             await asyncio.sleep(BACKLOG_POLL)
 
     async def _events(self, events: list[_Event]) -> None:
@@ -118,9 +127,11 @@ class EnvelopePump:
                 )
                 screened.append((envelope_id, None, arrived))
         msgs = [msg for _, msg, _ in screened if msg is not None]
-        tries = self._outage.retries
+        outage, take = self._outage, self._inbox.take
+        tries = outage.retries
         try:
-            fresh = await until_stored(lambda: self._record(msgs), self._outage) if msgs else []
+            if msgs:
+                await until_stored(lambda: take(msgs, retried=outage.retries > tries), outage)
         except Exception as exc:
             # No ack for what was to be recorded: Slack's retry brings it back.
             log.error(
@@ -128,8 +139,6 @@ class EnvelopePump:
             )
             await self._ack([(envelope_id, arrived) for envelope_id, msg, arrived in screened if msg is None])
             return
-        if msgs:
-            self._deliver(intake.accepted(msgs, fresh, retried=self._outage.retries > tries))
         await self._ack([(envelope_id, arrived) for envelope_id, _, arrived in screened])
 
     async def _other(self, message: dict[str, Any], arrived: float) -> None:

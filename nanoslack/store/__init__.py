@@ -8,6 +8,8 @@ its gate decision, its outbox posts and its inbox entry atomically.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nanoslack.store import tables
 from nanoslack.store.agents import AgentGroups
 from nanoslack.store.approvals import ApprovalRow, Approvals
@@ -80,7 +82,9 @@ def sqlite_url(path: str) -> str:
 
 
 class Store:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, on_queued: Callable[[str], None] | None = None) -> None:
+        """``on_queued``: called with the instance after every commit that queued an
+        outbox row for it (the fleet wakes that instance's poster)."""
         self.db = db
         self.inbox = Inbox(db)
         self.hops = Hops(db)
@@ -90,7 +94,7 @@ class Store:
         self.approvals = Approvals(db)
         self.refusals = Refusals(db)
         self.messages = Messages(db)
-        self.outbox = Outbox(db)
+        self.outbox = Outbox(db, on_queued)
         self.turns = Turns(db)
         self.leases = Leases(db)
         self.room_halts = RoomHalts(db)
@@ -115,8 +119,8 @@ class Store:
         self.checkpoints = Checkpointer(db)
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        return cls(Database(url))
+    def open(cls, url: str, *, on_queued: Callable[[str], None] | None = None) -> Store:
+        return cls(Database(url), on_queued=on_queued)
 
     def transaction(self) -> Transaction | JoinedTransaction:
         """``with store.transaction() as conn``: the database's own context manager, not

@@ -8,6 +8,7 @@ its key: the key is an idempotency token and nothing else.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -112,15 +113,15 @@ Purpose = Literal["reply", "notice", "ask", "post", "vote"]
 
 
 class Outbox:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, on_queued: Callable[[str], None] | None = None) -> None:
         self._db = db
-        # instance → what to call once a transaction that queued a row for it commits.
-        self._listeners: dict[str, Callable[[], None]] = {}
-
-    def subscribe(self, instance: str, on_queued: Callable[[], None]) -> None:
-        """Call ``on_queued`` after every commit that queued a row for ``instance`` (its
-        poster wakes then); rows queued by another process are found by the poll."""
-        self._listeners[instance] = on_queued
+        # Called with the instance once a transaction that queued a row for it commits
+        # (the fleet wakes that instance's poster); rows queued by another process are
+        # found by the poster's poll.
+        self._on_queued = on_queued
+        # One callable per instance, so that a transaction queuing several rows for it
+        # calls ``on_queued`` once (``Database.after_commit`` runs a callback once).
+        self._wakes: dict[str, Callable[[], None]] = {}
 
     def enqueue(
         self,
@@ -162,10 +163,16 @@ class Outbox:
             # than SQLAlchemy's execute). All rows read, so the statement is finished.
             rows = hot_all(conn, _ENQUEUE, params)
             r = rows[0] if rows else None
-            listener = self._listeners.get(instance)
-            if r and listener is not None:
-                self._db.after_commit(listener)
+            if r and self._on_queued is not None:
+                self._db.after_commit(self._wake(instance))
         return int(r[0]) if r else None
+
+    def _wake(self, instance: str) -> Callable[[], None]:
+        wake = self._wakes.get(instance)
+        if wake is None:
+            assert self._on_queued is not None
+            wake = self._wakes[instance] = functools.partial(self._on_queued, instance)
+        return wake
 
     def queued(self, instance: str, limit: int = 50) -> list[OutboxRow]:
         with self._db.transaction() as conn:

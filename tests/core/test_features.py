@@ -202,8 +202,7 @@ async def test_a_feature_engages_a_message_without_a_mention_runs_turns_of_its_o
     await core.start()
     try:
         for msg in (human, *bots):
-            core.record([msg])
-            core.submit(msg)
+            core.inbox.take([msg])
         await settle(store, core, turns_done=2)
         notice = await until_queued(store, f"pause:{ROOM}:{human.ts}")
     finally:

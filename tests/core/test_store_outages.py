@@ -113,9 +113,7 @@ async def test_a_deadlock_with_another_process_locking_rooms_in_the_opposite_ord
     await asyncio.to_thread(lambda: until(lambda: _holds_a_lock(pg_url)))
     with structlog.testing.capture_logs() as logs:
         await core.start()
-        assert core.record([first, second]) == [True, True]
-        core.submit(first)  # one batch: room one's lock, then room two's
-        core.submit(second)
+        assert core.inbox.take([first, second]) == [True, True]  # one batch: room one's lock, then room two's
         await asyncio.to_thread(done.wait, 30)
         await _until_async(lambda: all(fleet.store.inbox.status(m.key) == "done" for m in (first, second)))
         await core.stop()
@@ -256,8 +254,8 @@ async def test_a_message_handed_in_again_after_a_write_that_was_retried_is_proce
     tmp_path: Path,
 ) -> None:
     """A write cut off at its commit may have committed: tried again, its events come
-    back as duplicates, and the edge hands them in to be checked (``recheck``). Checked,
-    a message already processed, or queued before, is not processed again."""
+    back as duplicates, and the inbox queues them to be checked (``take``'s ``retried``).
+    Checked, a message already processed, or queued before, is not processed again."""
     seen: list[tuple[str, Outcome]] = []
     fleet, core = _core(
         tmp_path,
@@ -266,12 +264,14 @@ async def test_a_message_handed_in_again_after_a_write_that_was_retried_is_proce
     )
     first, second = _bot_message(R1), _bot_message(R1)
     await core.start()
-    assert core.record([first, second]) == [True, True]
-    core.submit(first)
-    core.submit(first, recheck=True)  # the same batch: the copy is left out
+    # The first attempt: committed, its answer lost (nothing queued, no ack).
+    assert fleet.store.inbox.record_many([first, second]) == [True, True]
+    # Tried again with a copy of the first: all "duplicates", checked; the copy is left out.
+    assert core.inbox.take([first, first], retried=True) == [False, False]
     await _until_async(lambda: fleet.store.inbox.status(first.key) == "done")
-    core.submit(first, recheck=True)  # processed already: left out
-    core.submit(second, recheck=True)  # recorded, never handed in (its commit was "cut off"): processed
+    # Slack's redelivery after a lost ack, also retried: the first is processed already
+    # (left out), the second was recorded, never handed in: processed.
+    assert core.inbox.take([first, second], retried=True) == [False, False]
     await core.stop()
     assert [ts for ts, _ in seen] == [first.ts, second.ts]
     assert fleet.store.inbox.status(second.key) == "done"

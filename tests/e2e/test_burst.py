@@ -31,7 +31,7 @@ async def test_a_restart_with_a_queued_burst_records_everything_once_in_order_wi
     async def sample() -> None:
         nonlocal widest
         while True:
-            widest = max(widest, dana.core.backlog())
+            widest = max(widest, dana.core.inbox.backlog())
             await asyncio.sleep(0)
 
     sampler = asyncio.create_task(sample())

@@ -13,9 +13,8 @@ async def _ticks(n: int) -> None:
 
 
 async def test_a_turn_between_stages_waits_while_a_socket_has_unacked_envelopes() -> None:
-    backlog = FleetBacklog()
     busy = True
-    backlog.watch(lambda: busy)
+    backlog = FleetBacklog(sockets_busy=lambda: busy)
     stage = asyncio.create_task(backlog.between_stages())
     await _ticks(5)
     assert not stage.done()  # the socket's read envelopes go first
@@ -24,8 +23,7 @@ async def test_a_turn_between_stages_waits_while_a_socket_has_unacked_envelopes(
 
 
 async def test_a_turn_between_stages_goes_on_after_the_bound_when_the_socket_is_never_idle() -> None:
-    backlog = FleetBacklog()
-    backlog.watch(lambda: True)  # a steady stream: some envelope is always unacked
+    backlog = FleetBacklog(sockets_busy=lambda: True)  # a steady stream: some envelope is always unacked
     loop = asyncio.get_running_loop()
     start = loop.time()
     await asyncio.wait_for(backlog.between_stages(), timeout=1)
@@ -40,7 +38,6 @@ async def test_a_turn_between_stages_does_not_wait_for_the_pipelines_backlog() -
     for i in range(1000):
         queue.put_nowait(i)
     backlog.add(queue)
-    backlog.watch(lambda: False)
     assert backlog.behind()
     stage = asyncio.create_task(backlog.between_stages())
     await _ticks(2)

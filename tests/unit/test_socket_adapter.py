@@ -109,13 +109,12 @@ async def test_a_consumer_that_holds_the_reader_for_long_trips_no_heartbeat(
 
 async def test_a_socket_has_work_from_the_read_to_the_ack_and_turns_wait_for_it(dana: Dana) -> None:
     """Envelopes read and not acked yet are work the fleet's turns wait for
-    (``FleetBacklog.watch``); once acked, the turns go."""
+    (``FleetBacklog``'s ``sockets_busy``); once acked, the turns go."""
     emu, room, human = dana.emu, dana.room, dana.human
     client = dana.client()
     seen = Collector(client)
     seen.hold.clear()
-    backlog = FleetBacklog()
-    unwatch = backlog.watch(client.has_work)
+    backlog = FleetBacklog(sockets_busy=client.has_work)
     await client.connect(seen)
     try:
         assert not client.has_work() and not backlog.behind()
@@ -128,7 +127,6 @@ async def test_a_socket_has_work_from_the_read_to_the_ack_and_turns_wait_for_it(
         seen.hold.set()
         await asyncio.wait_for(turn, timeout=5)
         await emu.wait_for(lambda: not client.has_work(), timeout=10)
-        unwatch()
         assert not backlog.behind()
     finally:
         await client.close()
