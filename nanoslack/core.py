@@ -63,7 +63,7 @@ from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
 from nanoslack.routines.feature import RoutinesFeature
 from nanoslack.shutdown import Shutdown, cancel
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import Store
 from nanoslack.team import TeamFeature
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
@@ -398,9 +398,8 @@ def build_turns(
             bot_id=identity.bot_id,
             allow_broadcast=tools.allow_broadcast,
             on_handoff=services.wake,
-            on_recorded=functools.partial(_turn_recorded, tuple(features)),
             tally=tally,
-            appliers=[feature.apply for feature in features],
+            features=features,
             memory=transcripts.memory,
             dm_reply_chars=services.dm_reply_chars,
         ),
@@ -430,13 +429,6 @@ def build_turns(
         yield_to=services.backlog.yield_to,
         between_stages=services.backlog.between_stages,
     )
-
-
-def _turn_recorded(
-    features: Sequence[RoomFeature], instance: str, msgs: Sequence[MessageRow], turn_id: int, status: str
-) -> None:
-    for feature in features:
-        feature.turn_recorded(instance, msgs, turn_id, status)
 
 
 class FleetCore:

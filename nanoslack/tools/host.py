@@ -69,8 +69,8 @@ class TurnEffects:
     cached_tokens: int = 0  # of which read from a provider's prompt cache
     cost_usd: float = 0.0  # their price in US dollars, of the calls priced (for the metrics)
     # What other tool sets of the fleet mean to do (``nanoslack.tools.team``: reports,
-    # votes, ballots, a refused directive's note); the recorder's effect appliers commit
-    # them in the turn's transaction.
+    # votes, ballots, a refused directive's note); the recorder has the room features commit
+    # them in the turn's transaction (``RoomFeature.apply``).
     acts: list[Any] = field(default_factory=list)
 
 

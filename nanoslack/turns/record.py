@@ -19,6 +19,7 @@ from nanoslack import failpoints
 from nanoslack.agents import Reply, Turn
 from nanoslack.budgets import UNITS, USD, InstanceBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
+from nanoslack.features import RoomFeature
 from nanoslack.halts import Halts
 from nanoslack.inbound import bot_sender_id
 from nanoslack.logs import get_logger
@@ -32,19 +33,12 @@ from nanoslack.turns.history import Recall, ThreadMemory
 
 log = get_logger(__name__)
 
-# Commits what other tool sets meant to do (``TurnEffects.acts``: the team tools' reports,
-# votes, ballots), called inside the turn's transaction with (turn id, turn, effects).
-EffectApplier = Callable[[int, Turn, TurnEffects], None]
-
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 BUDGET_USD_TEXT = "I've used up today's dollar budget, so I'll stay quiet until tomorrow."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
 # How a turn no message woke ended, inside its transaction: (status, reason, tokens).
 SourcedEnded = Callable[[str, str, int], None]
-
-# (instance, the messages the turn answered, turn id, how it ended: done/silent/failed/budget)
-OnRecorded = Callable[[str, Sequence[MessageRow], int, str], None]
 
 
 class TurnRecorder:
@@ -60,9 +54,8 @@ class TurnRecorder:
         bot_id: str | None = None,
         allow_broadcast: bool = False,
         on_handoff: Callable[[str], None] | None = None,
-        on_recorded: OnRecorded | None = None,
         tally: Tally | None = None,
-        appliers: Sequence[EffectApplier] = (),
+        features: Sequence[RoomFeature] = (),
         memory: ThreadMemory | None = None,
         dm_reply_chars: int = MAX_CHARS,
     ) -> None:
@@ -77,9 +70,9 @@ class TurnRecorder:
         self._sender_id = bot_sender_id(bot_id) if bot_id else f"slack:bot:{instance}"
         self._allow_broadcast = allow_broadcast
         self._on_handoff = on_handoff
-        # Told, inside the recording transaction, how a turn ended (the room features).
-        self._on_recorded = on_recorded
-        self._appliers = tuple(appliers)
+        # The room features (``nanoslack.features``): inside the recording transaction, what
+        # a turn's tools meant to do (``apply``) and how it ended (``turn_recorded``).
+        self._features = tuple(features)
         self._memory = memory
         # How long one DM reply may be before it is split (longer when DM replies stream).
         self._dm_reply_chars = dm_reply_chars
@@ -143,7 +136,7 @@ class TurnRecorder:
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
     ) -> None:
         """Inside the turn's transaction: its handoffs, its DMs to the owners, and what the
-        other tool sets meant to do (the effect appliers)."""
+        room features' tools meant to do (``TurnEffects.acts``: reports, votes, ballots)."""
         depth = 1 + max((m.handoff_depth for m in msgs), default=0)
         for handoff in effects.handoffs:
             self._hand_off(turn_id, turn, handoff, depth)
@@ -157,8 +150,8 @@ class TurnRecorder:
                     text=text,
                 )
         if effects.acts:
-            for apply in self._appliers:
-                apply(turn_id, turn, effects)
+            for feature in self._features:
+                feature.apply(turn_id, turn, effects)
 
     def _hand_off(self, turn_id: int, turn: Turn, handoff: Handoff, depth: int) -> None:
         """The recipient's pending message, in this conversation and thread: its scheduler
@@ -355,8 +348,8 @@ class TurnRecorder:
         return kept
 
     def _recorded(self, msgs: Sequence[MessageRow], turn_id: int, status: str) -> None:
-        if self._on_recorded is not None:
-            self._on_recorded(self.instance, msgs, turn_id, status)
+        for feature in self._features:
+            feature.turn_recorded(self.instance, msgs, turn_id, status)
 
     def _close(self, msgs: Sequence[MessageRow]) -> None:
         self._store.messages.set_statuses([m.key for m in msgs], "done", from_status="pending")
