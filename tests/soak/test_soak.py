@@ -440,11 +440,18 @@ def _check_no_token_in_logs(soak: Soak) -> None:
 def _report(soak: Soak) -> None:
     turns = Counter(str(r[0]) for r in soak.sql("SELECT status FROM turns"))
     hop_drops = soak.scalar("SELECT count(*) FROM inbox WHERE reason = 'hop limit reached'")
+    # Turns that answered only messages recorded late (older than an earlier turn of their
+    # thread had answered through): how often the soak met that window.
+    late = soak.scalar(
+        "SELECT count(*) FROM turns t WHERE t.status IN ('done', 'silent') AND EXISTS (SELECT 1 FROM turns e"
+        " WHERE e.instance = t.instance AND e.channel = t.channel AND e.thread_key = t.thread_key"
+        " AND e.id < t.id AND e.status IN ('done', 'silent') AND e.through_ts > t.through_ts)"
+    )
     print(
         f"soak: seed={soak.plan.seed} human={len(soak.human_posts)} outside={len(soak.outside_posts)}"
         f" kills={soak.kills} room_messages={len(soak.emu.all_messages(soak.room))}"
         f" turns={dict(turns)} agent_runs={len(_agent_turns(soak))}"
-        f" hop_drops={hop_drops}"
+        f" hop_drops={hop_drops} late_turns={late}"
         f" redelivered={soak.emu.stats().redelivered} faults={dict(soak.faults)}"
         f" recovered={ {name: _logged(soak, name) for name in RECOVERIES} }"
     )
