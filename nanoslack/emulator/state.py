@@ -47,13 +47,10 @@ DEFAULT_SCOPES: frozenset[str] = frozenset(
         "reactions:write",
         "metadata.message:read",
         "assistant:write",
+        "files:read",
+        "files:write",
     }
 )
-# The scopes files need (DESIGN §17: reading what people share, uploading into a thread).
-# The manifest does not ask for them yet; until it does, an app made without ``scopes``
-# has them besides the manifest's (APP_DEFAULT_SCOPES), so the file methods can be used.
-FILE_SCOPES: frozenset[str] = frozenset({"files:read", "files:write"})
-APP_DEFAULT_SCOPES: frozenset[str] = DEFAULT_SCOPES | FILE_SCOPES
 # Without it Slack leaves message metadata out of events and of history/replies.
 METADATA_SCOPE = "metadata.message:read"
 # What Slack's x-oauth-scopes header says for an app-level token.
@@ -91,7 +88,7 @@ class App:
     bot_token: str
     app_token: str
     events: set[str] = field(default_factory=lambda: set(DEFAULT_EVENTS))
-    scopes: set[str] = field(default_factory=lambda: set(APP_DEFAULT_SCOPES))
+    scopes: set[str] = field(default_factory=lambda: set(DEFAULT_SCOPES))
     verification_token: str = ""
     updated: int = 0
 
@@ -203,7 +200,7 @@ class Workspace:
         events: list[str] | None = None,
         scopes: list[str] | None = None,
     ) -> App:
-        """A bot app; ``scopes`` are its bot token's (default: the fleet manifest's and FILE_SCOPES)."""
+        """A bot app; ``scopes`` are its bot token's (default: the fleet manifest's)."""
         if name in self.users_by_name:
             raise ValueError(f"name {name!r} already exists")
         app = App(
@@ -214,7 +211,7 @@ class Workspace:
             bot_token=bot_token or f"xoxb-emu-{name}-{secrets.token_hex(12)}",
             app_token=app_token or f"xapp-emu-{name}-{secrets.token_hex(12)}",
             events=set(events) if events is not None else set(DEFAULT_EVENTS),
-            scopes=set(scopes) if scopes is not None else set(APP_DEFAULT_SCOPES),
+            scopes=set(scopes) if scopes is not None else set(DEFAULT_SCOPES),
             verification_token=secrets.token_hex(12),
             updated=int(time.time()),
         )

@@ -71,6 +71,8 @@ SCOPE_EFFECTS = {
     "reactions:read": "without it an owner's 🛑 reaction does not halt a room",
     "reactions:write": "without it the working reaction (NANOSLACK_WORKING_REACTION) is not shown",
     "users:read": "without it senders' names and the owners' check fail",
+    "files:read": "without it files people share cannot be read: the agent sees only that a file was shared",
+    "files:write": "without it an agent cannot post a file into the thread (send_file)",
     "assistant:write": (
         "without it Slack's agent surface is off: no assistant pane, and DMs get the working reaction"
         " and whole replies instead of a status line and streamed ones (turn on Agents & AI Apps in"

@@ -40,11 +40,18 @@ BOT_SCOPES: tuple[str, ...] = (
     # suggested prompts, and the status line and streamed replies in DMs. Turning on
     # the Agents & AI Apps feature (``assistant_view``) adds it.
     "assistant:write",
+    # Files people share reach the turn; a turn's own files go into its thread (DESIGN §17,
+    # docs/agents.md). Without files:read Slack's file host answers its sign-in page.
+    "files:read",
+    "files:write",
 )
 BOT_EVENTS: tuple[str, ...] = (
     "message.mpim",
     "message.im",
     "message.channels",
+    # A room that is a private channel (a ``round`` or ``chain`` room often is): without it
+    # the instance hears only the messages that mention it there.
+    "message.groups",
     "app_mention",
     "reaction_added",
     # A person opens the instance's assistant pane / switches channels with it open.

@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.emulator import Emulator, EmulatorError, ThreadedEmulator
-from nanoslack.emulator.state import APP_DEFAULT_SCOPES, DEFAULT_EVENTS
+from nanoslack.emulator.state import DEFAULT_EVENTS, DEFAULT_SCOPES
 
 from .listen import listening
 
@@ -128,7 +128,7 @@ def test_sessions_refuse_what_slack_refuses(temu: ThreadedEmulator) -> None:
         with pytest.raises(SlackApiError) as caught:
             call()
         assert caught.value.response["error"] == error
-    old = temu.add_app("eli", scopes=sorted(APP_DEFAULT_SCOPES - {"assistant:write"}))
+    old = temu.add_app("eli", scopes=sorted(DEFAULT_SCOPES - {"assistant:write"}))
     eli_im = temu.create_conversation([old.bot_user_id, "ann"], kind="im")
     with pytest.raises(SlackApiError) as caught:  # not declared as an agent
         WebClient(token=old.bot_token, base_url=temu.api_url).agents_sessions_setStatus(

@@ -101,7 +101,7 @@ def test_an_upload_never_completed_is_shared_nowhere_and_completes_once(temu: Th
 def test_the_file_host_serves_only_this_workspaces_bot_token_in_the_header(temu: ThreadedEmulator) -> None:
     ann, dana, eli, room, ts = _room(temu)
     outsider = temu.add_app("fay")  # not in the room
-    blind = temu.add_app("gus", scopes=sorted(DEFAULT_SCOPES))  # no files:read
+    blind = temu.add_app("gus", scopes=sorted(DEFAULT_SCOPES - {"files:read", "files:write"}))
     temu.create_conversation([ann.id, blind.bot_user_id], kind="im")
     msg = temu.share_file(ann.id, room, "shot.png", b"\x89PNG fake", thread_ts=ts)
     url = msg["files"][0]["url_private_download"]
@@ -157,7 +157,7 @@ def test_a_share_with_only_its_id_is_looked_up_with_files_info(temu: ThreadedEmu
 
 def test_file_methods_need_their_scopes(temu: ThreadedEmulator) -> None:
     ann, _dana, _eli, room, _ts = _room(temu)
-    old = temu.add_app("gus", scopes=sorted(DEFAULT_SCOPES))
+    old = temu.add_app("gus", scopes=sorted(DEFAULT_SCOPES - {"files:read", "files:write"}))
     temu.create_conversation([ann.id, old.bot_user_id], kind="im")
     fid = temu.share_file(ann.id, room, "a.txt", "x")["files"][0]["id"]
     client = WebClient(token=old.bot_token, base_url=temu.api_url)

@@ -14,7 +14,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from nanoslack.emulator import ThreadedEmulator
-from nanoslack.emulator.state import APP_DEFAULT_SCOPES, DEFAULT_SCOPES
+from nanoslack.emulator.state import DEFAULT_SCOPES
 
 META = {"event_type": "nanoslack_room_intro", "event_payload": {"opened_by": "dana"}}
 
@@ -27,9 +27,7 @@ def _scopes(resp: Any) -> set[str]:
 def test_every_answer_says_the_tokens_scopes_in_x_oauth_scopes(temu: ThreadedEmulator) -> None:
     full = temu.add_app("dana")
     old = temu.add_app("eli", scopes=["chat:write", "users:read"])
-    assert _scopes(WebClient(token=full.bot_token, base_url=temu.api_url).auth_test()) == set(
-        APP_DEFAULT_SCOPES
-    )
+    assert _scopes(WebClient(token=full.bot_token, base_url=temu.api_url).auth_test()) == set(DEFAULT_SCOPES)
     assert _scopes(WebClient(token=old.bot_token, base_url=temu.api_url).auth_test()) == {
         "chat:write",
         "users:read",

@@ -101,7 +101,7 @@ def test_a_good_workspace_passes_every_check(temu: ThreadedEmulator, tmp_path: P
     for expected in (
         "dana: bot token works",
         "eli: app-level token opens Socket Mode",
-        "bot scopes: all 15",
+        "bot scopes: all 17",
         "is a member: dana, eli",
         "Alice is a user",
         "back end script answered",
@@ -125,6 +125,21 @@ def test_a_missing_scope_is_named_with_the_manifest_to_fix_it(temu: ThreadedEmul
         "fix: add `reactions:read`, `metadata.message:read` to eli's app: see manifests/fleet-bot.json"
         in failure
     )
+    _no_token_printed(doctor, temu)
+
+
+def test_an_app_made_before_files_is_told_to_add_the_file_scopes(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    old = sorted(DEFAULT_SCOPES - {"files:read", "files:write"})
+    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=old)
+    apps, alice = ws["apps"], ws["alice"]
+    room = temu.create_conversation([alice.id, *(a.bot_user_id for a in apps.values())])  # type: ignore[attr-defined, union-attr]
+    doctor = _doctor(_env(temu, tmp_path, apps, room.id, alice.id))  # type: ignore[arg-type, attr-defined]
+    assert doctor.code == 1
+    [failure] = doctor.failures
+    assert failure.startswith("✗ eli: bot scopes: missing `files:read`, `files:write`")
+    assert "files people share cannot be read" in failure
     _no_token_printed(doctor, temu)
 
 

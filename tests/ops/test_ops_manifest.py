@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 SCOPES = (
     "chat:write mpim:write mpim:read mpim:history im:write im:read im:history "
     "channels:history groups:history app_mentions:read users:read reactions:read reactions:write"
-    " metadata.message:read assistant:write"
+    " metadata.message:read assistant:write files:read files:write"
 ).split()
 EVENTS = (
-    "message.mpim message.im message.channels app_mention reaction_added"
+    "message.mpim message.im message.channels message.groups app_mention reaction_added"
     " assistant_thread_started assistant_thread_context_changed"
 ).split()
 
