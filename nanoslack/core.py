@@ -41,13 +41,11 @@ from typing import Any, Protocol
 from nanoslack.agents import (
     Agent,
     CommandAgent,
-    Teammate,
     TokenLedger,
     build_agent,
-    load_teammate,
     make_http_client,
 )
-from nanoslack.agents.teammates import SKILLS_DIRNAME
+from nanoslack.agents.teammates import SKILLS_DIRNAME, TeammateSource
 from nanoslack.asks import OwnerAsks
 from nanoslack.budgets import Budgets, DollarLedger, StoreLedger
 from nanoslack.clicks import ClickRouter
@@ -372,10 +370,12 @@ def build_turns(
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     store, instance, tools, owners = services.store, identity.instance, services.tools, services.owners
     skills_dir = services.teammates_dir / SKILLS_DIRNAME
+    teammate = TeammateSource(services.teammates_dir, instance)
+    teammate.get()  # read now: a missing or malformed persona is warned about at start
     transcripts = Transcripts(
         identity=identity,
         store=store,
-        teammate=_teammate(services.teammates_dir, instance),
+        teammate=teammate,
         skills_dir=skills_dir,
         directory=directory,
         notes=[*(feature.notes for feature in features), viewing_notes(store)],
@@ -552,14 +552,3 @@ class FleetCore:
             await self._host_tool_server_start  # warm() never raises
         await self.host_tool_server.stop()
         await self._http.aclose()
-
-
-def _teammate(teammates_dir: Path, instance: str) -> Teammate:
-    teammate = load_teammate(teammates_dir, instance)
-    if teammate.is_default:
-        log.warning(
-            "teammate missing: using the default persona",
-            instance=instance,
-            folder=str(teammates_dir / instance),
-        )
-    return teammate

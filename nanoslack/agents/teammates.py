@@ -3,8 +3,13 @@
 - ``SOUL.md``: who it is. Optional front matter between two ``---`` lines at the
   top, simple ``key: value`` lines (``role``, ``emoji``, ``prompts``: the assistant
   pane's suggested prompts, a one-line list such as ``["Plan my day", "What is blocked?"]``,
-  at most 4 used; other keys are ignored).
+  at most 4 used; other keys are ignored). A block that does not parse (never closed, a
+  line that is no ``key: value``, a ``prompts`` list left open) is a ``Problem`` (file,
+  line): the turns use the file without the broken part, ``doctor`` fails on it, and
+  ``TeammateSource`` logs it once.
 - ``AGENTS.md`` (optional): how it works.
+- ``TeammateSource`` reads both again when either changed on disk, so an edit applies
+  from the next turn without a restart.
 - ``teammates/_skills/*.md``: shared skills, listed by name (the file stem) and
   first non-empty line (a leading Markdown ``#`` removed) in every system prompt,
   read from disk on every call so an edit applies to the next turn.
@@ -21,6 +26,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from nanoslack.logs import get_logger
+
+log = get_logger(__name__)
 
 SKILLS_DIRNAME = "_skills"
 SOUL_FILE = "SOUL.md"
@@ -49,31 +58,83 @@ class Teammate:
     folder: Path | None
     is_default: bool = False  # no SOUL.md: the plain default persona is used
     prompts: tuple[str, ...] = ()  # the assistant pane's suggested prompts (front matter)
+    problems: tuple[Problem, ...] = ()  # what in SOUL.md's front matter did not parse
 
     def system_prompt(self, skills_dir: Path) -> str:
         parts = [self.soul.strip(), self.agents_md.strip(), skills_section(skills_dir)]
         return "\n\n".join(part for part in parts if part)
 
 
-def split_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """``---\\nrole: planner\\n---\\nbody`` → ``({"role": "planner"}, "body")``.
+@dataclass(frozen=True)
+class Problem:
+    """A front matter that does not parse: where, and what the turns use instead."""
 
-    Only simple ``key: value`` lines; values lose surrounding quotes. Text that does
-    not open with ``---`` has no front matter; an unclosed block is kept as body.
-    """
+    file: str
+    line: int
+    what: str
+
+    def words(self) -> str:
+        return f"{self.file}:{self.line}: {self.what}"
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    meta: dict[str, str]
+    body: str
+    problems: tuple[Problem, ...] = ()
+
+
+def split_front_matter(text: str, file: str = SOUL_FILE) -> tuple[dict[str, str], str]:
+    """``---\nrole: planner\n---\nbody`` → ``({"role": "planner"}, "body")``."""
+    parsed = parse_front_matter(text, file)
+    return parsed.meta, parsed.body
+
+
+def parse_front_matter(text: str, file: str = SOUL_FILE) -> FrontMatter:
+    """The front matter, the body, and what did not parse. Only simple ``key: value``
+    lines; values lose surrounding quotes. Text that does not open with ``---`` has none.
+    A block never closed ends at its last ``key: value`` line: the rest is the body, so
+    the persona is never the block itself."""
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
-        return {}, text.strip()
-    try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-    except StopIteration:
-        return {}, text.strip()
+        return FrontMatter({}, text.strip())
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        end = 1
+        while end < len(lines) and (not lines[end].strip() or _FRONT_MATTER_KEY_RE.match(lines[end].strip())):
+            end += 1
+        problem = Problem(file, 1, "front matter opened with --- is never closed by a --- line")
+        # The broken block is left out whole: its keys too, since where it ends is a guess.
+        return FrontMatter({}, "\n".join(lines[end:]).strip(), (problem,))
+    block, body = lines[1:end], lines[end + 1 :]
     meta: dict[str, str] = {}
-    for line in lines[1:end]:
+    problems: list[Problem] = []
+    for number, line in enumerate(block, start=2):
+        if not line.strip() or line.strip().startswith("#"):
+            continue
         m = _FRONT_MATTER_KEY_RE.match(line.strip())
-        if m:
-            meta[m.group(1).lower()] = _unquote(m.group(2).strip())
-    return meta, "\n".join(lines[end + 1 :]).strip()
+        if m is None:
+            problems.append(Problem(file, number, f"not a key: value line: {line.strip()[:60]!r}"))
+            continue
+        key, value = m.group(1).lower(), _unquote(m.group(2).strip())
+        if key == "prompts" and (what := _prompts_problem(value)):
+            problems.append(Problem(file, number, what))
+            continue
+        meta[key] = value
+    return FrontMatter(meta, "\n".join(body).strip(), tuple(problems))
+
+
+def _prompts_problem(value: str) -> str | None:
+    """Why a ``prompts`` value is not a list (None: it is one, JSON or ``[a, b]``)."""
+    value = value.strip()
+    if not value.startswith("["):
+        return None
+    try:
+        json.loads(value)
+    except ValueError:
+        if not value.endswith("]"):
+            return f'prompts list is not closed: {value[:60]!r} (write it as ["one", "two"] on one line)'
+    return None
 
 
 def _unquote(value: str) -> str:
@@ -96,17 +157,65 @@ def load_teammate(teammates_dir: Path, instance: str) -> Teammate:
     present = folder if folder.is_dir() else None
     if soul_text is None:
         return Teammate(instance, "", "", default_soul(instance), agents_md, present, is_default=True)
-    meta, body = split_front_matter(soul_text)
-    soul = body or default_soul(instance)
+    parsed = parse_front_matter(soul_text, str(folder / SOUL_FILE))
+    meta = parsed.meta
     return Teammate(
         instance,
         meta.get("role", ""),
         meta.get("emoji", ""),
-        soul,
+        parsed.body or default_soul(instance),
         agents_md,
         present,
         prompts=parse_prompts(meta.get("prompts", "")),
+        problems=parsed.problems,
     )
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+class TeammateSource:
+    """An instance's teammate as its files say now: ``SOUL.md`` and ``AGENTS.md`` are read
+    again when either changed (two ``stat`` calls a turn), so an edit applies from the next
+    turn without a restart (docs/agents.md). What is wrong with a version of the files is
+    logged once, when that version is read."""
+
+    def __init__(self, teammates_dir: Path, instance: str) -> None:
+        self._folder = Path(teammates_dir) / instance
+        self._teammates_dir = Path(teammates_dir)
+        self._instance = instance
+        self._stamps: tuple[tuple[int, int] | None, ...] | None = None
+        self._teammate: Teammate | None = None
+
+    def get(self) -> Teammate:
+        stamps = (_stamp(self._folder / SOUL_FILE), _stamp(self._folder / AGENTS_FILE))
+        if self._teammate is None or stamps != self._stamps:
+            self._stamps = stamps
+            self._teammate = load_teammate(self._teammates_dir, self._instance)
+            self._report(self._teammate)
+        return self._teammate
+
+    def _report(self, mate: Teammate) -> None:
+        if mate.is_default:
+            log.warning(
+                "teammate missing: using the default persona",
+                instance=self._instance,
+                folder=str(self._folder),
+            )
+        for problem in mate.problems:
+            log.warning(
+                "teammate file malformed",
+                instance=self._instance,
+                file=problem.file,
+                line=problem.line,
+                problem=problem.what,
+                using="the file without the broken part",
+            )
 
 
 def parse_prompts(value: str) -> tuple[str, ...]:

@@ -575,10 +575,28 @@ def check_teammates(settings: Settings, names: Sequence[str], report: Report) ->
                 False, name, f"teammate folder unreadable: {exc}", f"make {folder} readable (UTF-8 text)"
             )
         else:
-            report.add(True, name, f"teammate folder {folder} readable")
+            _check_soul(root, name, report)
     for path in [root / "_mcp.json", *(root / n / "mcp.json" for n in names)]:
         if path.exists():
             _check_mcp(path, settings.env, report)
+
+
+def _check_soul(root: Path, name: str, report: Report) -> None:
+    """SOUL.md's front matter (docs/agents.md): each part that does not parse, with its place;
+    the turns use the file without it."""
+    from nanoslack.agents import load_teammate
+
+    problems = load_teammate(root, name).problems
+    for problem in problems:
+        report.add(
+            False,
+            name,
+            f"SOUL.md front matter malformed: {problem.words()} (turns use the file without it)",
+            "close the block with a --- line; write each line as key: value, prompts as "
+            '["one", "two"] on one line',
+        )
+    if not problems:
+        report.add(True, name, f"teammate folder {root / name} readable")
 
 
 def _mcp_problem(path: Path, env: Mapping[str, str]) -> str | None:

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, Teammate, Turn, TurnOrigin
+from nanoslack.agents.teammates import TeammateSource
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
 from nanoslack.inbound import FLEET_SENDER, Identity, ThreadKey, bot_sender_id
 from nanoslack.store import MessageRow, Store
@@ -55,7 +56,7 @@ class Transcripts:
         *,
         identity: Identity,
         store: Store,
-        teammate: Teammate,
+        teammate: Teammate | TeammateSource,
         skills_dir: Path,
         directory: RoomDirectory,
         notes: Sequence[TurnNotes] = (),
@@ -80,13 +81,19 @@ class Transcripts:
             enabled=remembers,
         )
 
+    def _persona(self) -> str:
+        """The system prompt from the teammate's files as they are now (an edit applies
+        from the next turn: ``TeammateSource``)."""
+        mate = self._teammate
+        return (mate.get() if isinstance(mate, TeammateSource) else mate).system_prompt(self._skills_dir)
+
     async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tuple[Turn, Recall]:
         """The turn that answers ``msgs`` (this thread's pending messages, oldest first),
         after what the agent already saw and did in the thread (``Recall``)."""
         recall = self.memory.recall(
             key.channel,
             key.thread_key,
-            persona=self._teammate.system_prompt(self._skills_dir),
+            persona=self._persona(),
             owner_dm=not key.thread_key and any(m.sender_id in self._owner_ids for m in msgs),
         )
         since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
@@ -144,7 +151,7 @@ class Transcripts:
         recall = self.memory.recall(
             origin.conversation,
             "",
-            persona=self._teammate.system_prompt(self._skills_dir),
+            persona=self._persona(),
             owner_dm=not room,
         )
         if not room:

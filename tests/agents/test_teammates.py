@@ -96,8 +96,25 @@ def test_soul_without_front_matter_is_all_persona(tmp_path: Path) -> None:
     assert mate.agents_md == ""
 
 
-def test_unclosed_front_matter_is_kept_as_body() -> None:
-    assert split_front_matter("---\nrole: x\nbody") == ({}, "---\nrole: x\nbody")
+def test_an_unclosed_front_matter_is_a_problem_and_left_out_of_the_persona(tmp_path: Path) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text("---\nrole: planner\nemoji: x\n\nYou are Dana.\nYou plan.\n")
+    mate = load_teammate(tmp_path, "dana")
+    assert mate.soul == "You are Dana.\nYou plan."  # no ---, no role: line
+    assert (mate.role, mate.emoji) == ("", "")
+    [problem] = mate.problems
+    assert (problem.file, problem.line) == (str(tmp_path / "dana" / "SOUL.md"), 1)
+    assert "never closed" in problem.what
+    assert split_front_matter("---\nrole: x\nbody") == ({}, "body")
+
+
+def test_a_prompts_list_left_open_is_a_problem_and_gives_no_prompts(tmp_path: Path) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text('---\nrole: planner\nprompts: ["a", \n---\nYou are Dana.\n')
+    mate = load_teammate(tmp_path, "dana")
+    assert (mate.role, mate.prompts, mate.soul) == ("planner", (), "You are Dana.")
+    [problem] = mate.problems
+    assert problem.line == 3 and "prompts list is not closed" in problem.what
 
 
 @pytest.mark.parametrize(

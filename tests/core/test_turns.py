@@ -583,3 +583,40 @@ def test_turns_is_a_nanoslack_command(
     assert len(capsys.readouterr().out.splitlines()) == 3
     assert main(["--help"]) == 0
     assert "  turns " in capsys.readouterr().out
+
+
+async def test_soul_and_agents_edits_apply_from_the_next_turn_and_a_broken_front_matter_is_logged_once(
+    store: Store, router: Router, gate: Gate, tmp_path: Path
+) -> None:
+    from structlog.testing import capture_logs
+
+    from nanoslack.agents.teammates import TeammateSource
+
+    folder = tmp_path / "teammates" / INSTANCE
+    folder.mkdir(parents=True)
+    (folder / "SOUL.md").write_text("---\nrole: planner\n---\nYou are Dana.\n")
+    transcripts = Transcripts(
+        identity=Identity(INSTANCE, "T0TEAM", BOT_USER, "B0DANA", "dana"),
+        store=store,
+        teammate=TeammateSource(tmp_path / "teammates", INSTANCE),
+        skills_dir=tmp_path / "teammates" / "_skills",
+        directory=Directory(),
+    )
+    deliver(store, router, gate, message(user=OWNER, mention=True, text="plan?"))
+    pending = store.messages.pending(INSTANCE)
+    key = ThreadKey(pending[0].channel, pending[0].thread_key)
+
+    async def system() -> str:
+        turn, _ = await transcripts.build(key, pending)
+        return turn.system
+
+    assert "You are Dana." in await system()
+    (folder / "SOUL.md").write_text("---\nrole: planner\nYou are Dana, who plans on Fridays.\n")
+    (folder / "AGENTS.md").write_text("Always answer in haiku.\n")
+    with capture_logs() as logs:
+        first, second = await system(), await system()
+    for prompt in (first, second):
+        assert "You are Dana, who plans on Fridays." in prompt and "Always answer in haiku." in prompt
+        assert "---" not in prompt and "role:" not in prompt
+    [logged] = [e for e in logs if e["event"] == "teammate file malformed"]
+    assert (logged["file"], logged["line"]) == (str(folder / "SOUL.md"), 1)

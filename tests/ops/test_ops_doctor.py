@@ -330,3 +330,15 @@ def test_every_malformed_value_fails_naming_the_key_value_expectation_and_what_i
         # run's warning carries the same words, as fields (doctor's stderr is the fleet's log)
         assert f"config value malformed: {key}" in doctor.err
     assert doctor.out.splitlines()[-1] == f"{len(doctor.out.splitlines()) - 1} checks, 4 failed"
+
+
+def test_a_soul_front_matter_that_does_not_parse_fails_with_its_file_and_line(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    env = _good(temu, tmp_path)
+    soul = tmp_path / "teammates" / "eli" / "SOUL.md"
+    soul.write_text("---\nrole: engineer\nYou are eli.\n")
+    doctor = _doctor(env)
+    assert doctor.code == 1, doctor.out
+    [line] = [f for f in doctor.failures if "SOUL.md front matter malformed" in f]
+    assert line.startswith("✗ eli:") and f"{soul}:1: front matter opened with --- is never closed" in line
