@@ -22,7 +22,7 @@ fence); after that the two meet at these objects, nothing more:
 
 One message's life, in the order the calls happen: ``inbox.take`` → the worker names
 its sender and batches it into ``Pipeline.process_many`` → its ``Outcome`` comes back to
-``_react``: an allowed message wakes the turn scheduler, an owner's halt cancels the
+``worker.reactions``: an allowed message wakes the turn scheduler, an owner's halt cancels the
 room's turns, a resume restarts them → the scheduler runs a turn → the turn's posts
 are outbox rows → the poster sends them.
 """
@@ -30,13 +30,12 @@ are outbox rows → the poster sends them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from nanoslack.agents import (
     Agent,
@@ -53,10 +52,10 @@ from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
 from nanoslack.config.agent import daily_tokens, daily_usd
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.halts import Halts
-from nanoslack.inbound import Identity, Inbound, bot_sender_id
+from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
-from nanoslack.pipeline import Outcome, Pipeline, build_pipeline
+from nanoslack.pipeline import Pipeline, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
 from nanoslack.routines.feature import RoutinesFeature
@@ -81,6 +80,7 @@ from nanoslack.worker import (
     Observers,
     OnOutcome,
     OnPending,
+    reactions,
 )
 
 __all__ = [
@@ -141,8 +141,9 @@ class Services:
     # up to Slack's stream limit (NANOSLACK_STREAM, docs/agent-surface.md).
     dm_reply_chars: int = MAX_CHARS
     backlog: FleetBacklog = field(default_factory=FleetBacklog)
-    # The users.id of a chain room's lead (None elsewhere): who may ask for lasting notes.
-    lead_of: Callable[[str], str | None] = lambda _channel: None
+    # A fleet instance this process runs, as its messages name it (``slack:bot:B…``): a
+    # chain room's lead run here may ask for lasting notes (``tools.memory.Notes``).
+    bot_sender: Callable[[str], str | None] = lambda _instance: None
     # NANOSLACK_TZ: the zone routines' cron schedules are read in (docs/routines.md).
     tz: dt.tzinfo = dt.UTC
     # Room features beyond the built-in ones, made for each instance: they join the end
@@ -253,7 +254,9 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     # recorder, room control and the clicks ask each of them, in this order.
     features: list[RoomFeature] = [
         RoundsFeature(store, instance=name, chief=services.tools.chief),
-        MemoryFeature(Notes(name, store, services.tools.memory, services.owners, lead_of=services.lead_of)),
+        MemoryFeature(
+            Notes(name, store, services.tools.memory, services.owners, bot_sender=services.bot_sender)
+        ),
         TeamFeature(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
         RoutinesFeature(
             store,
@@ -303,7 +306,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     worker = BatchWorker(
         name,
         pipeline,
-        react=functools.partial(_react, turns, services.observers, log.bind(instance=name)),
+        react=reactions(turns, services.observers, name),
         backlog=services.backlog,
         tally=tally,
         names=edge.directory,
@@ -332,25 +335,6 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         clocks={what: clock for feature in features for what, clock in feature.clocks().items()},
         tally=tally,
     )
-
-
-def _react(turns: TurnScheduler, observers: Observers, log: Any, msg: Inbound, outcome: Outcome) -> None:
-    """What a committed decision sets going: an allowed message wakes the turns, an
-    owner's halt cancels the room's turns, a resume restarts them."""
-    log.debug(
-        "message processed", channel=msg.channel, ts=msg.ts, status=outcome.status, reason=outcome.reason
-    )
-    if outcome.control == "halted":
-        turns.halt(msg.channel)
-    elif outcome.control == "resumed":
-        turns.wake()
-    if outcome.verdict is not None and outcome.verdict.action == "allow":
-        allowed = outcome.msg or msg
-        turns.wake_thread(allowed.channel, allowed.thread_key or "")
-        if observers.on_pending is not None:
-            observers.on_pending(allowed)
-    if observers.on_outcome is not None:
-        observers.on_outcome(msg, outcome)
 
 
 def build_turns(
@@ -473,7 +457,7 @@ class FleetCore:
             wake=self._wake,
             setting=settings.value,
             dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
-            lead_of=self._lead_of,
+            bot_sender=self._bot_sender,
             backlog=backlog or FleetBacklog(),
             tz=settings.routine_tz(),
         )
@@ -482,7 +466,6 @@ class FleetCore:
         # The host tools over MCP for the command agents' processes (docs/agents.md): one
         # endpoint for the fleet, started when a command agent is built, stopped in close.
         self.host_tool_server = HostToolServer()
-        self._host_tool_server_start: asyncio.Task[None] | None = None
 
     def _daily_tokens(self, instance: str) -> int | None:
         try:
@@ -496,14 +479,11 @@ class FleetCore:
         except ConfigError:
             return None  # as for the token cap
 
-    def _lead_of(self, channel: str) -> str | None:
-        """The chain room's lead as its messages name it (``slack:bot:B…``), when this
-        process runs the lead (a lead run elsewhere is not trusted with lasting notes)."""
-        room = self.store.room_kinds.get(channel)
-        if room is None or room.kind != "chain" or not room.lead:
-            return None
-        lead = self.instances.get(room.lead)
-        return bot_sender_id(lead.identity.bot_id) if lead and lead.identity.bot_id else None
+    def _bot_sender(self, instance: str) -> str | None:
+        """A fleet instance this process runs, as its messages name it (``slack:bot:B…``);
+        None for one run elsewhere."""
+        core = self.instances.get(instance)
+        return bot_sender_id(core.identity.bot_id) if core and core.identity.bot_id else None
 
     def _wake(self, instance: str) -> None:
         core = self.instances.get(instance)
@@ -524,17 +504,8 @@ class FleetCore:
             log.error("instance skipped: agent not configured", instance=name, error=str(exc))
             return None
         if isinstance(agent, CommandAgent):
-            self._serve_mcp()
+            self.host_tool_server.serve_soon()
         return agent
-
-    def _serve_mcp(self) -> None:
-        """The MCP endpoint starts with the fleet, not in its first command turn."""
-        if self._host_tool_server_start is not None:
-            return
-        with contextlib.suppress(RuntimeError):  # no running loop: the first turn starts it
-            self._host_tool_server_start = asyncio.get_running_loop().create_task(
-                self.host_tool_server.warm(), name="mcp-warm"
-            )
 
     def instance(self, identity: Identity, agent: Agent, edge: EdgeParts) -> InstanceCore:
         """The instance's core, from what the edge learnt of it (``EdgeParts``)."""
@@ -548,7 +519,5 @@ class FleetCore:
         warn_chiefless(self.store.room_kinds.list(), self.settings.tools.chief)
 
     async def close(self) -> None:
-        if self._host_tool_server_start is not None:
-            await self._host_tool_server_start  # warm() never raises
         await self.host_tool_server.stop()
         await self._http.aclose()

@@ -68,6 +68,42 @@ class Observers:
     on_outcome: OnOutcome | None = None
 
 
+class TurnWakes(Protocol):
+    """What a decision sets going in the instance's turns (``turns.TurnScheduler``)."""
+
+    def halt(self, channel: str) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def wake_thread(self, channel: str, thread_key: str) -> None: ...
+
+
+def reactions(turns: TurnWakes, observers: Observers, instance: str) -> React:
+    """What a committed decision sets going: an allowed message wakes its thread's turns,
+    an owner's halt cancels the room's turns, a resume restarts them; the observers see
+    every outcome."""
+    debug = log.bind(instance=instance).debug
+    on_pending, on_outcome = observers.on_pending, observers.on_outcome
+
+    def react(msg: Inbound, outcome: Outcome) -> None:
+        debug(
+            "message processed", channel=msg.channel, ts=msg.ts, status=outcome.status, reason=outcome.reason
+        )
+        if outcome.control == "halted":
+            turns.halt(msg.channel)
+        elif outcome.control == "resumed":
+            turns.wake()
+        if outcome.verdict is not None and outcome.verdict.action == "allow":
+            allowed = outcome.msg or msg
+            turns.wake_thread(allowed.channel, allowed.thread_key or "")
+            if on_pending is not None:
+                on_pending(allowed)
+        if on_outcome is not None:
+            on_outcome(msg, outcome)
+
+    return react
+
+
 class FleetBacklog:
     """Recorded messages every instance's pipeline has still to process.
 

@@ -234,8 +234,17 @@ class Notes:
     store: Store
     settings: MemorySettings
     owners: tuple[str, ...]
-    # The users.id of the lead of a chain room (None elsewhere), for the write rule.
-    lead_of: Callable[[str], str | None] = lambda _channel: None
+    # A fleet instance run by this process as its messages name it (``slack:bot:B…``),
+    # None for one run elsewhere: a chain room's lead is trusted only when it runs here.
+    bot_sender: Callable[[str], str | None] = lambda _instance: None
+
+    def lead_of(self, channel: str) -> str | None:
+        """The users.id of a chain room's lead (None elsewhere, or when another process
+        runs the lead), for the write rule."""
+        room = self.store.room_kinds.get(channel)
+        if room.kind != "chain" or not room.lead:
+            return None
+        return self.bot_sender(room.lead)
 
     def tools(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects

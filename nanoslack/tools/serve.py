@@ -106,6 +106,7 @@ class HostToolServer:
         self._stopping = asyncio.Event()
         self._url: str | None = None
         self._server: uvicorn.Server | None = None
+        self._warming: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str | None:
@@ -154,6 +155,15 @@ class HostToolServer:
             log.info("mcp host tools serving", url=self._url)
             return self._url
 
+    def serve_soon(self) -> None:
+        """A command agent was built: the endpoint starts with the fleet, in the
+        background (``warm``), not in its first command turn. Once; without a running
+        loop the first turn starts it."""
+        if self._warming is not None:
+            return
+        with contextlib.suppress(RuntimeError):
+            self._warming = asyncio.get_running_loop().create_task(self.warm(), name="mcp-warm")
+
     async def warm(self) -> None:
         """``start`` in the background at the fleet's start: a failure is logged, and the
         first turn tries again."""
@@ -163,6 +173,8 @@ class HostToolServer:
             log.error("mcp host tools cannot start", error=f"{type(exc).__name__}: {exc}")
 
     async def stop(self) -> None:
+        if self._warming is not None:
+            await self._warming  # warm() never raises
         self._stopping.set()
         async with self._start_lock:  # a start under way finishes first, then stops here
             for grant in self._grants.values():

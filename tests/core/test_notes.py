@@ -43,7 +43,9 @@ def _tools(
     settings: MemorySettings | None = None,
     routine: str = "",
 ) -> _TurnNotes:
-    notes = Notes("dana", store, settings or MemorySettings(), (OWNER,), lead_of=lambda _c: lead)
+    if lead is not None:  # a chain room whose lead this process runs
+        store.room_kinds.set("C1", kind="chain", lead="lead", members=("dana", "lead"))
+    notes = Notes("dana", store, settings or MemorySettings(), (OWNER,), bot_sender={"lead": lead}.get)
     turn_id = store.turns.start(
         instance="dana",
         channel="C1",
