@@ -9,48 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from nanoslack.slack_app import BOT_EVENTS, BOT_SCOPES
+
 JSON = dict[str, Any]
 
-DEFAULT_EVENTS: frozenset[str] = frozenset(
-    {
-        "message.im",
-        "message.mpim",
-        "message.channels",
-        "message.groups",
-        "app_mention",
-        "reaction_added",
-        "assistant_thread_started",
-        "assistant_thread_context_changed",
-        # Slack's agent platform (DESIGN §19): the Home and messages tabs, the context a
-        # person views beside an agent_view app, and the Stop button of an agent session.
-        "app_home_opened",
-        "app_context_changed",
-        "agent_session_stopped",
-    }
-)
-# The bot scopes an app has unless it is made with others: every scope the fleet's
-# manifest asks for (manifests/fleet-bot.json; a test keeps the two in step).
-DEFAULT_SCOPES: frozenset[str] = frozenset(
-    {
-        "chat:write",
-        "mpim:write",
-        "mpim:read",
-        "mpim:history",
-        "im:write",
-        "im:read",
-        "im:history",
-        "channels:history",
-        "groups:history",
-        "app_mentions:read",
-        "users:read",
-        "reactions:read",
-        "reactions:write",
-        "metadata.message:read",
-        "assistant:write",
-        "files:read",
-        "files:write",
-    }
-)
+# The bot events and scopes an app has unless it is made with others: the fleet's manifest's
+# (nanoslack/slack_app.py, the one list; manifests/fleet-bot.json is rendered from it).
+DEFAULT_EVENTS: frozenset[str] = frozenset(BOT_EVENTS)
+DEFAULT_SCOPES: frozenset[str] = frozenset(BOT_SCOPES)
 # Without it Slack leaves message metadata out of events and of history/replies.
 METADATA_SCOPE = "metadata.message:read"
 # What Slack's x-oauth-scopes header says for an app-level token.

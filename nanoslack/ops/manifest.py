@@ -14,50 +14,11 @@ import sys
 from typing import Any
 
 from nanoslack.config import INSTANCE_NAME_RE
+from nanoslack.slack_app import BOT_EVENTS, BOT_SCOPES
 
 PLACEHOLDER_NAME = "fleet-bot"
-
-BOT_SCOPES: tuple[str, ...] = (
-    "chat:write",
-    "mpim:write",
-    "mpim:read",
-    "mpim:history",
-    "im:write",
-    "im:read",
-    "im:history",
-    "channels:history",
-    "groups:history",
-    "app_mentions:read",
-    "users:read",
-    # An owner's 🛑 reaction halts a room (docs/operations.md).
-    "reactions:read",
-    # The working reaction on the message a turn answers (docs/agents.md).
-    "reactions:write",
-    # The fleet reads back the metadata it writes (docs/operations.md): the post lookup after a
-    # crash, the room intro's and the notices' markers. Without it Slack leaves it out.
-    "metadata.message:read",
-    # Slack's agent surface (docs/agent-surface.md): the assistant pane's title and
-    # suggested prompts, and the status line and streamed replies in DMs. Turning on
-    # the Agents & AI Apps feature (``assistant_view``) adds it.
-    "assistant:write",
-    # Files people share reach the turn; a turn's own files go into its thread (DESIGN §17,
-    # docs/agents.md). Without files:read Slack's file host answers its sign-in page.
-    "files:read",
-    "files:write",
-)
-BOT_EVENTS: tuple[str, ...] = (
-    "message.mpim",
-    "message.im",
-    "message.channels",
-    # A room that is a private channel (a ``round`` or ``chain`` room often is): without it
-    # the instance hears only the messages that mention it there.
-    "message.groups",
-    "app_mention",
-    "reaction_added",
-    # A person opens the instance's assistant pane / switches channels with it open.
-    "assistant_thread_started",
-    "assistant_thread_context_changed",
-)
+# The scopes and events are nanoslack/slack_app.py's (one list: the emulator's defaults too).
+__all__ = ["BOT_EVENTS", "BOT_SCOPES", "PLACEHOLDER_NAME", "dumps", "main", "render_manifest"]
 
 # Slack caps an app's display name at 35 characters.
 MAX_APP_NAME = 35

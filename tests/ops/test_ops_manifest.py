@@ -21,6 +21,7 @@ SCOPES = (
 EVENTS = (
     "message.mpim message.im message.channels message.groups app_mention reaction_added"
     " assistant_thread_started assistant_thread_context_changed"
+    " app_home_opened app_context_changed agent_session_stopped"
 ).split()
 
 
@@ -81,7 +82,9 @@ def test_runs_as_a_module() -> None:
     assert json.loads(r.stdout)["display_information"]["name"] == "dana"
 
 
-def test_the_emulators_apps_have_every_scope_of_the_manifest_by_default() -> None:
-    from nanoslack.emulator.state import DEFAULT_SCOPES
+def test_the_emulators_apps_have_every_scope_and_event_of_the_manifest_by_default() -> None:
+    from nanoslack.emulator.state import DEFAULT_EVENTS, DEFAULT_SCOPES
 
-    assert DEFAULT_SCOPES == frozenset(SCOPES)
+    manifest = render_manifest("dana")
+    assert DEFAULT_SCOPES == frozenset(SCOPES) == frozenset(manifest["oauth_config"]["scopes"]["bot"])
+    assert DEFAULT_EVENTS == frozenset(manifest["settings"]["event_subscriptions"]["bot_events"])
