@@ -1,8 +1,6 @@
 """Messages as one instance saw them, and where each stands (docs/architecture.md).
 
-Statuses: ``context`` (not engaged; read by later turns), ``pending`` (allowed,
-waiting for a turn), ``held`` (waiting for an approval), ``refused``, ``done``.
-Status changes are guarded by the expected old status, so a replay (held →
+What each status means: ``MessageRow`` (``tables``). Status changes are guarded by the expected old status, so a replay (held →
 pending) happens exactly once even if two deciders race.
 """
 
