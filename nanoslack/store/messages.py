@@ -1,7 +1,8 @@
 """Messages as one instance saw them, and where each stands (docs/architecture.md).
 
-What each status means: ``MessageRow`` (``tables``). Status changes are guarded by the expected old status, so a replay (held →
-pending) happens exactly once even if two deciders race.
+What each status means: ``MessageRow`` (``tables``). Status changes are guarded by
+the expected old status, so a replay (held → pending) happens exactly once even if two
+deciders race.
 """
 
 from __future__ import annotations
