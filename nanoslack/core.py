@@ -30,25 +30,23 @@ are outbox rows → the poster sends them.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from nanoslack.agents import (
     Agent,
     CommandAgent,
-    TokenLedger,
     build_agent,
     make_http_client,
 )
 from nanoslack.agents.teammates import SKILLS_DIRNAME, TeammateSource
 from nanoslack.asks import OwnerAsks
-from nanoslack.budgets import Budgets, DollarLedger, StoreLedger
+from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
-from nanoslack.config import A2AConfig, ConfigError, Settings, ToolSettings
+from nanoslack.config import ConfigError, Settings
 from nanoslack.config.agent import daily_tokens, daily_usd
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.halts import Halts
@@ -59,6 +57,7 @@ from nanoslack.pipeline import Pipeline, build_pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
 from nanoslack.routines.feature import RoutinesFeature
+from nanoslack.services import Services, TurnOptions
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.store import Store
 from nanoslack.team import TeamFeature
@@ -68,7 +67,7 @@ from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.tools.memory import Notes
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
-from nanoslack.turns import RoomDirectory, Transcripts, TurnOptions, TurnRecorder, TurnScheduler
+from nanoslack.turns import RoomDirectory, Transcripts, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.turns.signals import TurnSignals
 from nanoslack.turns.viewing import viewing_notes
@@ -92,7 +91,6 @@ __all__ = [
     "Observers",
     "OnOutcome",
     "OnPending",
-    "Services",
     "build_instance",
     "build_turns",
 ]
@@ -105,50 +103,6 @@ STOP_GRACE_S = 2.0
 
 class Directory(NameResolver, RoomDirectory, Protocol):
     """What the edge tells the core about people: sender names, room members."""
-
-
-@dataclass(frozen=True)
-class Services:
-    """What every instance of a fleet shares, read once from the settings: the one
-    argument every builder below takes instead of a keyword each."""
-
-    store: Store
-    teammates_dir: Path
-    # Every running instance: name → bot user id (``@name`` → ``<@U…>`` in replies).
-    siblings: Callable[[], Mapping[str, str]]
-    # Fleet-wide cap on agent calls running at once (NANOSLACK_MAX_TURNS).
-    limiter: asyncio.Semaphore
-    owners: tuple[str, ...] = ()
-    hop_scope: str = "identity"
-    a2a_config: Callable[[], A2AConfig] = lambda: A2AConfig(frozenset(), 0)
-    room_tokens: int | None = None
-    room_usd: float | None = None
-    turns: TurnOptions = field(default_factory=TurnOptions)
-    observers: Observers = field(default_factory=Observers)
-    tools: ToolSettings = field(default_factory=ToolSettings)
-    metrics: FleetMetrics = field(default_factory=FleetMetrics)
-    # The LLM back ends' token ledger, and each instance's daily cap (None: unlimited).
-    ledger: TokenLedger | None = None
-    daily_tokens: Callable[[str], int | None] = lambda _instance: None
-    # The same in US dollars (docs/agents.md "Cost in dollars").
-    dollars: DollarLedger | None = None
-    daily_usd: Callable[[str], float | None] = lambda _instance: None
-    # Wakes the turns of a sibling this process runs (a handoff to it committed).
-    wake: Callable[[str], None] = lambda _instance: None
-    # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
-    setting: Callable[[str], str | None] = lambda _key: None
-    # How long one DM reply may be before it is split: a streamed one is one message of
-    # up to Slack's stream limit (NANOSLACK_STREAM, docs/agent-surface.md).
-    dm_reply_chars: int = MAX_CHARS
-    backlog: FleetBacklog = field(default_factory=FleetBacklog)
-    # A fleet instance this process runs, as its messages name it (``slack:bot:B…``): a
-    # chain room's lead run here may ask for lasting notes (``tools.memory.Notes``).
-    bot_sender: Callable[[str], str | None] = lambda _instance: None
-    # NANOSLACK_TZ: the zone routines' cron schedules are read in (docs/routines.md).
-    tz: dt.tzinfo = dt.UTC
-    # Room features beyond the built-in ones, made for each instance: they join the end
-    # of ``build_instance``'s list, so a new feature needs no edit there.
-    extra_features: Callable[[Identity], Sequence[RoomFeature]] = lambda _identity: ()
 
 
 @dataclass(frozen=True)
@@ -368,24 +322,18 @@ def build_turns(
         remembers=getattr(agent, "remembers", True),
     )
     return TurnScheduler(
+        services,
         instance=instance,
-        store=store,
         agent=agent,
         transcripts=transcripts,
         recorder=TurnRecorder(
-            instance=instance,
-            store=store,
+            services,
+            identity=identity,
             halts=halts,
-            siblings=services.siblings,
-            budget=budgets.instance if budgets else None,
-            owners=owners,
-            bot_id=identity.bot_id,
-            allow_broadcast=tools.allow_broadcast,
-            on_handoff=services.wake,
-            tally=tally,
             features=features,
+            budget=budgets.instance if budgets else None,
             memory=transcripts.memory,
-            dm_reply_chars=services.dm_reply_chars,
+            tally=tally,
         ),
         toolboxes=Toolboxes(
             instance=instance,
@@ -402,16 +350,11 @@ def build_turns(
             approver=approver,
             toolsets=[toolset for feature in features for toolset in feature.toolsets()],
         ),
-        limiter=services.limiter,
         halts=halts,
+        features=features,
         room_budget=budgets.room if budgets else None,
         signals=signals,
-        features=features,
-        wake_instance=services.wake,
-        options=services.turns,
         tally=tally,
-        yield_to=services.backlog.yield_to,
-        between_stages=services.backlog.between_stages,
     )
 
 

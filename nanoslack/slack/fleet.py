@@ -26,6 +26,7 @@ from nanoslack.health import HealthServer
 from nanoslack.housekeeping import PruneSchedule, prune_forever
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, FleetState
+from nanoslack.services import TurnOptions
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.adapter import SocketOptions
 from nanoslack.slack.instance import EdgeOptions, SlackInstance
@@ -33,7 +34,6 @@ from nanoslack.slack.lease import LeaseKeeper
 from nanoslack.slack.retry import Backoff, Failure, classify
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
-from nanoslack.turns import TurnOptions
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.worker import FleetBacklog
 

@@ -7,13 +7,12 @@ written, in one transaction). ``nanoslack.core`` builds them for each instance.
 """
 
 from nanoslack.turns.record import BUDGET_TEXT, TurnRecorder
-from nanoslack.turns.scheduler import TurnOptions, TurnScheduler
+from nanoslack.turns.scheduler import TurnScheduler
 from nanoslack.turns.transcript import RoomDirectory, Transcripts
 
 __all__ = [
     "BUDGET_TEXT",
     "RoomDirectory",
-    "TurnOptions",
     "TurnRecorder",
     "TurnScheduler",
     "Transcripts",

@@ -13,7 +13,7 @@ instance's daily cap it asks the owners (the room's budget asks for itself).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from nanoslack import failpoints
 from nanoslack.agents import Reply, Turn
@@ -21,11 +21,12 @@ from nanoslack.budgets import UNITS, USD, InstanceBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.features import RoomFeature
 from nanoslack.halts import Halts
-from nanoslack.inbound import bot_sender_id
+from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_CHARS, MAX_POSTS, prepare_posts, quiet_broadcasts
-from nanoslack.store import MessageRow, Store
+from nanoslack.services import Services
+from nanoslack.store import MessageRow
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
 from nanoslack.tools.memory import note_changes
@@ -44,38 +45,35 @@ SourcedEnded = Callable[[str, str, int], None]
 class TurnRecorder:
     def __init__(
         self,
+        services: Services,
         *,
-        instance: str,
-        store: Store,
+        identity: Identity,
         halts: Halts,
-        siblings: Callable[[], Mapping[str, str]],
+        features: Sequence[RoomFeature],
         budget: InstanceBudget | None = None,
-        owners: Sequence[str] = (),
-        bot_id: str | None = None,
-        allow_broadcast: bool = False,
-        on_handoff: Callable[[str], None] | None = None,
-        tally: Tally | None = None,
-        features: Sequence[RoomFeature] = (),
         memory: ThreadMemory | None = None,
-        dm_reply_chars: int = MAX_CHARS,
+        tally: Tally | None = None,
     ) -> None:
-        self.instance = instance
+        instance = self.instance = identity.instance
         self._tally = tally or Tally()
-        self._store = store
+        self._store = services.store
         self._halts = halts
-        self._siblings = siblings
+        # Every running instance's bot user: ``@name`` in a reply becomes a mention.
+        self._siblings = services.siblings
         self._budget = budget
-        self._owners = tuple(owners)
+        self._owners = services.owners
         # Who a handoff is from, as the recipient's transcript names it.
+        bot_id = identity.bot_id
         self._sender_id = bot_sender_id(bot_id) if bot_id else f"slack:bot:{instance}"
-        self._allow_broadcast = allow_broadcast
-        self._on_handoff = on_handoff
+        self._allow_broadcast = services.tools.allow_broadcast
+        # Wakes the recipient of a handoff (when this process runs it).
+        self._on_handoff = services.wake
         # The room features (``nanoslack.features``): inside the recording transaction, what
         # a turn's tools meant to do (``apply``) and how it ended (``turn_recorded``).
         self._features = tuple(features)
         self._memory = memory
         # How long one DM reply may be before it is split (longer when DM replies stream).
-        self._dm_reply_chars = dm_reply_chars
+        self._dm_reply_chars = services.dm_reply_chars
 
     def reply(
         self,
@@ -182,9 +180,8 @@ class TurnRecorder:
         log.info("handoff recorded", instance=self.instance, turn=turn_id, to=handoff.to, depth=depth)
 
     def _woke(self, handoffs: Sequence[Handoff]) -> None:
-        if self._on_handoff is not None:
-            for to in dict.fromkeys(h.to for h in handoffs):
-                self._on_handoff(to)
+        for to in dict.fromkeys(h.to for h in handoffs):
+            self._on_handoff(to)
 
     def sourced_reply(
         self,

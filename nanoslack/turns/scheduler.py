@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
@@ -38,8 +38,9 @@ from nanoslack.halts import Halts
 from nanoslack.inbound import FLEET_SENDER, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
+from nanoslack.services import Services
 from nanoslack.shutdown import Shutdown
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import MessageRow
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
@@ -55,15 +56,6 @@ SLICE_WHEN_BUSY = 8
 
 
 @dataclass(frozen=True)
-class TurnOptions:
-    poll_interval: float = 1.0
-    # The turn sources' clocks (docs/architecture.md): how often they look, and the time they
-    # read (a test's simulated day runs hours in seconds).
-    clock_tick: float = 0.5
-    clock_time: Callable[[], float] = time.time
-
-
-@dataclass(frozen=True)
 class TurnsClosed:
     """What a stop did to the turns under way: finished (recorded) or left for the next start."""
 
@@ -74,27 +66,22 @@ class TurnsClosed:
 class TurnScheduler:
     def __init__(
         self,
+        services: Services,
         *,
         instance: str,
-        store: Store,
         agent: Agent,
         transcripts: Transcripts,
         recorder: TurnRecorder,
         toolboxes: Toolboxes,
-        limiter: asyncio.Semaphore,
         halts: Halts,
+        features: Sequence[RoomFeature],
         room_budget: RoomBudget | None = None,
         signals: TurnSignals | None = None,
-        features: Sequence[RoomFeature] = (),
-        wake_instance: Callable[[str], None] | None = None,
-        options: TurnOptions | None = None,
         tally: Tally | None = None,
-        yield_to: Callable[[], Awaitable[None]] | None = None,
-        between_stages: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.instance = instance
         self._tally = tally or Tally()
-        self._store = store
+        self._store = services.store
         self._agent = agent
         self._transcripts = transcripts
         self._recorder = recorder
@@ -104,17 +91,19 @@ class TurnScheduler:
         # their turn sources.
         self._features = tuple(features)
         self._sources: tuple[TurnSource, ...] = tuple(s for f in features for s in f.turn_sources())
-        self._wake_instance = wake_instance
-        self._limiter = limiter
+        # Wakes a sibling's turns (a feature's tick named it).
+        self._wake_instance = services.wake
+        # The fleet-wide cap on agent calls running at once.
+        self._limiter = services.limiter
         # Awaited before a turn takes its slot: the fleet lets what the sockets brought
         # in go first (the pipelines' backlog, ``nanoslack.worker.FleetBacklog``; bounded).
-        self._yield_to = yield_to
+        self._yield_to = services.backlog.yield_to
         # Awaited between a turn's stages while the instance has turns queued: the
         # sockets' reads go first (``FleetBacklog.between_stages``; bounded).
-        self._between_stages = between_stages
+        self._between_stages = services.backlog.between_stages
         self._halts = halts
         self._room_budget = room_budget
-        self._options = options or TurnOptions()
+        self._options = services.turns
         self._wake = asyncio.Event()
         self._outage = StoreOutage("turns", instance=instance)
         self._busy: dict[ThreadKey, asyncio.Task[None]] = {}
@@ -309,7 +298,7 @@ class TurnScheduler:
             for instance in feature.tick():
                 if instance == self.instance:
                     self.wake()
-                elif self._wake_instance is not None:
+                else:
                     self._wake_instance(instance)
 
     def _over_budget(self, key: ThreadKey) -> bool:
@@ -323,7 +312,7 @@ class TurnScheduler:
         of the loop, so envelopes are read and acked between them; a lone turn runs
         straight through, as every extra slice is a loop iteration on its reply's way."""
         if len(self._busy) > SLICE_WHEN_BUSY:
-            await (self._between_stages() if self._between_stages is not None else asyncio.sleep(0))
+            await self._between_stages()
 
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
@@ -335,8 +324,7 @@ class TurnScheduler:
 
     async def _turn(self, key: ThreadKey) -> None:
         try:
-            if self._yield_to is not None:
-                await self._yield_to()
+            await self._yield_to()
             async with self._limiter:
                 self._slotted.add(key)
                 if self._sources:
@@ -441,8 +429,7 @@ class TurnScheduler:
 
     async def _sourced_turn(self, sourced: SourcedTurn) -> None:
         try:
-            if self._yield_to is not None:
-                await self._yield_to()
+            await self._yield_to()
             async with self._limiter:
                 if self._people_waiting():
                     # A person's turn came in while this waited for the slot: it goes

@@ -21,15 +21,15 @@ from nanoslack.agents import ToolResult, Turn, TurnOrigin
 from nanoslack.agents.script import ScriptAgent
 from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.config import A2AConfig
-from nanoslack.core import EdgeParts, InstanceCore, Services, build_instance
+from nanoslack.core import EdgeParts, InstanceCore, build_instance
 from nanoslack.features import Clock, Engagement, RoomFeature, SourcedTurn, TurnSource
 from nanoslack.gate import Gate
 from nanoslack.inbound import Identity, Inbound, ThreadKey
 from nanoslack.router import Router
+from nanoslack.services import Services, TurnOptions
 from nanoslack.store import MessageRow, RoomRow, Store
 from nanoslack.tools import ToolFamily
 from nanoslack.tools.host import TurnEffects
-from nanoslack.turns import TurnOptions
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message
 from tests.core.test_turns import deliver, settle, turn_posts
 

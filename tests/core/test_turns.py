@@ -23,17 +23,18 @@ from nanoslack.agents.command import CommandAgent
 from nanoslack.agents.prompt import NEW_SINCE
 from nanoslack.agents.tool import Tool
 from nanoslack.budgets import StoreLedger
-from nanoslack.core import Services, build_turns
+from nanoslack.core import build_turns
 from nanoslack.features import RoomFeature
 from nanoslack.gate import Gate
 from nanoslack.halts import Halts
 from nanoslack.inbound import Identity, Inbound, ThreadKey
 from nanoslack.ops import admin
 from nanoslack.router import Router
+from nanoslack.services import Services, TurnOptions
 from nanoslack.store import Store
 from nanoslack.store.errors import StoreUnavailable
 from nanoslack.tools.toolbox import ToolFamily
-from nanoslack.turns import BUDGET_TEXT, TurnOptions, TurnScheduler
+from nanoslack.turns import BUDGET_TEXT, TurnScheduler
 from nanoslack.turns import scheduler as scheduler_module
 from nanoslack.turns.transcript import MAX_CHARS, MAX_MESSAGES, Transcripts
 from tests.core.core_helpers import BOT_USER, INSTANCE, OWNER, ROOM, bot_message, message, next_ts

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from nanoslack.config import load_settings
 from nanoslack.emulator import Emulator
+from nanoslack.services import TurnOptions
 from nanoslack.slack.fleet import Fleet
 from nanoslack.testing.fleet_env import sql, write_fleet_env
-from nanoslack.turns import TurnOptions
 from tests.e2e.conftest import FAST_SOCKET
 
 SPEED = 300.0  # simulated seconds per real second
