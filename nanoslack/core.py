@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from nanoslack import tracing
 from nanoslack.agents import (
     Agent,
     CommandAgent,
@@ -409,6 +410,8 @@ class FleetCore:
         # The host tools over MCP for the command agents' processes (docs/agents.md): one
         # endpoint for the fleet, started when a command agent is built, stopped in close.
         self.host_tool_server = HostToolServer()
+        # Each turn a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/operations.md "Traces").
+        self._traced = tracing.configure(settings.value)
 
     def _daily_tokens(self, instance: str) -> int | None:
         try:
@@ -464,3 +467,6 @@ class FleetCore:
     async def close(self) -> None:
         await self.host_tool_server.stop()
         await self._http.aclose()
+        if self._traced:
+            self._traced = False
+            await asyncio.to_thread(tracing.shutdown)  # exports the spans still held

@@ -90,6 +90,7 @@ class LLMAgent:
             attempts=self.attempts,
             sleep=self._sleep,
             describe=self._describe,
+            provider=self.name,
         )
         failure: str | None = None
         try:

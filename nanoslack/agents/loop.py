@@ -57,6 +57,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.usage import UsageLimits
 
+from nanoslack import tracing
 from nanoslack.agents import drafts
 from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.prices import cost_usd
@@ -142,8 +143,10 @@ class TurnSteps(AbstractCapability[None]):
         attempts: int,
         sleep: Sleep,
         describe: Describe,
+        provider: str = "",
     ) -> None:
         self._tools = tools
+        self._provider = provider  # openai | anthropic: the trace's gen_ai.provider.name
         self._instance = instance
         self._model = model
         self._url = url
@@ -165,14 +168,16 @@ class TurnSteps(AbstractCapability[None]):
         self._tools.before_model_call()  # BudgetExhausted: this call is never made
         self.calls += 1
         start = time.monotonic()
-        try:
-            response = await handler(request_context)
-        except Exception as exc:
-            self.attempts_of_last_call = request_context.attempt
-            self._tools.after_model_call(
-                model=self._model, tokens=0, ms=_ms(start), error=self._describe(exc)
-            )
-            raise
+        with tracing.model_call(self._model, self._provider) as span:
+            try:
+                response = await handler(request_context)
+            except Exception as exc:
+                self.attempts_of_last_call = request_context.attempt
+                self._tools.after_model_call(
+                    model=self._model, tokens=0, ms=_ms(start), error=self._describe(exc)
+                )
+                raise
+            span.set(_usage_attributes(response))
         usage = response.usage
         tokens = max(0, usage.input_tokens) + max(0, usage.output_tokens)
         # Both providers count cache reads inside the input tokens (pydantic-ai's usage).
@@ -219,6 +224,17 @@ class TurnSteps(AbstractCapability[None]):
         )
         await self._sleep(wait)
         raise RetryModelRequest()
+
+
+def _usage_attributes(response: ModelResponse) -> dict[str, object]:
+    """A model call's answer as the GenAI semantic conventions name it (its trace span)."""
+    usage = response.usage
+    return {
+        "gen_ai.response.model": response.model_name,
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+    }
 
 
 def retryable(error: BaseException) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
+from nanoslack import tracing
 from nanoslack.agents import ToolResult
 from nanoslack.agents.teammates import list_skills
 from nanoslack.agents.tool import (
@@ -56,6 +57,9 @@ class MessageOwner(Arguments):
 class Handoff:
     to: str
     text: str
+    # The handing turn's trace (W3C ``traceparent``; None while traces are off): the
+    # recipient's turn continues it (docs/operations.md "Traces").
+    traceparent: str | None = None
 
 
 @dataclass
@@ -148,7 +152,7 @@ class HostTools:
         refusal = self._handoff_refusal(me, to, message)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
-        self.effects.handoffs.append(Handoff(to, message.strip()))
+        self.effects.handoffs.append(Handoff(to, message.strip(), tracing.traceparent()))
         return ToolResult(f"handed to {to}: they answer in this thread (or hand back to you)")
 
     def _handoff_refusal(self, me: str, to: str, message: str) -> str | None:

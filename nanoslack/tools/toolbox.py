@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nanoslack import tracing
 from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, Turn
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool, dumped
@@ -165,12 +166,15 @@ class TurnToolbox:
     async def call(self, name: str, arguments: object) -> ToolResult:
         start = time.monotonic()
         tool = self._find(name)
-        try:
-            result = await self._call(tool, name, arguments)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a tool's failure is the model's to hear about, not the turn's end
-            result = ToolResult(f"the tool failed: {type(exc).__name__}", is_error=True)
+        with tracing.tool_call(name) as span:
+            try:
+                result = await self._call(tool, name, arguments)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a tool's failure is the model's to hear about, not the turn's end
+                result = ToolResult(f"the tool failed: {type(exc).__name__}", is_error=True)
+            if result.is_error:
+                span.set({"error.type": "tool_error"})
         result = _cut(result)
         self._record(
             "tool",

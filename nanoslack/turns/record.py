@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nanoslack import failpoints
+from nanoslack import failpoints, tracing
 from nanoslack.agents import Reply, Turn
 from nanoslack.budgets import UNITS, USD, InstanceBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
@@ -96,7 +96,7 @@ class TurnRecorder:
                 # Halted while the agent was answering: nothing is posted, the
                 # messages stay pending for the turn that runs after the resume.
                 self._store.turns.finish(turn_id, "halted")
-                self._tally.turn("halted")
+                self._ended("halted")
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
             status = "done" if texts or effects.handoffs else "silent"
@@ -107,7 +107,7 @@ class TurnRecorder:
             self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
-        self._tally.turn(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
+        self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
         failpoints.hit("turn.recorded")
         log.info(
             "turn finished" if texts else "turn silent",
@@ -176,6 +176,7 @@ class TurnRecorder:
             depth=depth,
             turn_id=turn_id,
             ts=ts,
+            traceparent=handoff.traceparent,
         )
         log.info("handoff recorded", instance=self.instance, turn=turn_id, to=handoff.to, depth=depth)
 
@@ -206,7 +207,7 @@ class TurnRecorder:
         with self._store.transaction():
             if not to_owners and self._halts.is_halted(turn.channel):
                 self._store.turns.finish(turn_id, "halted")
-                self._tally.turn("halted")
+                self._ended("halted")
                 ended("skipped", "room halted", effects.tokens)
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
@@ -227,7 +228,7 @@ class TurnRecorder:
             self._side_effects(turn_id, turn, (), effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
             ended(status, stopped, effects.tokens)
-        self._tally.turn(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
+        self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
         log.info(
             "turn finished" if texts else "turn silent",
             instance=self.instance,
@@ -241,12 +242,12 @@ class TurnRecorder:
         with self._store.transaction():
             self._store.turns.finish(turn_id, "failed", error=error)
             ended("failed", error[:200], tokens)
-        self._tally.turn("failed")
+        self._ended("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")
-        self._tally.turn("halted")
+        self._ended("halted")
         log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
 
     def failure(
@@ -261,7 +262,7 @@ class TurnRecorder:
             self._close(msgs)
             self._recorded(msgs, turn_id, "failed")
             self._remember(recall, turn_id, turn, (), TurnEffects(), None)
-        self._tally.turn("failed")
+        self._ended("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
     def budget_spent(
@@ -303,7 +304,7 @@ class TurnRecorder:
                     thread_ts=turn.thread_ts or None,
                     text=BUDGET_USD_TEXT if spent is USD else BUDGET_TEXT,
                 )
-        self._tally.turn("budget", effects.tokens, effects.cached_tokens, effects.cost_usd)
+        self._ended("budget", effects.tokens, effects.cached_tokens, effects.cost_usd)
         log.warning(
             f"turn refused: daily {spent.budget} spent"
             if scope == "instance"
@@ -343,6 +344,11 @@ class TurnRecorder:
         if len(kept) < len(posts):
             log.info(ACK_FILTERED, instance=self.instance, turn=turn_id, dropped=len(posts) - len(kept))
         return kept
+
+    def _ended(self, status: str, tokens: int = 0, cached_tokens: int = 0, cost_usd: float = 0.0) -> None:
+        """How a turn ended, counted (``/metrics``) and named on its trace's span."""
+        self._tally.turn(status, tokens, cached_tokens, cost_usd)
+        tracing.turn_status(status)
 
     def _recorded(self, msgs: Sequence[MessageRow], turn_id: int, status: str) -> None:
         for feature in self._features:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from nanoslack import tracing
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
@@ -336,7 +337,8 @@ class TurnScheduler:
                     self._held(),
                 )
                 if msgs:
-                    await self._run(key, msgs)
+                    with self._traced(key, msgs):
+                        await self._run(key, msgs)
         except Exception as exc:  # the store or the edge failed: the messages stay pending
             log.error(
                 "turn crashed",
@@ -346,6 +348,25 @@ class TurnScheduler:
             )
             # Keep the thread busy a while: the next poll would only fail the same way.
             await asyncio.sleep(CRASH_BACKOFF_S)
+
+    def _traced(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tracing.Span | tracing.OffSpan:
+        """The turn's trace span (docs/operations.md "Traces"): woken by a handoff, it
+        continues the handing turn's trace, in whichever process that one ran."""
+        if not tracing.enabled():
+            return tracing.OFF
+        waking = msgs[-1]
+        handed = [m for m in msgs if m.handoff_depth > 0]
+        parent = (
+            self._store.handoffs.traceparent(self.instance, key.channel, handed[-1].ts) if handed else None
+        )
+        trigger = "handoff" if handed else "bot" if waking.sender_id.startswith("slack:bot:") else "person"
+        return tracing.turn(
+            instance=self.instance,
+            conversation=key.channel,
+            thread=key.thread_key,
+            trigger=trigger,
+            parent=parent,
+        )
 
     async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
         await self._slice()
@@ -436,7 +457,14 @@ class TurnScheduler:
                     # first; this one waits at the head of its source.
                     sourced.put_back()
                     return
-                await self._run_sourced(sourced)
+                origin = sourced.origin
+                with tracing.turn(
+                    instance=self.instance,
+                    conversation=sourced.room,
+                    thread=origin.conversation,
+                    trigger=origin.kind,
+                ):
+                    await self._run_sourced(sourced)
         except asyncio.CancelledError:
             if self._sourced_halting:
                 sourced.ended("skipped", "room halted")

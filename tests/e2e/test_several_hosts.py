@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.emulator import App, Emulator, User
 from nanoslack.fleetproc import FleetProcess, child_env
 from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.otlp import OtlpReceiver, ReceivedSpan
 from nanoslack.testing.pg import PgServer
 
 
@@ -317,7 +318,8 @@ async def test_a_frozen_holder_loses_its_instance_to_the_standby_when_the_lease_
     assert {e["ts"] for e in runs[1]} >= set(after), "the new holder runs the instance"
 
 
-async def test_a_handoff_to_an_instance_another_process_runs_is_answered_there_once(site: Site) -> None:
+def _handoff_scripts(site: Site) -> None:
+    """dana hands "please build it" to eli when asked to hand it over; eli answers it."""
     dispatch = {
         "match": "hand it over",
         "from": "human",
@@ -327,6 +329,10 @@ async def test_a_handoff_to_an_instance_another_process_runs_is_answered_there_o
     answer = {"match": "please build it", "from": "agent", "reply": "eli here: built."}
     for name, rules in (("dana", [dispatch]), ("eli", [answer])):
         (site.tmp / f"{name}.json").write_text(json.dumps({"rules": rules, "default": None}))
+
+
+async def test_a_handoff_to_an_instance_another_process_runs_is_answered_there_once(site: Site) -> None:
+    _handoff_scripts(site)
     common = {"NANOSLACK_A2A_ALLOW": "dana>eli", "NANOSLACK_AGENT": "script"}
     site.host("a", ["dana"], NANOSLACK_AGENT_SCRIPT=str(site.tmp / "dana.json"), **common).start()
     site.host("b", ["eli"], NANOSLACK_AGENT_SCRIPT=str(site.tmp / "eli.json"), **common).start()
@@ -349,3 +355,42 @@ async def test_a_handoff_to_an_instance_another_process_runs_is_answered_there_o
     assert [r["text"] for r in answers()] == ["eli here: built."]
     assert site.rows("SELECT from_instance, to_instance, depth FROM handoffs") == [("dana", "eli", 1)]
     assert site.rows("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(1,)]
+
+
+async def test_a_handoff_across_two_processes_is_one_trace_the_recipients_turn_under_the_handing_call(
+    site: Site,
+) -> None:
+    _handoff_scripts(site)
+    async with OtlpReceiver() as otlp:
+        common = {
+            "NANOSLACK_A2A_ALLOW": "dana>eli",
+            "NANOSLACK_AGENT": "script",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+        for host, name in (("a", "dana"), ("b", "eli")):
+            script = str(site.tmp / f"{name}.json")
+            site.host(host, [name], NANOSLACK_AGENT_SCRIPT=script, OTEL_SERVICE_NAME=f"host-{host}", **common)
+        for h in site.hosts:
+            h.start()
+        await site.connected("dana", "eli")
+        await site.emu.post_as_user(site.alice.id, site.room, f"{site.mention('dana')} hand it over to eli")
+
+        def turns(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+            found = [s for s in spans if s.name == "turn"]
+            return found if {s.service for s in found} == {"host-a", "host-b"} else []
+
+        dana_turn, eli_turn = sorted(await otlp.wait_for(turns, within=30), key=lambda s: s.service)
+        handing = await otlp.wait_for(lambda s: [x for x in s if x.name == "execute_tool send_to_agent"])
+
+    assert dana_turn.attributes["nanoslack.instance"] == "dana"
+    assert dana_turn.attributes["nanoslack.trigger"] == "person" and dana_turn.parent_span_id == ""
+    assert eli_turn.attributes["nanoslack.instance"] == "eli"
+    assert eli_turn.attributes["nanoslack.trigger"] == "handoff"
+    # One trace across both processes: eli's turn hangs under dana's send_to_agent call.
+    (call,) = handing
+    assert call.service == "host-a" and call.parent_span_id == dana_turn.span_id
+    assert eli_turn.trace_id == dana_turn.trace_id == call.trace_id
+    assert eli_turn.parent_span_id == call.span_id
+    ((kept,),) = site.rows("SELECT traceparent FROM handoffs")
+    assert kept.startswith(f"00-{call.trace_id}-{call.span_id}-")  # W3C traceparent
