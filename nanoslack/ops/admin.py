@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nanoslack.asks import OPERATOR, OwnerAsks
+from nanoslack.budgets import usd
 from nanoslack.config import (
     ConfigError,
     configured_instances,
@@ -266,12 +267,13 @@ def _steps(store: Store, turn_id: int, out: TextIO) -> int:
             _short(s.arguments or ""),
             s.result_size if s.kind == "tool" else "",
             s.tokens if s.kind == "model" else "",
+            usd(s.cost_usd) if s.cost_usd is not None else "",
             f"{s.ms:.0f}",
             _short(s.error or ""),
         )
         for s in store.steps.of(turn_id)
     ]
-    header = ("STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "MS", "ERROR")
+    header = ("STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "USD", "MS", "ERROR")
     table(out, header, rows, f"turn {turn_id} made no model or tool call")
     return 0
 

@@ -202,7 +202,7 @@ async def test_every_step_of_a_turn_is_listed_by_nanoslack_turns_steps(room: Roo
     out = io.StringIO()
     assert admin.turns_main(["--db", str(room.db), "--steps", str(turn_id)], out=out) == 0
     lines = out.getvalue().splitlines()
-    assert lines[0].split() == ["STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "MS", "ERROR"]
+    assert lines[0].split() == ["STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "USD", "MS", "ERROR"]
     assert lines[1].split()[:4] == ["1", "tool", "read_skill", '{"name":"review"}']
     assert lines[2].split()[:4] == ["2", "tool", "read_skill", '{"name":"nope"}']
     assert "no skill named 'nope'; the skills are: review" in lines[2]

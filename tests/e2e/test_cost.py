@@ -15,6 +15,7 @@ import genai_prices
 import pytest
 
 from nanoslack.logs import configure_logging
+from nanoslack.ops import admin
 from nanoslack.ops import routines as routines_cli
 from nanoslack.ops import spend as spend_cli
 from nanoslack.testing.llm_server import LLMServer, Request, openai_answer, openai_text, send
@@ -120,6 +121,11 @@ async def test_a_priced_models_steps_keep_their_cost_and_spend_shows_instance_ro
     ]
     assert _row(listing, "dana/plan") == ["dana/plan", "1", "1610", "none", f"${turn_cost:.4f}", "0"]
     assert "today" in listing.splitlines()[0]
+    # Each step's price is shown with it.
+    out = io.StringIO()
+    assert admin.turns_main(["--db", str(room.db), "--steps", "1"], out=out) == 0
+    model_lines = [line.split() for line in out.getvalue().splitlines() if " model " in line]
+    assert [line[4] for line in model_lines] == [f"${_price(1000, 100):.4f}", f"${_price(500, 10):.4f}"]
     assert _row(_spend(room, "--days", "7"), "dana")[1:3] == ["2", "3220"]
 
 
