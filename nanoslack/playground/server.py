@@ -31,6 +31,7 @@ from nanoslack.store import NoteRow, RunRow
 log = get_logger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
+FAVICON = (STATIC / "favicon.svg").read_bytes()
 HOST = "127.0.0.1"
 WATCH_EVERY_S = 0.3
 KEEPALIVE_S = 15.0
@@ -52,6 +53,7 @@ class PlaygroundServer:
         guard = LocalGuard(HOST)
         app = web.Application(middlewares=[guard.middleware])
         app.router.add_get("/", self._index)
+        app.router.add_get("/favicon.ico", self._favicon)
         app.router.add_get("/events", self._events)
         app.router.add_get("/api/memories", self._memories)
         app.router.add_post("/api/post", self._post)
@@ -275,13 +277,23 @@ class PlaygroundServer:
             return web.json_response({"ok": False, "error": str(exc)}, status=400)
         return web.json_response({"ok": True, "ts": ts})
 
+    async def _favicon(self, _req: web.Request) -> web.Response:
+        """Browsers ask for it whatever the page says: the page's own icon, not a 404."""
+        return web.Response(body=FAVICON, content_type="image/svg+xml")
+
     async def _routine(self, req: web.Request) -> web.Response:
         """The page's ▶ button: one run of a routine now (``nanoslack routines run``)."""
         body = await _json_body(req)
         instance, name = str(body.get("instance", "")), str(body.get("name", ""))
-        if not self.stage.fleet.store.routines.request_run(instance, name):
+        store = self.stage.fleet.store
+        if not store.routines.request_run(instance, name):
             return web.json_response({"ok": False, "error": f"no routine {instance}/{name}"}, status=400)
-        return web.json_response({"ok": True})
+        # Where its post will land, so the page opens it there: its room, or "" for the
+        # owner's DM with the bot (which the run may open).
+        state = store.routines.states(instance).get(name)
+        channel = state.channel if state is not None and state.channel != "owner" else ""
+        app = self.stage.apps.get(instance)
+        return web.json_response({"ok": True, "bot": app.bot_user_id if app else "", "channel": channel})
 
     async def _click(self, req: web.Request) -> web.Response:
         """A button on an app's message: delivered to the app over Socket Mode, like Slack does."""

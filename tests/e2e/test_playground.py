@@ -326,3 +326,28 @@ def test_alice_asks_dana_to_remember_and_the_page_shows_the_note_and_lists_it(
     foreign = [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
     assert requests and not foreign, foreign
     assert demo.interrupt() == 0
+
+
+def test_a_routine_fired_from_the_page_opens_its_post_highlighted_and_the_favicon_is_served(
+    demo: Demo, browser_page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    page.goto(url)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    assert page.request.get(url + "favicon.ico").status == 200
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert icon and page.request.get(url.rstrip("/") + icon).status == 200
+
+    # alice is in the room; dana's daily-plan posts to her DM with dana: the page goes there.
+    expect(page.locator("#rooms .conv.current")).to_contain_text("a2a-room", timeout=STEP_MS)
+    page.locator("#status button.routine", has_text="dana's daily-plan").click()
+    expect(page.locator('#dms .conv.current[data-kind="im"]')).to_contain_text("dana", timeout=STEP_MS)
+    result = page.locator("#timeline .msg.routine-result")
+    expect(result).to_have_count(1, timeout=STEP_MS)
+    expect(result).to_have_attribute("data-author", "dana")
+    assert missing == [], missing

@@ -8,6 +8,9 @@ const S = {
   // An app's status line under a thread ("dana is thinking…"), by channel and thread ts.
   lines: new Map(),
   memories: [], memoriesAsked: 0,
+  // A routine fired from the page: whose post to show when it comes (bot user id, and its
+  // room, or "" for the owner's DM); the post it made, highlighted.
+  routineWatch: null, highlight: null,
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -89,6 +92,7 @@ function onMessage(conv, msg) {
   const isNew = !S.msgs.get(conv.id).has(msg.ts);
   S.msgs.get(conv.id).set(msg.ts, msg);
   if (msg.bot_id) S.lines.delete(lineKey(conv.id, msg.thread_ts || msg.ts));  // an app's post clears it
+  if (routineResult(conv, msg, isNew)) { openConversation(conv.id); return; }
   if (isNew && conv.id !== S.current && msg.user !== S.me.id) {
     S.unread.set(conv.id, (S.unread.get(conv.id) || 0) + 1);
   }
@@ -154,11 +158,26 @@ function renderStatus() {
 
 async function fireRoutine(instance, name, btn) {
   btn.disabled = true;
-  await fetch("/api/routine", {
-    method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ instance, name }),
-  });
-  btn.disabled = false;
+  try {
+    const r = await fetch("/api/routine", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ instance, name }),
+    });
+    const answer = await r.json();
+    // Its post opens where it lands (a room, or alice's DM with the bot) and stands out there.
+    if (answer.ok) S.routineWatch = { bot: answer.bot, channel: answer.channel };
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+// The fired routine's post: its conversation opens and the post is highlighted.
+function routineResult(conv, msg, isNew) {
+  const w = S.routineWatch;
+  if (!w || !isNew || msg.user !== w.bot || msg.thread_ts) return false;
+  if (w.channel ? conv.id !== w.channel : conv.kind !== "im") return false;
+  S.routineWatch = null; S.highlight = msg.ts;
+  return true;
 }
 
 function renderMemories() {
@@ -290,7 +309,7 @@ function noteEl(kind, who, text) {
 
 function messageEl(channel, m, inMain) {
   const user = S.users.get(m.user) || { name: m.username || m.user || "?", bot: !!m.bot_id };
-  const row = el("div", "msg");
+  const row = el("div", "msg" + (m.ts === S.highlight ? " routine-result" : ""));
   row.dataset.ts = m.ts; row.dataset.author = user.name;
   const av = el("div", "avatar", user.name.slice(0, 1).toUpperCase());
   av.style.background = colorOf(user.name);
