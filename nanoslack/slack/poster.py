@@ -332,13 +332,13 @@ class Poster:
         return f"{by_clock:.6f}"
 
     async def _post(self, row: OutboxRow, channel: str) -> tuple[str, str]:
-        blocks = self._blocks(row)
+        content = _content(row, self._blocks(row))
         if row.kind == "update":
             ts = row.update_ts or ""  # filled in by _send before it gets here
-            resp = await self._client.chat_update(channel=channel, ts=ts, text=row.text, blocks=blocks)
+            resp = await self._client.chat_update(channel=channel, ts=ts, **content)
             return channel, str(resp.get("ts") or ts)
         resp = await self._client.chat_postMessage(
-            channel=channel, text=row.text, thread_ts=row.thread_ts, blocks=blocks, metadata=_metadata(row)
+            channel=channel, thread_ts=row.thread_ts, metadata=_metadata(row), **content
         )
         return str(resp.get("channel") or channel), str(resp.get("ts"))
 
@@ -360,6 +360,16 @@ class Poster:
             resp = await self._client.conversations_open(users=user)
             self._dm_channels[user] = str((resp.get("channel") or {}).get("id"))
         return self._dm_channels[user]
+
+
+def _content(row: OutboxRow, blocks: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """An agent's reply is standard Markdown, sent as ``markdown_text`` so Slack renders it
+    (docs/architecture.md); Slack takes that with neither ``text`` nor ``blocks``. The
+    fleet's own words (notices, an owner's question, a vote) are Slack mrkdwn in ``text``,
+    their buttons Block Kit."""
+    if row.purpose == "reply" and blocks is None:
+        return {"markdown_text": row.text}
+    return {"text": row.text, "blocks": blocks}
 
 
 def _metadata(row: OutboxRow) -> dict[str, Any]:

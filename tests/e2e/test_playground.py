@@ -351,3 +351,34 @@ def test_a_routine_fired_from_the_page_opens_its_post_highlighted_and_the_favico
     expect(result).to_have_count(1, timeout=STEP_MS)
     expect(result).to_have_attribute("data-author", "dana")
     assert missing == [], missing
+
+
+def test_a_room_reply_in_markdown_renders_bold_a_list_a_code_block_and_a_table(
+    demo: Demo, browser_page: Any
+) -> None:
+    """dana's weekly report is posted as markdown_text; the page renders it as Slack does,
+    never as raw asterisks and pipes."""
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    page.goto(url)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    page.locator("#show-notes").uncheck()
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("@dana the weekly report, please")
+    expect(page.locator("#mention-menu")).to_be_hidden()
+    composer.press("Enter")
+    reply = page.locator('#thread-timeline .msg[data-author="dana"]')
+    expect(reply).to_contain_text("Weekly report", timeout=STEP_MS)
+    expect(reply.locator("strong")).to_have_text("Weekly report")
+    expect(reply.locator("ul li")).to_have_count(3)
+    expect(reply.locator("pre code")).to_contain_text("nanoslack turns --steps")
+    expect(reply.locator("table th")).to_have_text(["task", "who", "status"])
+    expect(reply.locator("table tbody tr")).to_have_count(3)
+    expect(reply.locator('a[href="https://example.com/release"]')).to_have_text("release checklist")
+    expect(reply).not_to_contain_text("**")
+    expect(reply).not_to_contain_text("|---")
+    _shot(page, "playground-markdown.png")
+    assert demo.interrupt() == 0

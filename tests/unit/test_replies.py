@@ -102,14 +102,42 @@ def test_random_replies_lose_nothing_and_keep_every_token_whole() -> None:
     atoms = ["word", "w", "<@U0ELI>", "<https://x.io/a|lnk>", "\n", "\n\n", "```", " ", "longword" * 3]
     for _ in range(500):
         text = " ".join(rnd.choice(atoms) for _ in range(rnd.randint(1, 120)))
-        limit = rnd.randint(30, 200)
+        limit = rnd.randint(60, 200)  # the longest token fits, with a code block's fences
         chunks = split_text(text, limit)
         assert _visible("".join(chunks)) == _visible(text)
         for chunk in chunks:
-            # A reopened and a closed fence are the only additions.
-            assert len(chunk) <= limit + 2 * (len(FENCE) + 1)
+            assert len(chunk) <= limit
             assert chunk.count("<") == chunk.count(">")
-            assert chunk.count(FENCE) % 2 == 0 or len(chunks) == 1
+
+
+def test_a_long_reply_is_cut_between_blocks_and_never_inside_a_code_block_that_fits() -> None:
+    code = "```python\n" + "\n".join(f"x = {i}" for i in range(400)) + "\n\nprint(x)\n```"
+    table = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(200))
+    items = "\n".join(f"- item {i}" for i in range(300))
+    text = "\n\n".join(["**Report**", items, code, table, "Done."])
+    chunks = split_text(text, 4_000)
+    assert len(chunks) > 1 and all(len(c) <= 4_000 for c in chunks)
+    assert code in chunks[1] or any(code in c for c in chunks), "the code block was cut"
+    assert any(table in c for c in chunks), "the table was cut"
+    assert "\n\n".join(chunks) == text
+
+
+def test_a_code_block_longer_than_a_post_is_cut_on_lines_each_piece_fenced() -> None:
+    code = "```sql\n" + "\n".join(f"select {i};" for i in range(300)) + "\n```"
+    chunks = split_text(code, 1_000)
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert len(chunk) <= 1_000
+        assert chunk.startswith("```sql\n") and chunk.endswith("\n```")
+    inner = [line for c in chunks for line in c.split("\n") if line.startswith("select")]
+    assert inner == [f"select {i};" for i in range(300)]
+
+
+def test_a_name_inside_code_is_not_made_a_mention() -> None:
+    text = "@eli look:\n\n```\nssh @eli\n```\n\nand `@dana` stays; @dana too"
+    assert link_mentions(text, SIBLINGS) == (
+        "<@U0ELI> look:\n\n```\nssh @eli\n```\n\nand `@dana` stays; <@U0DANA> too"
+    )
 
 
 def _visible(text: str) -> str:

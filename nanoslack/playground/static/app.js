@@ -342,7 +342,8 @@ function messageEl(channel, m, inMain) {
 function blocksEl(channel, m) {
   const out = [];
   for (const b of m.blocks) {
-    if (b.type === "section" && b.text) out.push(textEl(b.text.text || ""));
+    if (b.type === "markdown") out.push(markdownEl(b.text || ""));
+    else if (b.type === "section" && b.text) out.push(textEl(b.text.text || ""));
     else if (b.type === "context") out.push(textEl((b.elements || []).map((e) => e.text || "").join(" "), "context"));
     else if (b.type === "actions") {
       const bar = el("div", "actions");
@@ -383,6 +384,62 @@ function textEl(src, cls = "text") {
     .replace(/:([a-z0-9_+-]+):/g, (code, name) => (Object.hasOwn(EMOJI, name) ? EMOJI[name] : code))
     .replace(/<\/blockquote>\n/g, "</blockquote>");
   return d;
+}
+
+// Standard Markdown of a markdown_text post, the parts Slack renders: **bold**, _italic_,
+// ~~strike~~, `code`, fenced code blocks, lists, tables, headings, > quotes, [links](https://…),
+// mentions. Safe by construction: the source is HTML-escaped first; only tags made here are added.
+function markdownEl(src) {
+  const d = el("div", "text md");
+  const lines = escapeHtml(src).split("\n");
+  const out = [];
+  for (let i = 0; i < lines.length; ) {
+    const line = lines[i];
+    const fence = line.match(/^ {0,3}(`{3,}|~{3,})/);
+    if (fence) {
+      const body = [];
+      for (i++; i < lines.length && !(lines[i].trim().startsWith(fence[1]) && /^[`~]+$/.test(lines[i].trim())); i++) body.push(lines[i]);
+      i++;
+      out.push(`<pre><code>${body.join("\n")}</code></pre>`);
+    } else if (/^\s*\|.*\|\s*$/.test(line) && i + 1 < lines.length && /^\s*\|?\s*:?-{2,}/.test(lines[i + 1])) {
+      const cells = (l) => l.trim().replace(/^\||\|$/g, "").split("|").map((c) => inlineMd(c.trim()));
+      const head = cells(line).map((c) => `<th>${c}</th>`).join("");
+      const rows = [];
+      for (i += 2; i < lines.length && /^\s*\|/.test(lines[i]); i++) rows.push(`<tr>${cells(lines[i]).map((c) => `<td>${c}</td>`).join("")}</tr>`);
+      out.push(`<table><thead><tr>${head}</tr></thead><tbody>${rows.join("")}</tbody></table>`);
+    } else if (/^\s*([-*+]|\d+[.)])\s+/.test(line)) {
+      const ordered = /^\s*\d/.test(line);
+      const items = [];
+      for (; i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i]); i++) items.push(`<li>${inlineMd(lines[i].replace(/^\s*([-*+]|\d+[.)])\s+/, ""))}</li>`);
+      out.push(ordered ? `<ol>${items.join("")}</ol>` : `<ul>${items.join("")}</ul>`);
+    } else if (/^#{1,6}\s/.test(line)) {
+      out.push(`<div class="md-h">${inlineMd(line.replace(/^#+\s+/, ""))}</div>`); i++;
+    } else if (/^&gt; ?/.test(line)) {
+      const quoted = [];
+      for (; i < lines.length && /^&gt; ?/.test(lines[i]); i++) quoted.push(inlineMd(lines[i].replace(/^&gt; ?/, "")));
+      out.push(`<blockquote>${quoted.join("<br>")}</blockquote>`);
+    } else if (!line.trim()) {
+      i++;
+    } else {
+      const para = [];
+      for (; i < lines.length && lines[i].trim() && !/^ {0,3}(`{3,}|~{3,})|^\s*([-*+]|\d+[.)])\s+|^#{1,6}\s|^&gt;|^\s*\|/.test(lines[i]); i++) para.push(inlineMd(lines[i]));
+      if (!para.length) para.push(inlineMd(lines[i++]));
+      out.push(`<p>${para.join("<br>")}</p>`);
+    }
+  }
+  d.innerHTML = out.join("");
+  return d;
+}
+
+// One line of (escaped) Markdown: code spans are kept as they are, the rest formatted.
+function inlineMd(s) {
+  return s.split(/(`[^`]+`)/).map((part, k) => (k % 2 ? `<code>${part.slice(1, -1)}</code>` : part
+    .replace(/&lt;@([A-Z0-9]+)(?:\|[^&]*)?&gt;/g, (_, id) => `<span class="mention">@${escapeHtml(nameOf(id))}</span>`)
+    .replace(/\[([^\]]+)\]\((https?:\/\/[^\s)]+)\)/g, '<a href="$2" rel="noreferrer">$1</a>')
+    .replace(/\*\*([^*]+)\*\*|__([^_]+)__/g, (_, a, b) => `<strong>${a || b}</strong>`)
+    .replace(/(^|[\s(])[*_]([^*_\n]+)[*_]/g, "$1<em>$2</em>")
+    .replace(/~~([^~]+)~~/g, "<s>$1</s>")
+    .replace(/:([a-z0-9_+-]+):/g, (code, name) => (Object.hasOwn(EMOJI, name) ? EMOJI[name] : code)))).join("");
 }
 
 function nameOf(id) { const u = S.users.get(id); return u ? u.name : id; }
