@@ -105,7 +105,7 @@ class Routines:
         ones no longer there stay (with their pause) but are no longer active."""
         now = time.time()
         with self._db.transaction() as conn:
-            names = {str(r[0]) for r in conn.execute(_STATES, {"instance": instance}).all()}
+            names = {row.name for row in _STATE.all(conn.execute(_STATES, {"instance": instance}).all())}
             for name, schedule, channel, next_due in defined:
                 conn.execute(
                     _UPSERT,
