@@ -54,6 +54,7 @@ LLM_KEYS = (
     "ANTHROPIC_BASE_URL",
     "ANTHROPIC_API_KEY",
     "NANOSLACK_DAILY_TOKENS",
+    "NANOSLACK_DAILY_USD",
 )
 PUBLIC = tuple(name for name in CREW if name != APPROVER)
 _MENTION_RE = re.compile(r"(?<![<\w])@([a-z0-9_-]+)\b", re.IGNORECASE)
