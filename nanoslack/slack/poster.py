@@ -70,6 +70,8 @@ FINAL_ERRORS = frozenset(
         "message_not_found",
         "cant_update_message",
         "missing_scope",
+        "invalid_name",
+        "too_many_reactions",
     }
 )
 MAX_ATTEMPTS = 5
@@ -332,6 +334,8 @@ class Poster:
         return f"{by_clock:.6f}"
 
     async def _post(self, row: OutboxRow, channel: str) -> tuple[str, str]:
+        if row.kind == "reaction":
+            return channel, await self._react(row, channel)
         content = _content(row, self._blocks(row))
         if row.kind == "update":
             ts = row.update_ts or ""  # filled in by _send before it gets here
@@ -341,6 +345,17 @@ class Poster:
             channel=channel, thread_ts=row.thread_ts, metadata=_metadata(row), **content
         )
         return str(resp.get("channel") or channel), str(resp.get("ts"))
+
+    async def _react(self, row: OutboxRow, channel: str) -> str:
+        """A turn's ``react`` (docs/agents.md): the reaction on the message it answered. Done
+        again after a crash, Slack answers ``already_reacted``: it is there, so it is sent."""
+        ts = row.update_ts or ""
+        try:
+            await self._client.reactions_add(channel=channel, timestamp=ts, name=row.text)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "already_reacted":
+                raise
+        return ts
 
     def _blocks(self, row: OutboxRow) -> list[dict[str, Any]] | None:
         """An owner ask's buttons (or, once answered, its verdict), a vote's (or, once

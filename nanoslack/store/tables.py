@@ -262,7 +262,9 @@ class OutboxRow:
     id: int
     instance: str
     dedupe_key: Annotated[str, Col(unique=True)]
-    kind: str  # post | update
+    # post | update | reaction (a turn's ``react``: ``text`` the emoji name, ``update_ts`` the
+    # message it goes on; no schema change, the column is free text)
+    kind: str
     # What the row is, so nobody reads it off the key: reply (a turn's post), notice
     # (the fleet's own word in a room: pause, halt, budget, a decline, a board), ask (an
     # owner's DM with choices, ``ask_id``), vote (a question to the room with a button per
@@ -277,7 +279,7 @@ class OutboxRow:
     channel: str | None  # a conversation id, or None with dm_user set
     dm_user: str | None  # open an IM with this user first
     thread_ts: str | None
-    update_ts: str | None  # for kind=update
+    update_ts: str | None  # for kind=update and kind=reaction
     text: str
     # Before v4 the deciding code wrote Block Kit and Slack metadata here; the poster now
     # renders both from the row (``blocks`` is still sent for a row queued before then).

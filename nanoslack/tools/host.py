@@ -5,7 +5,8 @@
 - ``send_to_agent(to, message)``: hand a scoped task to a sibling instance
   (``NANOSLACK_A2A_ALLOW``, the chief exempt both ways, never to itself, a relay two
   deep at most, group conversations only);
-- ``message_owner(text)``: a DM to every owner from this instance, once a turn.
+- ``message_owner(text)``: a DM to every owner from this instance, once a turn;
+- ``react(emoji)``: a reaction on the message the turn answers (no post, no hop).
 
 A call never touches Slack: what it means to do is collected in ``TurnEffects`` and
 committed with the turn (``turns.record``). A refusal is the tool's result, saying why.
@@ -14,6 +15,7 @@ committed with the turn (``turns.record``). A refusal is the tool's result, sayi
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,17 @@ from nanoslack.agents.tool import (
     SendMessage,
     Tool,
 )
+from nanoslack.inbound import FLEET_SENDER
 from nanoslack.replies import MAX_POSTS
+from nanoslack.store import MessageRow
 
 SEND_TO_AGENT = "send_to_agent"
 MESSAGE_OWNER = "message_owner"
-HOST_TOOL_NAMES = frozenset({SEND_MESSAGE, READ_SKILL, SEND_TO_AGENT, MESSAGE_OWNER})
+REACT = "react"
+HOST_TOOL_NAMES = frozenset({SEND_MESSAGE, READ_SKILL, SEND_TO_AGENT, MESSAGE_OWNER, REACT})
+MAX_REACTIONS = 3
+# Slack's emoji names: lower case, digits, ``_``, ``-``, ``+``, ``'`` (``thumbsup``, ``+1``).
+_EMOJI_NAME = re.compile(r"[a-z0-9_+'-]{1,100}")
 # A relay goes two hops at most: a dispatch and a reply.
 MAX_RELAY_DEPTH = 2
 MAX_HANDOFFS = 3
@@ -47,6 +55,10 @@ _SKILL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 class SendToAgent(Arguments):
     to: str = Field(description="The teammate's name, e.g. eli.")
     message: str = Field(description="What you need from them, self-contained.")
+
+
+class React(Arguments):
+    emoji: str = Field(description="The emoji's Slack name, e.g. white_check_mark, eyes, thumbsup, tada.")
 
 
 class MessageOwner(Arguments):
@@ -69,6 +81,7 @@ class TurnEffects:
     posts: list[str] = field(default_factory=list)
     handoffs: list[Handoff] = field(default_factory=list)
     owner_messages: list[str] = field(default_factory=list)
+    reactions: list[str] = field(default_factory=list)  # emoji names, on the message answered
     tokens: int = 0  # what the turn's model calls spent (for the metrics)
     cached_tokens: int = 0  # of which read from a provider's prompt cache
     cost_usd: float = 0.0  # their price in US dollars, of the calls priced (for the metrics)
@@ -88,6 +101,9 @@ class HostContext:
     is_dm: bool
     handoff_depth: int  # the deepest handoff among the messages the turn answers
     may_hand_off: Any  # (sender, recipient) -> bool: ToolSettings.may_hand_off
+    # The Slack message the turn answers (channel, ts), what ``react`` reacts to; None when
+    # the turn answers none (a routine's, a handoff's).
+    react_to: tuple[str, str] | None = None
 
 
 class HostTools:
@@ -114,6 +130,13 @@ class HostTools:
                 MessageOwner,
                 self._tell_owners,
             ),
+            Tool(
+                REACT,
+                "Add an emoji reaction to the message you are answering (posts nothing, wakes nobody): "
+                "to acknowledge without a reply, or alongside one.",
+                React,
+                self._react,
+            ),
         ]
 
     async def _post(self, args: SendMessage) -> ToolResult:
@@ -127,6 +150,25 @@ class HostTools:
 
     async def _tell_owners(self, args: MessageOwner) -> ToolResult:
         return self._message_owner(args.text)
+
+    async def _react(self, args: React) -> ToolResult:
+        return self._add_reaction(args.emoji)
+
+    def _add_reaction(self, emoji: str) -> ToolResult:
+        name = emoji.strip().strip(":").lower()
+        if self._ctx.react_to is None:
+            return ToolResult("not reacted: this turn answers no Slack message", is_error=True)
+        if not _EMOJI_NAME.fullmatch(name):
+            return ToolResult(
+                f"not reacted: {emoji!r} is not an emoji name (as Slack names it: thumbsup, eyes, tada)",
+                is_error=True,
+            )
+        if name in self.effects.reactions:
+            return ToolResult(f"already reacted :{name}:")
+        if len(self.effects.reactions) >= MAX_REACTIONS:
+            return ToolResult(f"not reacted: a turn adds at most {MAX_REACTIONS} reactions", is_error=True)
+        self.effects.reactions.append(name)
+        return ToolResult(f"reacted :{name}:")
 
     def _send_message(self, text: str) -> ToolResult:
         if not text.strip():
@@ -184,3 +226,14 @@ class HostTools:
             return ToolResult("not sent: the text is empty", is_error=True)
         self.effects.owner_messages.append(text.strip())
         return ToolResult("sent to the owners")
+
+
+def react_target(msgs: Sequence[MessageRow]) -> tuple[str, str] | None:
+    """(channel, ts) of the newest Slack message among those a turn answers, where ``react``
+    puts its reaction; None when there is none (a handoff or a round's brief: the fleet wrote
+    it, Slack never had it)."""
+    slack = [m for m in msgs if m.handoff_depth == 0 and m.sender_id != FLEET_SENDER]
+    if not slack:
+        return None
+    newest = max(slack, key=lambda m: float(m.ts))
+    return newest.channel, newest.ts

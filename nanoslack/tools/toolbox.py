@@ -27,7 +27,7 @@ from nanoslack.budgets import DollarLedger, RoomBudget, usd
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger, redact_text
 from nanoslack.store import MessageRow, Store
-from nanoslack.tools.host import HostContext, HostTools, TurnEffects
+from nanoslack.tools.host import HostContext, HostTools, TurnEffects, react_target
 
 log = get_logger(__name__)
 
@@ -302,6 +302,7 @@ class Toolboxes:
                 is_dm=not turn.thread_ts,
                 handoff_depth=max((m.handoff_depth for m in msgs), default=0),
                 may_hand_off=self.settings.may_hand_off,
+                react_to=react_target(msgs),
             ),
             effects,
         )

@@ -29,6 +29,7 @@ from nanoslack.services import Services
 from nanoslack.store import MessageRow
 from nanoslack.store.turns import utc_day
 from nanoslack.tools import Handoff, TurnEffects
+from nanoslack.tools.host import react_target
 from nanoslack.tools.memory import note_changes
 from nanoslack.turns.history import Recall, ThreadMemory
 
@@ -147,9 +148,27 @@ class TurnRecorder:
                     dm_user=owner,
                     text=text,
                 )
+        for name in effects.reactions:
+            self._react(turn_id, turn, msgs, name)
         if effects.acts:
             for feature in self._features:
                 feature.apply(turn_id, turn, effects)
+
+    def _react(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], name: str) -> None:
+        """``react``: a reaction on the message the turn answered, sent by the poster like a
+        post (exactly once; redoing one Slack already has is ``already_reacted``, done)."""
+        target = react_target(msgs)
+        if target is None:
+            return
+        self._store.outbox.enqueue(
+            instance=self.instance,
+            dedupe_key=f"react:{self.instance}:{turn_id}:{name}",
+            kind="reaction",
+            turn_id=turn_id,
+            channel=target[0],
+            update_ts=target[1],
+            text=name,
+        )
 
     def _hand_off(self, turn_id: int, turn: Turn, handoff: Handoff, depth: int) -> None:
         """The recipient's pending message, in this conversation and thread: its scheduler

@@ -11,6 +11,7 @@ from typing import Any
 from nanoslack.ops import admin
 from nanoslack.store import Store, sqlite_url
 from tests.e2e.conftest import Room
+from tests.e2e.helpers import dm_buttons
 from tests.e2e.turn_agent import TurnAgent
 
 BROADCAST = "<!channel> <!here> <!everyone> <!subteam^S0123ABCD> everyone look"
@@ -206,3 +207,37 @@ async def test_every_step_of_a_turn_is_listed_by_nanoslack_turns_steps(room: Roo
     assert lines[1].split()[:4] == ["1", "tool", "read_skill", '{"name":"review"}']
     assert lines[2].split()[:4] == ["2", "tool", "read_skill", '{"name":"nope"}']
     assert "no skill named 'nope'; the skills are: review" in lines[2]
+
+
+async def test_react_adds_a_reaction_to_the_message_answered_posts_nothing_and_counts_no_hop(
+    room: Room, fleet_factory
+) -> None:
+    react = {"tool": "react", "arguments": {"emoji": ":white_check_mark:"}}
+    await fleet_factory(
+        ["dana", "eli"],
+        SLACK_OWNER=room.human.id,
+        NANOSLACK_WORKING_REACTION="",
+        **_rules(room, "dana", [{"match": "@{name}", "calls": [react]}]),
+        **_rules(room, "eli", [{"match": "@{name}", "reply": "never asked"}]),
+    )
+    # eli's bot posts to dana: a bot message, admitted as a hop; dana answers with a reaction only.
+    asked = await room.bot_post("eli", f"{room.mention('dana')} shipped the fix")
+    owner = room.human.id
+    await room.emu.wait_for(lambda: dm_buttons(room.emu, owner, "nanoslack_approve"), timeout=10)
+    [allow] = dm_buttons(room.emu, owner, "nanoslack_approve")
+    await room.emu.click_button(owner, allow["channel"], allow["ts"], "nanoslack_approve", allow["value"])
+    dana = room.apps["dana"].bot_user_id
+
+    def reactions() -> list[tuple[str, list[str]]]:
+        return [(r["name"], r["users"]) for r in _message(room, asked).get("reactions") or []]
+
+    await room.emu.wait_for(lambda: reactions() == [("white_check_mark", [dana])], timeout=10)
+    await room.emu.wait_for(lambda: _settled(room), timeout=10)
+    assert room.sql("SELECT status FROM turns WHERE instance = 'dana'") == [("silent",)]
+    assert room.sql("SELECT kind, status FROM outbox WHERE instance = 'dana' AND kind = 'reaction'") == [
+        ("reaction", "sent")
+    ]
+    assert not _replies(room, asked)
+    # eli's post is the room's one hop; the reaction is none, and woke no turn of eli's.
+    assert room.sql("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = ?", room.channel) == [(1,)]
+    assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
