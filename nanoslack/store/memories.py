@@ -22,9 +22,10 @@ SCOPES = ("self", "private", "room")
 
 _NOTE = Row(NoteRow, empty=("conversation",))
 # What one turn may see: its own self notes, its private ones in an owner's DM, the
-# room's notes of its conversation. Newest first.
+# room's notes of its conversation; with a turn id, that turn's drafts too. Newest first.
 _VISIBLE = text(
-    f"SELECT {_NOTE.sql} FROM memories WHERE status = 'kept' AND ("
+    f"SELECT {_NOTE.sql} FROM memories"
+    " WHERE (status = 'kept' OR (status = 'draft' AND turn_id = :turn_id)) AND ("
     " (instance = :instance AND scope = 'self')"
     " OR (instance = :instance AND scope = 'private' AND :private = 1)"
     " OR (scope = 'room' AND conversation = :conversation))"
@@ -59,8 +60,16 @@ class Memories:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def visible(self, instance: str, conversation: str, *, private: bool) -> list[NoteRow]:
-        params = {"instance": instance, "conversation": conversation, "private": 1 if private else 0}
+    def visible(
+        self, instance: str, conversation: str, *, private: bool, turn_id: int | None = None
+    ) -> list[NoteRow]:
+        """The notes a turn may see; ``turn_id``: that turn's own drafts too (``recall``)."""
+        params = {
+            "instance": instance,
+            "conversation": conversation,
+            "private": 1 if private else 0,
+            "turn_id": turn_id,
+        }
         with self._db.transaction() as conn:
             return _NOTE.all(hot_all(conn, _VISIBLE, params))
 

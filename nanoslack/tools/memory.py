@@ -4,13 +4,15 @@ Scopes: ``self`` (the agent's own notes, shown in every turn it takes; the defau
 ``private`` (shown only in its DMs with an owner), ``room`` (shown to every instance of
 the fleet in this conversation). Who may write what: ``self`` and ``private`` notes only
 in a turn whose every message comes from the instance's owners, the lead of the ``chain``
-room it works in, or its own routine; ``room`` notes in any turn of the conversation.
-Another bot or a stranger must not plant lasting instructions in an agent.
+room it works in, or its own routine; ``room`` notes only in a turn whose every message
+comes from a person, that lead, or a routine. Another bot or a stranger must not plant
+lasting instructions in an agent, nor a bot in every agent of a room.
 
 Like every host tool, a call commits nothing: ``remember`` writes a *draft* (so it can
 answer with the note's id) that the turn's recording transaction keeps (``Notes.apply``);
 a turn lost to a crash leaves only a draft nobody sees, and its re-run writes the note
-once. ``forget`` takes effect the same way.
+once. ``forget`` takes effect the same way. ``recall`` sees the turn's own drafts: a note
+remembered a moment ago is found in the same turn.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class NoteContext:
     is_dm: bool
     owner_dm: bool  # a DM with an owner: private notes are visible
     trusted: bool  # every message from an owner, the chain room's lead or its own routine
+    # every message from a person (no bot, no handoff), the chain room's lead, or a routine
+    room_writer: bool
     asked_by: str  # users.id of the waking message's sender
 
 
@@ -160,7 +164,12 @@ class MemoryTools:
         if scope != "room" and not self._ctx.trusted:
             return (
                 "not remembered: only your owners can ask you to remember something for yourself "
-                "(self or private notes); room notes (scope room) are open to everyone in this conversation"
+                "(self or private notes); room notes (scope room) are open to the people of this conversation"
+            )
+        if scope == "room" and not self._ctx.room_writer:
+            return (
+                "not remembered: room notes are kept only when a person of this conversation asks "
+                "(or the chain's lead, or a routine); another agent cannot leave notes for the room"
             )
         held = self._store.memories.in_scope(
             instance=self._ctx.instance, scope=scope, conversation=self._conversation, turn_id=self._turn_id
@@ -212,13 +221,21 @@ class MemoryTools:
     async def _recall(self, args: Recall) -> ToolResult:
         query = args.query
         words = query.lower().split()
+        forgotten = set(note_changes(self._effects).forgotten)
         notes = self._store.memories.visible(
-            self._ctx.instance, self._conversation, private=self._ctx.owner_dm
+            self._ctx.instance, self._conversation, private=self._ctx.owner_dm, turn_id=self._turn_id
         )
+        notes = [n for n in notes if n.id not in forgotten]
         found = [n for n in notes if all(w in n.text.lower() for w in words)][:RECALL_LIMIT]
         if not found:
             return ToolResult(f"no note holds {query!r}" if words else "you have no notes here")
         return ToolResult("\n".join(_line(n) for n in found))
+
+
+def _is_person(msg: MessageRow) -> bool:
+    """A person's own message heard in Slack (``slack:U…``): no bot's, no handoff, no fleet brief."""
+    sender = msg.sender_id
+    return not msg.internal and sender.startswith("slack:") and not sender.startswith("slack:bot:")
 
 
 def _line(note: NoteRow) -> str:
@@ -257,13 +274,15 @@ class Notes:
         trusted_senders = owners | ({lead} if lead else set())
         is_dm = not turn.thread_ts
         if turn.origin is not None:  # the instance's own scheduled work: its owner set it up
-            return NoteContext(self.instance, turn.channel, is_dm, is_dm, True, turn.origin.conversation)
+            origin = turn.origin.conversation
+            return NoteContext(self.instance, turn.channel, is_dm, is_dm, True, True, origin)
         return NoteContext(
             instance=self.instance,
             channel=turn.channel,
             is_dm=is_dm,
             owner_dm=is_dm and any(m.sender_id in owners for m in msgs),
             trusted=bool(msgs) and all(m.sender_id in trusted_senders for m in msgs),
+            room_writer=bool(msgs) and all(_is_person(m) or m.sender_id == lead for m in msgs),
             asked_by=msgs[-1].sender_id if msgs else turn.sender_id,
         )
 
