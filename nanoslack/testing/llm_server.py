@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from nanoslack.testing.ports import free_socket
 
 HOST = "127.0.0.1"
 OPENAI_PATH = "/v1/chat/completions"
@@ -153,11 +154,7 @@ class LLMServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        # A socket bound here to a free port (aiohttp's TCPSite keeps the port it bound
-        # in a private attribute): its port is the server's.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((HOST, 0))
+        sock = free_socket(HOST)
         self.port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
         return self

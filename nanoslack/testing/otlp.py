@@ -24,6 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from nanoslack.testing.ports import free_socket
+
 HOST = "127.0.0.1"
 PATH = "/v1/traces"
 T = TypeVar("T")
@@ -78,11 +80,9 @@ class OtlpReceiver:
         app.router.add_post(PATH, self._export)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, HOST, 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        sock = free_socket(HOST)
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
