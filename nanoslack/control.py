@@ -179,6 +179,13 @@ class RoomControl:
     def _reaction(self, msg: Inbound) -> Control:
         if msg.reaction in HALT_REACTIONS and self._asks.is_owner(msg.user) and not msg.is_dm:
             return self.halt(msg.channel, by_user=str(msg.user))
+        # A reaction to one of our posts reaches that thread's next turn and wakes nothing
+        # (docs/agents.md).
+        if msg.reaction and msg.item_ts and msg.user:
+            if self._store.reactions.record(
+                self.instance, msg.channel, msg.ts, msg.user, msg.reaction, msg.item_ts
+            ):
+                return Control("processed", "reaction noted")
         return Control("dropped", "reaction ignored")
 
     def halt(self, room: str, *, by_user: str) -> Control:

@@ -30,6 +30,7 @@ from nanoslack.store.memories import Memories, NoteRow
 from nanoslack.store.messages import MessageRow, Messages
 from nanoslack.store.migrations import SCHEMA_VERSION
 from nanoslack.store.outbox import Outbox, OutboxRow, Purpose
+from nanoslack.store.reactions import Reactions
 from nanoslack.store.refusals import Refusals
 from nanoslack.store.room_halts import HaltRow, RoomHalts
 from nanoslack.store.room_kinds import RoomKinds, RoomRow
@@ -105,6 +106,7 @@ class Store:
         self.room_kinds = RoomKinds(db)
         self.assistant_threads = AssistantThreads(db)
         self.reply_drafts = ReplyDrafts(db)
+        self.reactions = Reactions(db)
         self.rounds = Rounds(db)
         # Team rooms (docs/team-rooms.md): the board's tasks, and votes.
         self.tasks = Tasks(db)

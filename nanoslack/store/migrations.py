@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -195,7 +195,7 @@ def _v13_handoff_trace(conn: Connection) -> None:
 # Version 5: ``_v5_steps``. Version 6: ``_v6_attempted_at``. Version 7: ``_v7_team``.
 # Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
 # Version 11: ``_v11_reply_drafts``. Version 12: ``_v12_step_cost``.
-# Version 13: ``_v13_handoff_trace``.
+# Version 13: ``_v13_handoff_trace``. Version 14: ``reactions`` (``_create_tables``).
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -210,6 +210,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v11_reply_drafts,
     _v12_step_cost,
     _v13_handoff_trace,
+    _create_tables,
 ]
 
 

@@ -145,6 +145,12 @@ _REPLY_DRAFTS = text(
     " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = d.turn_id AND t.status = 'running') LIMIT :batch)"
 )
 
+# A reaction older than the retention window: the turn it was for has long run.
+_REACTIONS = text(
+    "DELETE FROM reactions WHERE (instance, channel, ts, user_id, emoji) IN ("
+    " SELECT instance, channel, ts, user_id, emoji FROM reactions WHERE created_at < :cutoff LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
@@ -163,6 +169,7 @@ TABLES: dict[str, TextClause] = {
     "routine_runs": _ROUTINE_RUNS,
     "assistant_threads": _ASSISTANT_THREADS,
     "reply_drafts": _REPLY_DRAFTS,
+    "reactions": _REACTIONS,
 }
 
 

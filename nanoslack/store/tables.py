@@ -850,3 +850,19 @@ class ReplyDraft:
     thread_ts: str
     ts: str  # "" when the start's answer was never recorded
     started_at: float
+
+
+@table("reactions", key=("instance", "channel", "ts", "user_id", "emoji"))
+@dataclass(frozen=True, slots=True)
+class ReactionRow:
+    """A person's reaction to one of the instance's posts (docs/agents.md): that thread's
+    next turn is shown it once, as a ``[reactions]`` line; it wakes nothing."""
+
+    instance: str
+    channel: str
+    ts: str  # the reaction event's ts: Slack's clock, ordered with the thread's messages
+    user_id: str
+    emoji: str
+    thread_key: str  # the thread of the post reacted to ("" in a DM)
+    excerpt: str  # the post's first words
+    created_at: float

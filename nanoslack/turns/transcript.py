@@ -139,7 +139,10 @@ class Transcripts:
             system=recall.system,
             earlier_not_shown=max(0, older - len(rows)) + len(transcript) - len(kept),
             mission=room.mission or "" if room else "",
-            notes=tuple(line for note in self.notes for line in note(self.instance, key, msgs)),
+            notes=(
+                *self._reactions(key, since, through),
+                *(line for note in self.notes for line in note(self.instance, key, msgs)),
+            ),
         )
         return recall.apply(turn), recall
 
@@ -179,6 +182,16 @@ class Transcripts:
             origin=origin,
         )
         return recall.apply(turn), recall
+
+    def _reactions(self, key: ThreadKey, since: str | None, through: str) -> list[str]:
+        """People's reactions to this instance's posts in the thread since its last turn
+        there (docs/agents.md)."""
+        rows = self._store.reactions.in_thread(self.instance, key.channel, key.thread_key, since, through)
+        return [
+            f"[reactions] {self._directory.name_of_user(r.user_id) or r.user_id} :{r.emoji}: "
+            f'on your message "{r.excerpt}"'
+            for r in rows
+        ]
 
     def _line(self, row: MessageRow) -> Line:
         return Line(

@@ -241,3 +241,31 @@ async def test_react_adds_a_reaction_to_the_message_answered_posts_nothing_and_c
     # eli's post is the room's one hop; the reaction is none, and woke no turn of eli's.
     assert room.sql("SELECT count(DISTINCT ts) FROM a2a_hops WHERE room = ?", room.channel) == [(1,)]
     assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
+
+
+async def test_a_persons_reaction_to_a_reply_reaches_the_threads_next_turn_and_starts_none(
+    room: Room, fleet_factory
+) -> None:
+    program = TurnAgent.install(room.tmp)
+    program.reply("dana", "The build is green again after the fix.")
+    await fleet_factory(["dana", "eli"], SLACK_OWNER=room.human.id, **program.env())
+    ask = await room.emu.post_as_user(
+        room.human.id, room.channel, f"{room.mention('dana')} how is the build?"
+    )
+    await room.emu.wait_for(lambda: _replies(room, ask), timeout=10)
+    [reply] = [
+        m for m in room.emu.all_messages(room.channel) if m.get("thread_ts") == ask and m.get("bot_id")
+    ]
+    await room.emu.react(room.human.id, room.channel, reply["ts"], "thumbsup")
+    await room.emu.wait_for(lambda: room.sql("SELECT emoji FROM reactions") == [("thumbsup",)], timeout=10)
+    await room.emu.wait_for(lambda: _settled(room), timeout=10)
+    assert len(program.calls("dana")) == 1, "the reaction started a turn"
+    assert room.sql("SELECT count(*) FROM turns") == [(1,)]
+
+    await room.emu.post_as_user(
+        room.human.id, room.channel, f"{room.mention('dana')} and now?", thread_ts=ask
+    )
+    await room.emu.wait_for(lambda: len(program.calls("dana")) == 2, timeout=10)
+    prompt = program.calls("dana")[1]["stdin"]
+    assert ':thumbsup: on your message "The build is green again after the fix."' in prompt, prompt
+    assert prompt.count("[reactions]") == 1
