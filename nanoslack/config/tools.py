@@ -22,6 +22,8 @@ class ToolSettings:
     # NANOSLACK_A2A_ALLOW: the (from, to) pairs that may hand work to each other.
     allow: frozenset[tuple[str, str]] = frozenset()
     chief: str | None = None  # NANOSLACK_CHIEF
+    # The fleet's configured instances (SLACK_INSTANCES): the only names a handoff can reach.
+    instances: tuple[str, ...] = ()
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S  # NANOSLACK_TOOL_TIMEOUT
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT_S  # NANOSLACK_TOOL_APPROVAL_TIMEOUT
     allow_broadcast: bool = False  # NANOSLACK_ALLOW_BROADCAST
@@ -60,6 +62,7 @@ def parse_tool_settings(
     return ToolSettings(
         allow=_pairs(env, log),
         chief=(env.get("NANOSLACK_CHIEF") or "").strip().lower() or None,
+        instances=tuple(instances),
         tool_timeout=positive_seconds(env, "NANOSLACK_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT_S, log),
         approval_timeout=positive_seconds(
             env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log

@@ -3,8 +3,9 @@
 - ``send_message(text)``: a post to the conversation (at most ``MAX_POSTS`` a turn);
 - ``read_skill(name)``: ``teammates/_skills/<name>.md``, read fresh;
 - ``send_to_agent(to, message)``: hand a scoped task to a sibling instance
-  (``NANOSLACK_A2A_ALLOW``, the chief exempt both ways, never to itself, a relay two
-  deep at most, group conversations only);
+  (a configured one, else the refusal lists those it may reach; ``NANOSLACK_A2A_ALLOW``,
+  the chief exempt both ways, never to itself, a relay two deep at most, group
+  conversations only);
 - ``message_owner(text)``: a DM to every owner from this instance, once a turn;
 - ``react(emoji)``: a reaction on the message the turn answers (no post, no hop).
 
@@ -104,6 +105,9 @@ class HostContext:
     # The Slack message the turn answers (channel, ts), what ``react`` reacts to; None when
     # the turn answers none (a routine's, a handoff's).
     react_to: tuple[str, str] | None = None
+    # The fleet's configured instances (``ToolSettings.instances``), the names a handoff can
+    # reach; None when the fleet is not known (a toolbox built alone): no name is checked.
+    fleet: tuple[str, ...] | None = None
 
 
 class HostTools:
@@ -202,6 +206,9 @@ class HostTools:
             return "not sent: name the teammate (to)"
         if to == me:
             return "not sent: you cannot hand off to yourself"
+        fleet = self._ctx.fleet
+        if fleet is not None and to not in fleet:
+            return self._unknown_teammate(to, tuple(n for n in fleet if self._ctx.may_hand_off(me, n)))
         if not message.strip():
             return "not sent: the message is empty"
         if self._ctx.is_dm:
@@ -216,6 +223,12 @@ class HostTools:
         if len(self.effects.handoffs) >= MAX_HANDOFFS:
             return f"not sent: a turn hands off at most {MAX_HANDOFFS} times"
         return None
+
+    @staticmethod
+    def _unknown_teammate(to: str, teammates: tuple[str, ...]) -> str:
+        """A name no configured instance has: a handoff to it would never be answered."""
+        reach = ", ".join(teammates) if teammates else "none (NANOSLACK_A2A_ALLOW lists no pair from you)"
+        return f"not sent: no teammate is named {to}; the teammates you may reach: {reach}"
 
     def _message_owner(self, text: str) -> ToolResult:
         if not self._ctx.owners:

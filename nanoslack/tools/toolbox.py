@@ -303,6 +303,7 @@ class Toolboxes:
                 handoff_depth=max((m.handoff_depth for m in msgs), default=0),
                 may_hand_off=self.settings.may_hand_off,
                 react_to=react_target(msgs),
+                fleet=self.settings.instances or None,
             ),
             effects,
         )

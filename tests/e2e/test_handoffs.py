@@ -86,21 +86,46 @@ async def test_a_handoff_outside_the_allowlist_is_refused_with_the_reason_unless
     room: Room, fleet_factory
 ) -> None:
     alice = room.human.id
-    to_fay = {
+    to_dana = {
         "match": "@{name}",
         "from": "human",
-        "calls": [{"tool": "send_to_agent", "arguments": {"to": "fay", "message": "review please"}}],
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "dana", "message": "review please"}}],
         "reply": None,
     }
     await fleet_factory(
-        ["dana", "eli"], SLACK_OWNER=alice, NANOSLACK_A2A_ALLOW="dana>eli", **_rules(room, "eli", [to_fay])
+        ["dana", "eli"], SLACK_OWNER=alice, NANOSLACK_A2A_ALLOW="dana>eli", **_rules(room, "eli", [to_dana])
     )
     await room.emu.post_as_user(alice, room.channel, f"{room.mention('eli')} over to you")
     await room.emu.wait_for(lambda: _steps(room, "eli") and _settled(room), timeout=15)
     ((name, error),) = _steps(room, "eli")
     assert name == "send_to_agent"
-    assert error == "not sent: eli may not hand off to fay (NANOSLACK_A2A_ALLOW does not list eli>fay)"
+    assert error == "not sent: eli may not hand off to dana (NANOSLACK_A2A_ALLOW does not list eli>dana)"
     assert room.sql("SELECT count(*) FROM handoffs") == [(0,)]
+
+
+async def test_a_handoff_to_a_name_no_teammate_has_is_refused_with_the_teammates_it_may_reach(
+    room: Room, fleet_factory
+) -> None:
+    alice = room.human.id
+    to_bob = {
+        "match": "@{name}",
+        "from": "human",
+        "calls": [{"tool": "send_to_agent", "arguments": {"to": "bob", "message": "review please"}}],
+        "reply": None,
+    }
+    await fleet_factory(
+        ["dana", "eli", "fay"],
+        SLACK_OWNER=alice,
+        NANOSLACK_CHIEF="eli",  # the chief may hand off to anyone: anyone who is a teammate
+        **_rules(room, "eli", [to_bob]),
+    )
+    ask = await room.emu.post_as_user(alice, room.channel, f"{room.mention('eli')} ask bob to review")
+    await room.emu.wait_for(lambda: _steps(room, "eli") and _settled(room), timeout=15)
+    ((name, error),) = _steps(room, "eli")
+    assert name == "send_to_agent"
+    assert error == "not sent: no teammate is named bob; the teammates you may reach: dana, fay"
+    assert room.sql("SELECT count(*) FROM handoffs") == [(0,)]
+    assert _thread(room, ask) == []
 
 
 async def test_the_chief_may_be_handed_work_by_anyone(room: Room, fleet_factory) -> None:
