@@ -77,3 +77,28 @@ async def test_a_notice_is_marked_as_the_fleets_own_and_a_reply_names_its_turn(
     assert by_text["⏸️ Paused"]["event_type"] == "nanoslack_notice"
     assert by_text["hi"]["event_type"] == "nanoslack_turn"
     assert by_text["hi"]["event_payload"]["turn"] == 42
+
+
+async def test_a_reaction_slack_already_has_is_sent_not_failed_so_a_redo_after_a_crash_is_harmless(
+    emu: Emulator, store: Store
+) -> None:
+    alice, dana = emu.add_user("alice"), emu.add_app("dana")
+    room = emu.create_conversation([alice.id, dana.bot_user_id], kind="im")
+    ts = await emu.post_as_user(alice.id, room.id, "shipped")
+    # The first attempt reached Slack; the process died before recording it.
+    await make_post_client(dana.bot_token, emu.api_url).reactions_add(
+        channel=room.id, timestamp=ts, name="tada"
+    )
+    store.outbox.enqueue(
+        instance="dana",
+        dedupe_key="react:dana:1:tada",
+        kind="reaction",
+        channel=room.id,
+        update_ts=ts,
+        text="tada",
+    )
+    poster = Poster("dana", make_post_client(dana.bot_token, emu.api_url), store)
+    assert await poster.drain() == 1
+    assert store.outbox.get_by_key("react:dana:1:tada").status == "sent"  # type: ignore[union-attr]
+    [message] = [m for m in emu.all_messages(room.id) if m["ts"] == ts]
+    assert message["reactions"] == [{"name": "tada", "users": [dana.bot_user_id], "count": 1}]
