@@ -10,9 +10,11 @@
 - ``AGENTS.md`` (optional): how it works.
 - ``TeammateSource`` reads both again when either changed on disk, so an edit applies
   from the next turn without a restart.
-- ``teammates/_skills/*.md``: shared skills, listed by name (the file stem) and
-  first non-empty line (a leading Markdown ``#`` removed) in every system prompt,
-  read from disk on every call so an edit applies to the next turn.
+- ``teammates/_skills/*.md``: shared skills, listed by name (the file stem) and their
+  front matter's ``description:`` (else their first non-empty line, a leading Markdown
+  ``#`` removed) in every system prompt, read from disk on every call so an edit
+  applies to the next turn. A skill's front matter that does not parse is a ``Problem``
+  too (``skill_problems``, a ``doctor`` ✗).
 
 The system prompt is the persona first (SOUL body), then AGENTS.md, then the
 skills. An instance without ``SOUL.md`` (typically: no folder at all) gets a plain
@@ -235,9 +237,21 @@ def parse_prompts(value: str) -> tuple[str, ...]:
 
 
 def skill_summary(path: Path) -> str:
-    text = _read(path) or ""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """What a skill is for: its front matter's ``description:``, else the first non-empty
+    line of its text (a leading Markdown ``#`` removed)."""
+    parsed = parse_front_matter(_read(path) or "", str(path))
+    if parsed.meta.get("description", "").strip():
+        return parsed.meta["description"].strip()
+    first = next((line.strip() for line in parsed.body.splitlines() if line.strip()), "")
     return first.lstrip("#").strip()
+
+
+def skill_problems(skills_dir: Path) -> tuple[Problem, ...]:
+    """What in the skills' front matter does not parse (file, line), for ``doctor``."""
+    problems: list[Problem] = []
+    for path in _skill_files(skills_dir):
+        problems += parse_front_matter(_read(path) or "", str(path)).problems
+    return tuple(problems)
 
 
 def _skill_files(skills_dir: Path) -> list[Path]:

@@ -576,6 +576,7 @@ def check_teammates(settings: Settings, names: Sequence[str], report: Report) ->
             )
         else:
             _check_soul(root, name, report)
+    _check_skills(root, report)
     for path in [root / "_mcp.json", *(root / n / "mcp.json" for n in names)]:
         if path.exists():
             _check_mcp(path, settings.env, report)
@@ -597,6 +598,20 @@ def _check_soul(root: Path, name: str, report: Report) -> None:
         )
     if not problems:
         report.add(True, name, f"teammate folder {root / name} readable")
+
+
+def _check_skills(root: Path, report: Report) -> None:
+    """The skills' front matter (docs/agents.md): each part that does not parse, with its
+    place; the skill is listed without it."""
+    from nanoslack.agents.teammates import SKILLS_DIRNAME, skill_problems
+
+    for problem in skill_problems(root / SKILLS_DIRNAME):
+        report.add(
+            False,
+            "skills",
+            f"skill front matter malformed: {problem.words()} (the skill is listed without it)",
+            "close the block with a --- line; write each line as key: value (name:, description:)",
+        )
 
 
 def _mcp_problem(path: Path, env: Mapping[str, str]) -> str | None:

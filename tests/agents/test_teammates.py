@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nanoslack.agents import load_teammate
-from nanoslack.agents.teammates import split_front_matter
+from nanoslack.agents.teammates import skill_problems, split_front_matter
 
 REPO_TEAMMATES = Path(__file__).resolve().parents[2] / "teammates"
 
@@ -54,6 +54,25 @@ def test_skills_are_listed_by_name_and_first_non_empty_line(crew: Path) -> None:
         "Read a skill's full text with the read_skill tool before you use it."
     )
     assert "Details." not in prompt
+
+
+def test_a_skill_with_front_matter_is_listed_by_its_description(crew: Path) -> None:
+    (crew / "_skills" / "handoff.md").write_text(
+        "---\nname: handoff\ndescription: How to hand work to a teammate: one ask each\n---\n"
+        "# Handoff\n\nDetails.\n",
+        encoding="utf-8",
+    )
+    prompt = load_teammate(crew, "dana").system_prompt(crew / "_skills")
+    assert "- handoff: How to hand work to a teammate: one ask each\n" in prompt
+    assert "---" not in prompt and skill_problems(crew / "_skills") == ()
+
+
+def test_a_skills_front_matter_that_does_not_parse_is_a_problem_with_its_file_and_line(crew: Path) -> None:
+    path = crew / "_skills" / "review.md"
+    path.write_text("---\nname: review\nthis line is no key\n---\n# Review\n", encoding="utf-8")
+    (problem,) = skill_problems(crew / "_skills")
+    assert (problem.file, problem.line) == (str(path), 3)
+    assert "- review: Review\n" in load_teammate(crew, "dana").system_prompt(crew / "_skills")
 
 
 def test_skills_are_read_fresh_on_every_prompt(crew: Path) -> None:

@@ -342,3 +342,16 @@ def test_a_soul_front_matter_that_does_not_parse_fails_with_its_file_and_line(
     assert doctor.code == 1, doctor.out
     [line] = [f for f in doctor.failures if "SOUL.md front matter malformed" in f]
     assert line.startswith("✗ eli:") and f"{soul}:1: front matter opened with --- is never closed" in line
+
+
+def test_a_skills_front_matter_that_does_not_parse_fails_with_its_file_and_line(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    env = _good(temu, tmp_path)
+    skill = tmp_path / "teammates" / "_skills" / "handoff.md"
+    skill.parent.mkdir(parents=True, exist_ok=True)
+    skill.write_text("---\nname: handoff\ndescription: one ask per teammate\n")
+    doctor = _doctor(env)
+    assert doctor.code == 1, doctor.out
+    [line] = [f for f in doctor.failures if "skill front matter malformed" in f]
+    assert f"{skill}:1: front matter opened with --- is never closed" in line
