@@ -374,9 +374,9 @@ async def test_an_operators_memory_add_and_forget_reach_the_threads_next_turn(
         await fleet_factory(["dana"], **_env(room, llm))
         dana = room.mention("dana")
         top = await _ask(room, f"{dana} first", turns=1)
-        assert memory(["add", "dana", "the freeze starts Friday", "--db", str(room.db)]) == 0
+        assert memory(["add", "dana", "the freeze starts Friday", "--env-file", str(room.tmp / ".env")]) == 0
         await _ask(room, f"{dana} second", thread=top, turns=2)
-        assert memory(["forget", "m1", "--db", str(room.db)]) == 0
+        assert memory(["forget", "m1", "--env-file", str(room.tmp / ".env")]) == 0
         await _ask(room, f"{dana} third", thread=top, turns=3)
         await _ask(room, f"{dana} a new thread", turns=4)
     first, second, third, fresh = _of(llm, "dana")
