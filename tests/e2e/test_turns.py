@@ -204,7 +204,16 @@ async def test_an_approval_made_from_another_process_is_answered_within_seconds(
     held = "SELECT status FROM messages WHERE instance = 'dana' AND ts = ?"
     await emu.wait_for(lambda: room.sql(held, asked) == [("held",)], timeout=10)
 
-    approve = [sys.executable, "-m", "nanoslack", "senders", "--db", str(room.db)]
+    approve = [
+        sys.executable,
+        "-m",
+        "nanoslack",
+        "senders",
+        "--db",
+        str(room.db),
+        "--env-file",
+        str(room.tmp / ".env"),
+    ]
     done = await asyncio.to_thread(
         subprocess.run,
         [*approve, "approve", "dana", f"slack:bot:{eli.bot_id}"],
