@@ -22,7 +22,8 @@ class ToolSettings:
     # NANOSLACK_A2A_ALLOW: the (from, to) pairs that may hand work to each other.
     allow: frozenset[tuple[str, str]] = frozenset()
     chief: str | None = None  # NANOSLACK_CHIEF
-    # The fleet's configured instances (SLACK_INSTANCES): the only names a handoff can reach.
+    # The teammates a handoff can reach: the instances configured here (SLACK_INSTANCES) and
+    # those the allowlist or the chief names (another process may run them).
     instances: tuple[str, ...] = ()
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S  # NANOSLACK_TOOL_TIMEOUT
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT_S  # NANOSLACK_TOOL_APPROVAL_TIMEOUT
@@ -59,10 +60,15 @@ def parse_tool_settings(
         if env.get(key, "").strip():
             by_instance[name] = positive_int(env, key, default_steps, log)
     reaction = env.get("NANOSLACK_WORKING_REACTION")
+    allow = _pairs(env, log)
+    chief = (env.get("NANOSLACK_CHIEF") or "").strip().lower() or None
+    # A teammate another process runs (docs/operations.md, several hosts) is configured
+    # there, not here: the allowlist and the chief name it for this process too.
+    named = [n for pair in sorted(allow) for n in pair] + ([chief] if chief else [])
     return ToolSettings(
-        allow=_pairs(env, log),
-        chief=(env.get("NANOSLACK_CHIEF") or "").strip().lower() or None,
-        instances=tuple(instances),
+        allow=allow,
+        chief=chief,
+        instances=tuple(dict.fromkeys([*instances, *named])),
         tool_timeout=positive_seconds(env, "NANOSLACK_TOOL_TIMEOUT", DEFAULT_TOOL_TIMEOUT_S, log),
         approval_timeout=positive_seconds(
             env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log
