@@ -30,8 +30,8 @@ BOT_SCOPES: tuple[str, ...] = (
     # suggested prompts, and the status line and streamed replies in DMs. Turning on
     # the Agents & AI Apps feature (``assistant_view``) adds it.
     "assistant:write",
-    # Files people share reach the turn; a turn's own files go into its thread (DESIGN §17,
-    # docs/agents.md). Without files:read Slack's file host answers its sign-in page.
+    # Reading the files people share and uploading into a thread (docs/emulator.md, *Files*).
+    # Without files:read Slack's file host answers its sign-in page, not the file.
     "files:read",
     "files:write",
 )

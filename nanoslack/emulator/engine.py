@@ -816,7 +816,7 @@ class Engine:
             Delivery(app_id=app.app_id, kind="interactive", payload_json=json.dumps(payload), retryable=False)
         )
 
-    # ---- agent sessions, the Home tab, agent_view (``surface.py``; DESIGN §19) ---------------
+    # ---- agent sessions, the Home tab, agent_view (``surface.py``; docs/emulator.md) ---------------
     def set_session_status(
         self,
         app: App,

@@ -770,7 +770,7 @@ async def chat_stop_stream(c: Ctx) -> JSON:
     return {"channel": ch.conv.id, "ts": ts, "message": strip_meta(msg, True)}
 
 
-# ---- agent sessions and the Home tab (surface.py; DESIGN §19) -------------------------------
+# ---- agent sessions and the Home tab (surface.py; docs/emulator.md) -------------------------------
 
 STOP_EVENT = "agent_session_stopped"
 

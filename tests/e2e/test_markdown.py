@@ -1,4 +1,4 @@
-"""An agent's Markdown reaches Slack as Markdown Slack renders (docs/architecture.md, DESIGN §17):
+"""An agent's Markdown reaches Slack as Markdown Slack renders (docs/architecture.md, docs/agents.md):
 a room reply is posted as ``markdown_text``, never as raw Markdown in ``text``."""
 
 from __future__ import annotations

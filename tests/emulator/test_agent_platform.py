@@ -1,4 +1,4 @@
-"""Slack's agent platform (DESIGN §19) as the emulator serves it to real slack-sdk and bolt
+"""Slack's agent platform (docs/emulator.md) as the emulator serves it to real slack-sdk and bolt
 clients: agent sessions and their Stop button, the Home tab (``views.publish``,
 ``app_home_opened``, clicks in it), ``app_context_changed`` and the feedback buttons."""
 
