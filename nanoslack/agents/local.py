@@ -27,7 +27,7 @@ from nanoslack.agents.tool import (
     dumped,
     find,
 )
-from nanoslack.agents.types import BudgetExhausted
+from nanoslack.agents.types import BudgetExhausted, ModelCall
 from nanoslack.agents.usage import TokenLedger
 from nanoslack.logs import get_logger
 
@@ -95,16 +95,7 @@ class LocalTools:
                     f"daily token budget spent: {used} of {self.daily_tokens} tokens used today"
                 )
 
-    def after_model_call(
-        self,
-        *,
-        model: str,
-        tokens: int,
-        ms: float,
-        error: str | None = None,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None:
-        if self.ledger is not None and tokens > 0:
-            self.ledger.add(self.instance, tokens)
-        self.steps.append(Step("model", model, tokens=tokens, error=error))
+    def after_model_call(self, call: ModelCall) -> None:
+        if self.ledger is not None and call.tokens > 0:
+            self.ledger.add(self.instance, call.tokens)
+        self.steps.append(Step("model", call.model, tokens=call.tokens, error=call.error))

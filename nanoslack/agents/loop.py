@@ -63,7 +63,7 @@ from nanoslack.agents.http import MAX_RETRY_WAIT_S, Sleep, backoff_s
 from nanoslack.agents.prices import cost_usd
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool
-from nanoslack.agents.types import Tools
+from nanoslack.agents.types import ModelCall, Tools
 from nanoslack.logs import get_logger
 
 log = get_logger("nanoslack.agents")
@@ -174,7 +174,7 @@ class TurnSteps(AbstractCapability[None]):
             except Exception as exc:
                 self.attempts_of_last_call = request_context.attempt
                 self._tools.after_model_call(
-                    model=self._model, tokens=0, ms=_ms(start), error=self._describe(exc)
+                    ModelCall(self._model, tokens=0, ms=_ms(start), error=self._describe(exc))
                 )
                 raise
             span.set(_usage_attributes(response))
@@ -186,7 +186,7 @@ class TurnSteps(AbstractCapability[None]):
         self.cached_tokens += cached
         cost = cost_usd(usage, (response.model_name, self._model), url=self._url, instance=self._instance)
         self._tools.after_model_call(
-            model=self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached, cost_usd=cost
+            ModelCall(self._model, tokens=tokens, ms=_ms(start), cached_tokens=cached, cost_usd=cost)
         )
         return response
 

@@ -104,6 +104,18 @@ class Reply:
     history_chars: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One model call's outcome, as a back end reports it to ``Tools.after_model_call``."""
+
+    model: str
+    tokens: int  # input + output
+    ms: float
+    error: str | None = None
+    cached_tokens: int = 0  # read from the provider's prompt cache, inside ``tokens``
+    cost_usd: float | None = None  # None: a model with no price
+
+
 class TurnFailed(Exception):
     """The back end failed; nothing may be posted. The message says why, never a secret."""
 
@@ -149,16 +161,7 @@ class Tools(Protocol):
 
     def before_model_call(self) -> None: ...
 
-    def after_model_call(
-        self,
-        *,
-        model: str,
-        tokens: int,
-        ms: float,
-        error: str | None = None,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None: ...
+    def after_model_call(self, call: ModelCall) -> None: ...
 
 
 class Agent(Protocol):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nanoslack import tracing
-from nanoslack.agents import BudgetExhausted, TokenLedger, ToolResult, Turn
+from nanoslack.agents import BudgetExhausted, ModelCall, TokenLedger, ToolResult, Turn
 from nanoslack.agents.redact import scrub
 from nanoslack.agents.tool import Tool, dumped
 from nanoslack.budgets import DollarLedger, RoomBudget, usd
@@ -201,27 +201,24 @@ class TurnToolbox:
     def before_model_call(self) -> None:
         self._budget.check()
 
-    def after_model_call(
-        self,
-        *,
-        model: str,
-        tokens: int,
-        ms: float,
-        error: str | None = None,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None:
-        tokens = max(0, int(tokens))
-        cached = min(max(0, int(cached_tokens)), tokens)
+    def after_model_call(self, call: ModelCall) -> None:
+        tokens = max(0, int(call.tokens))
+        cached = min(max(0, int(call.cached_tokens)), tokens)
         self.tokens += tokens
         self.effects.tokens += tokens
         self.effects.cached_tokens += cached
-        self.effects.cost_usd += cost_usd or 0.0
+        self.effects.cost_usd += call.cost_usd or 0.0
         # Cache reads count toward the token budgets at NANOSLACK_CACHED_TOKEN_WEIGHT; the
         # dollar budgets read the steps' prices (the table prices cache reads itself).
         self._budget.spend(self._billed(tokens, cached))
         self._record(
-            "model", model, tokens=tokens, cached_tokens=cached, cost_usd=cost_usd, ms=ms, error=error
+            "model",
+            call.model,
+            tokens=tokens,
+            cached_tokens=cached,
+            cost_usd=call.cost_usd,
+            ms=call.ms,
+            error=call.error,
         )
 
     def _record(self, kind: str, name: str, **fields: Any) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from nanoslack.agents import ToolResult, Tools
+from nanoslack.agents import ModelCall, ToolResult, Tools
 from nanoslack.agents.drafts import Draft
 from nanoslack.agents.tool import Tool
 
@@ -78,16 +78,5 @@ class SignalledTools:
     def before_model_call(self) -> None:
         self._tools.before_model_call()
 
-    def after_model_call(
-        self,
-        *,
-        model: str,
-        tokens: int,
-        ms: float,
-        error: str | None = None,
-        cached_tokens: int = 0,
-        cost_usd: float | None = None,
-    ) -> None:
-        self._tools.after_model_call(
-            model=model, tokens=tokens, ms=ms, error=error, cached_tokens=cached_tokens, cost_usd=cost_usd
-        )
+    def after_model_call(self, call: ModelCall) -> None:
+        self._tools.after_model_call(call)
