@@ -229,6 +229,29 @@ async def test_a_sigkill_mid_stream_and_a_restart_leave_one_message_with_the_who
     _assert_one_whole_message(room, im, partial, answer)
 
 
+async def _drafted_killed_at_and_restarted(room: Room, failpoint: str) -> tuple[str, dict[str, Any], str]:
+    """A DM answer drafted live while the model writes slowly, the fleet SIGKILLed at
+    ``failpoint`` and started again: (the DM, what Slack showed at the kill, the answer)."""
+    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
+    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(60))
+    async with LLMServer() as llm:
+        slow = dataclasses.replace(openai_answer(send(answer)), chunk_chars=16, chunk_delay=0.02)
+        llm.openai.push(slow, slow, openai_text())
+        env = backend_env("openai", llm, "sk-test-0123456789")
+        env_file = write_fleet_env(
+            room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
+        )
+        im = _im(room)
+        partial = await _killed_mid_stream(room, env_file, im, failpoint, answer)
+        second = FleetProcess.start(env_file)
+        try:
+            # A restart on a busy machine takes a while: the turn runs again once it is up.
+            await second.wait_for_event("posted", within=120)
+        finally:
+            assert await second.stop() == 0
+    return im, partial, answer
+
+
 async def _killed_mid_stream(
     room: Room, env_file: Path, im: str, failpoint: str, answer: str
 ) -> dict[str, Any]:
@@ -454,23 +477,7 @@ async def test_a_draft_of_a_turn_that_ends_silent_is_deleted_and_its_status_clea
 async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_with_the_whole_answer(
     room: Room,
 ) -> None:
-    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
-    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(60))
-    async with LLMServer() as llm:
-        slow = dataclasses.replace(openai_answer(send(answer)), chunk_chars=16, chunk_delay=0.02)
-        llm.openai.push(slow, slow, openai_text())
-        env = backend_env("openai", llm, "sk-test-0123456789")
-        env_file = write_fleet_env(
-            room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
-        )
-        im = _im(room)
-        partial = await _killed_mid_stream(room, env_file, im, "draft.appended", answer)
-        second = FleetProcess.start(env_file)
-        try:
-            # A restart on a busy machine takes a while: the turn runs again once it is up.
-            await second.wait_for_event("posted", within=120)
-        finally:
-            assert await second.stop() == 0
+    im, partial, answer = await _drafted_killed_at_and_restarted(room, "draft.appended")
     _assert_one_whole_message(room, im, partial, answer)
     assert _turns(room) == ["abandoned", "done"]
 
@@ -478,22 +485,7 @@ async def test_a_sigkill_while_the_model_writes_and_a_restart_leave_one_message_
 async def test_a_sigkill_between_slacks_answer_to_a_drafts_start_and_its_ts_stored_leaves_one_whole_message(
     room: Room,
 ) -> None:
-    emu, alice, dana = room.emu, room.human.id, room.apps["dana"]
-    answer = "\n".join(f"line {i}: the answer goes on and on" for i in range(60))
-    async with LLMServer() as llm:
-        slow = dataclasses.replace(openai_answer(send(answer)), chunk_chars=16, chunk_delay=0.02)
-        llm.openai.push(slow, slow, openai_text())
-        env = backend_env("openai", llm, "sk-test-0123456789")
-        env_file = write_fleet_env(
-            room.tmp / ".env", emu, [dana], room.db, SLACK_OWNER=alice, LOG_FORMAT="json", **env
-        )
-        im = _im(room)
-        partial = await _killed_mid_stream(room, env_file, im, "draft.started", answer)
-        second = FleetProcess.start(env_file)
-        try:
-            await second.wait_for_event("posted", within=120)
-        finally:
-            assert await second.stop() == 0
+    im, partial, answer = await _drafted_killed_at_and_restarted(room, "draft.started")
     _assert_one_whole_message(room, im, partial, answer)
 
 
