@@ -21,11 +21,12 @@ from typing import Any
 from nanoslack import heap
 from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
+from nanoslack.core import build_pipeline
 from nanoslack.halts import Halts
 from nanoslack.inbound import Drop, Identity
 from nanoslack.logs import configure_logging
-from nanoslack.pipeline import build_pipeline
 from nanoslack.rounds import RoundsFeature
+from nanoslack.services import Services
 from nanoslack.slack.parse import is_self, parse_event
 from nanoslack.store import Store
 
@@ -54,10 +55,12 @@ async def run(n: int, db: Path, batch: int) -> dict[str, Any]:
     config = A2AConfig(frozenset({ROOM}), 10**9)
     # The parts the instance's core shares with its pipeline; of the room features, the one
     # that takes part in routing (the core passes all of them).
+    services = Services(
+        store, Path("teammates"), siblings=dict, limiter=asyncio.Semaphore(1), a2a_config=lambda: config
+    )
     pipeline = build_pipeline(
         ident,
-        store,
-        a2a_config=lambda: config,
+        services,
         asks=OwnerAsks(store, instance=ident.instance, owners=(OWNER,)),
         halts=Halts(store),
         features=[RoundsFeature(store, instance=ident.instance, chief=None)],

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack import tracing
+from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.agents import (
     Agent,
     CommandAgent,
@@ -49,14 +50,18 @@ from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
 from nanoslack.config import ConfigError, Settings
 from nanoslack.config.agent import daily_tokens, daily_usd
+from nanoslack.control import RoomControl
 from nanoslack.features import Clock, MemoryFeature, RoomFeature
+from nanoslack.gate import Gate
+from nanoslack.guard import BotInboundGuard
 from nanoslack.halts import Halts
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
-from nanoslack.pipeline import Pipeline, build_pipeline
+from nanoslack.pipeline import Pipeline
 from nanoslack.replies import MAX_CHARS, STREAM_MAX_CHARS
 from nanoslack.rounds import RoundsFeature, warn_chiefless
+from nanoslack.router import Router
 from nanoslack.routines.feature import RoutinesFeature
 from nanoslack.services import Services, TurnOptions
 from nanoslack.shutdown import Shutdown, cancel
@@ -233,16 +238,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         *services.extra_features(identity),
     ]
     # Room control, guard, router and gate, in one transaction per batch (``nanoslack.pipeline``).
-    pipeline = build_pipeline(
-        identity,
-        store,
-        a2a_config=services.a2a_config,
-        hop_scope=services.hop_scope,
-        asks=asks,
-        halts=halts,
-        fence=edge.fence,
-        features=features,
-    )
+    pipeline = build_pipeline(identity, services, asks=asks, halts=halts, features=features, fence=edge.fence)
     turns = build_turns(
         identity,
         agent,
@@ -292,6 +288,42 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     )
 
 
+def build_pipeline(
+    identity: Identity,
+    services: Services,
+    *,
+    asks: OwnerAsks,
+    halts: Halts,
+    features: Sequence[RoomFeature],
+    fence: Callable[[], bool] | None = None,
+) -> Pipeline:
+    """Room control, guard with the A2A policy installed, router and gate for one instance,
+    from the services and the parts its core shares with the turns: the owners' questions
+    (``asks``), the halts, the room features (in the order the stages ask them)."""
+    store, instance = services.store, identity.instance
+    guard = BotInboundGuard(instance)
+    control = RoomControl(store, asks, halts, features=features)
+    policy = A2APolicy(
+        instance=instance,
+        config=services.a2a_config,
+        ledger=store.hops,
+        scope=services.hop_scope,
+        on_limit=control.hop_limit_reached,
+        team_id=identity.team_id,
+    )
+    install_a2a_policy(guard, policy)
+    return Pipeline(
+        identity=identity,
+        store=store,
+        control=control,
+        guard=guard,
+        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, features=features),
+        gate=Gate(store, asks),
+        features=features,
+        fence=fence,
+    )
+
+
 def build_turns(
     identity: Identity,
     agent: Agent,
@@ -337,15 +369,9 @@ def build_turns(
             tally=tally,
         ),
         toolboxes=Toolboxes(
+            services,
             instance=instance,
-            store=store,
-            settings=tools,
             skills_dir=skills_dir,
-            owners=tuple(owners),
-            ledger=services.ledger,
-            daily_tokens=services.daily_tokens(instance),
-            dollars=services.dollars,
-            daily_usd=services.daily_usd(instance),
             room_budget=budgets.room if budgets else None,
             mcp=mcp,
             approver=approver,

@@ -17,8 +17,8 @@ router asks them whether a message engages the instance, room control tells them
 halt and asks them for the hop limit's pause notice, and once the gate has let a
 message in, each is told (``RoomFeature.allowed``), in the same transaction.
 
-``build_pipeline`` puts room control, guard with the A2A policy, router and gate in that
-order; the instance's core, the tests and the benchmark all build it that way. No bolt
+``nanoslack.core.build_pipeline`` puts room control, guard with the A2A policy, router and
+gate in that order; the tests and the benchmark build it through it too. No bolt
 here: the edge (``nanoslack.slack``) hands in parsed ``Inbound`` values.
 """
 
@@ -29,15 +29,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nanoslack import failpoints
-from nanoslack.a2a import A2APolicy, install_a2a_policy
-from nanoslack.asks import OwnerAsks
-from nanoslack.config import A2AConfig
 from nanoslack.control import Effect, RoomControl
 from nanoslack.features import RoomFeature
 from nanoslack.frozen import quick_init
 from nanoslack.gate import Decision, Gate, Verdict
 from nanoslack.guard import Admitted, BotInboundGuard
-from nanoslack.halts import Halts
 from nanoslack.inbound import Drop, Identity, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.router import Route, Router
@@ -261,41 +257,3 @@ class LeaseLost(Exception):
 
 def _failed(exc: Exception) -> Outcome:
     return Outcome("failed", f"{type(exc).__name__}: {exc}")
-
-
-def build_pipeline(
-    identity: Identity,
-    store: Store,
-    *,
-    a2a_config: Callable[[], A2AConfig],
-    asks: OwnerAsks,
-    halts: Halts,
-    features: Sequence[RoomFeature],
-    hop_scope: str = "identity",
-    fence: Callable[[], bool] | None = None,
-) -> Pipeline:
-    """Room control, guard with the A2A policy installed, router and gate for one instance,
-    from the parts the composition root shares with the rest of its core: the owners'
-    questions (``asks``), the halts, the room features (in the order the stages ask them)."""
-    instance = identity.instance
-    guard = BotInboundGuard(instance)
-    control = RoomControl(store, asks, halts, features=features)
-    policy = A2APolicy(
-        instance=instance,
-        config=a2a_config,
-        ledger=store.hops,
-        scope=hop_scope,
-        on_limit=control.hop_limit_reached,
-        team_id=identity.team_id,
-    )
-    install_a2a_policy(guard, policy)
-    return Pipeline(
-        identity=identity,
-        store=store,
-        control=control,
-        guard=guard,
-        router=Router(store, instance=instance, bot_user_id=identity.bot_user_id, features=features),
-        gate=Gate(store, asks),
-        features=features,
-        fence=fence,
-    )

@@ -262,20 +262,35 @@ def _cut(result: ToolResult) -> ToolResult:
     return ToolResult(result.text[:MAX_RESULT_CHARS] + note, result.is_error)
 
 
+class FleetServices(Protocol):
+    """What a toolbox reads of the fleet's shared services (``nanoslack.services.Services``
+    is one): declared here, so the tools need not import the root's services."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def tools(self) -> ToolSettings: ...
+    @property
+    def owners(self) -> tuple[str, ...]: ...
+    @property
+    def ledger(self) -> TokenLedger | None: ...
+    @property
+    def dollars(self) -> DollarLedger | None: ...
+    @property
+    def daily_tokens(self) -> Callable[[str], int | None]: ...
+    @property
+    def daily_usd(self) -> Callable[[str], float | None]: ...
+
+
 @dataclass(frozen=True)
 class Toolboxes:
-    """Builds each turn's toolbox for one instance."""
+    """Builds each turn's toolbox for one instance: the fleet's services (store, tool
+    settings, owners, ledgers and daily caps) plus the instance's own parts."""
 
+    services: FleetServices
     instance: str
-    store: Store
-    settings: ToolSettings
     skills_dir: Path
-    owners: tuple[str, ...]
-    ledger: TokenLedger | None = None
-    daily_tokens: int | None = None
     room_budget: RoomBudget | None = None
-    dollars: DollarLedger | None = None
-    daily_usd: float | None = None
     mcp: McpTools | None = None
     approver: ToolApprover | None = None
     # The fleet's further tool families (notes, team rooms, routines), built for each turn.
@@ -290,17 +305,18 @@ class Toolboxes:
         max_steps: int | None = None,
         own_tokens_left: Callable[[], int | None] | None = None,
     ) -> TurnToolbox:
-        effects = TurnEffects()
+        services, effects = self.services, TurnEffects()
+        settings = services.tools
         host = HostTools(
             HostContext(
                 instance=self.instance,
                 skills_dir=self.skills_dir,
-                owners=self.owners,
+                owners=services.owners,
                 is_dm=not turn.thread_ts,
                 handoff_depth=max((m.handoff_depth for m in msgs), default=0),
-                may_hand_off=self.settings.may_hand_off,
+                may_hand_off=settings.may_hand_off,
                 react_to=react_target(msgs),
-                fleet=self.settings.instances or None,
+                fleet=settings.instances or None,
             ),
             effects,
         )
@@ -308,25 +324,25 @@ class Toolboxes:
             self.instance,
             turn.channel,
             turn_id,
-            self.store,
-            ledger=self.ledger,
-            daily_tokens=self.daily_tokens,
+            services.store,
+            ledger=services.ledger,
+            daily_tokens=services.daily_tokens(self.instance),
             room=self.room_budget if turn.thread_ts else None,
             own_left=own_tokens_left,
-            dollars=self.dollars,
-            daily_usd=self.daily_usd,
+            dollars=services.dollars,
+            daily_usd=services.daily_usd(self.instance),
         )
         return TurnToolbox(
             turn_id=turn_id,
             instance=self.instance,
-            store=self.store,
+            store=services.store,
             host=host,
             budget=budget,
-            max_steps=min(max_steps, self.settings.max_steps(self.instance))
+            max_steps=min(max_steps, settings.max_steps(self.instance))
             if max_steps
-            else self.settings.max_steps(self.instance),
+            else settings.max_steps(self.instance),
             mcp=self.mcp,
             approver=self.approver,
             families=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
-            billed=self.settings.memory.billed,
+            billed=settings.memory.billed,
         )

@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 from nanoslack.agents import CommandAgent, LocalTools, ToolResult, TurnFailed
 from nanoslack.agents.tool import AnyArguments, Tool
 from nanoslack.config import ToolSettings
+from nanoslack.services import Services
 from nanoslack.store import Store
 from nanoslack.testing.llm_server import LLMServer, openai_text
 from nanoslack.tools import Handoff, Toolboxes, TurnToolbox
@@ -95,14 +96,15 @@ def toolbox(store: Store, teammates: Path, **settings: Any) -> TurnToolbox:
         messages=1,
         wrapping_up=False,
     )
-    boxes = Toolboxes(
-        instance="dana",
-        store=store,
-        settings=ToolSettings(allow=frozenset({("dana", "eli")}), **settings),
-        skills_dir=teammates / "_skills",
+    services = Services(
+        store,
+        teammates,
+        siblings=dict,
+        limiter=asyncio.Semaphore(1),
         owners=("U0OWNER",),
-        mcp=FilesServer(),
+        tools=ToolSettings(allow=frozenset({("dana", "eli")}), **settings),
     )
+    boxes = Toolboxes(services, instance="dana", skills_dir=teammates / "_skills", mcp=FilesServer())
     return boxes.for_turn(turn_id, turn, [])
 
 

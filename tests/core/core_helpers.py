@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from nanoslack.asks import OwnerAsks
 from nanoslack.config import A2AConfig
+from nanoslack.core import build_pipeline
 from nanoslack.gate import Gate
 from nanoslack.halts import Halts
 from nanoslack.inbound import Identity, Inbound
-from nanoslack.pipeline import Pipeline, build_pipeline
+from nanoslack.pipeline import Pipeline
 from nanoslack.rounds import RoundsFeature
 from nanoslack.router import Router
+from nanoslack.services import Services
 from nanoslack.store import Store
 from tests.factories import inbound, next_ts
 
@@ -64,10 +68,12 @@ def make_pipeline(
 ) -> Pipeline:
     """The pipeline as an instance's core builds it, with the parts the core would share:
     the owners' questions (asking ``owners``), the halts, and the rounds."""
+    services = Services(
+        store, Path("teammates"), siblings=dict, limiter=asyncio.Semaphore(1), a2a_config=a2a_config
+    )
     return build_pipeline(
         identity,
-        store,
-        a2a_config=a2a_config,
+        services,
         asks=OwnerAsks(store, instance=identity.instance, owners=owners),
         halts=Halts(store),
         features=[rounds_feature(store, identity.instance)],
