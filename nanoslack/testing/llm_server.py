@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nanoslack.testing.ports import free_socket
+from nanoslack.testing.ports import serve
 
 HOST = "127.0.0.1"
 OPENAI_PATH = "/v1/chat/completions"
@@ -152,11 +152,7 @@ class LLMServer:
     async def start(self) -> LLMServer:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        sock = free_socket(HOST)
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        self._runner, self.port = await serve(app, HOST)
         return self
 
     async def stop(self) -> None:

@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from nanoslack.testing.ports import free_socket
+from nanoslack.testing.ports import serve
 
 HOST = "127.0.0.1"
 PATH = "/v1/traces"
@@ -78,11 +78,7 @@ class OtlpReceiver:
     async def __aenter__(self) -> OtlpReceiver:
         app = web.Application()
         app.router.add_post(PATH, self._export)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        sock = free_socket(HOST)
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        self._runner, self.port = await serve(app, HOST)
         return self
 
     async def __aexit__(self, *_exc: object) -> None:

@@ -112,47 +112,39 @@ def test_a_good_workspace_passes_every_check(temu: ThreadedEmulator, tmp_path: P
     _no_token_printed(doctor, temu)
 
 
-def test_a_missing_scope_is_named_with_the_manifest_to_fix_it(temu: ThreadedEmulator, tmp_path: Path) -> None:
-    old = sorted(DEFAULT_SCOPES - {"reactions:read", "metadata.message:read"})
-    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=old)
+def _doctor_missing(temu: ThreadedEmulator, tmp_path: Path, scopes: set[str]) -> str:
+    """doctor on a workspace whose eli app lacks ``scopes``: the one failure it reports."""
+    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=sorted(DEFAULT_SCOPES - scopes))
     apps, alice = ws["apps"], ws["alice"]
     room = temu.create_conversation([alice.id, *(a.bot_user_id for a in apps.values())])  # type: ignore[attr-defined, union-attr]
     doctor = _doctor(_env(temu, tmp_path, apps, room.id, alice.id))  # type: ignore[arg-type, attr-defined]
     assert doctor.code == 1
     [failure] = doctor.failures
+    _no_token_printed(doctor, temu)
+    return failure
+
+
+def test_a_missing_scope_is_named_with_the_manifest_to_fix_it(temu: ThreadedEmulator, tmp_path: Path) -> None:
+    failure = _doctor_missing(temu, tmp_path, {"reactions:read", "metadata.message:read"})
     assert failure.startswith("✗ eli: bot scopes: missing `reactions:read`, `metadata.message:read`")
     assert (
         "fix: add `reactions:read`, `metadata.message:read` to eli's app: see manifests/fleet-bot.json"
         in failure
     )
-    _no_token_printed(doctor, temu)
 
 
 def test_an_app_made_before_files_is_told_to_add_the_file_scopes(
     temu: ThreadedEmulator, tmp_path: Path
 ) -> None:
-    old = sorted(DEFAULT_SCOPES - {"files:read", "files:write"})
-    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=old)
-    apps, alice = ws["apps"], ws["alice"]
-    room = temu.create_conversation([alice.id, *(a.bot_user_id for a in apps.values())])  # type: ignore[attr-defined, union-attr]
-    doctor = _doctor(_env(temu, tmp_path, apps, room.id, alice.id))  # type: ignore[arg-type, attr-defined]
-    assert doctor.code == 1
-    [failure] = doctor.failures
+    failure = _doctor_missing(temu, tmp_path, {"files:read", "files:write"})
     assert failure.startswith("✗ eli: bot scopes: missing `files:read`, `files:write`")
     assert "files people share cannot be read" in failure
-    _no_token_printed(doctor, temu)
 
 
 def test_an_app_without_the_agent_surface_is_told_how_to_turn_it_on(
     temu: ThreadedEmulator, tmp_path: Path
 ) -> None:
-    old = sorted(DEFAULT_SCOPES - {"assistant:write"})
-    ws = _workspace(temu, tmp_path, ["dana", "eli"], eli=old)
-    apps, alice = ws["apps"], ws["alice"]
-    room = temu.create_conversation([alice.id, *(a.bot_user_id for a in apps.values())])  # type: ignore[attr-defined, union-attr]
-    doctor = _doctor(_env(temu, tmp_path, apps, room.id, alice.id))  # type: ignore[arg-type, attr-defined]
-    assert doctor.code == 1
-    [failure] = doctor.failures
+    failure = _doctor_missing(temu, tmp_path, {"assistant:write"})
     assert failure.startswith("✗ eli: bot scopes: missing `assistant:write`")
     assert "turn on Agents & AI Apps in the app's settings" in failure
     assert "assistant_thread_started" in failure
