@@ -76,6 +76,7 @@ from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnRecorder, TurnScheduler
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.turns.signals import TurnSignals
+from nanoslack.turns.slot import TurnSlot
 from nanoslack.turns.viewing import viewing_notes
 from nanoslack.worker import (
     QUEUE_GRACE_S,
@@ -382,6 +383,7 @@ def build_turns(
         room_budget=budgets.room if budgets else None,
         signals=signals,
         tally=tally,
+        slot=TurnSlot(lambda: teammate.get().serial),
     )
 
 

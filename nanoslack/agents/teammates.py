@@ -3,7 +3,8 @@
 - ``SOUL.md``: who it is. Optional front matter between two ``---`` lines at the
   top, simple ``key: value`` lines (``role``, ``emoji``, ``prompts``: the assistant
   pane's suggested prompts, a one-line list such as ``["Plan my day", "What is blocked?"]``,
-  at most 4 used; other keys are ignored). A block that does not parse (never closed, a
+  at most 4 used; ``serial: true``: one turn at a time across its threads; other keys are
+  ignored). A block that does not parse (never closed, a
   line that is no ``key: value``, a ``prompts`` list left open) is a ``Problem`` (file,
   line): the turns use the file without the broken part, ``doctor`` fails on it, and
   ``TeammateSource`` logs it once.
@@ -40,6 +41,8 @@ SKILLS_HEADING = "Skills you can use:"
 SKILLS_HOW = "Read a skill's full text with the read_skill tool before you use it."
 # Slack's assistant pane shows at most this many suggested prompts.
 MAX_PROMPTS = 4
+_YES = frozenset({"true", "yes", "on", "1"})
+_NO = frozenset({"false", "no", "off", "0", ""})
 _FRONT_MATTER_KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 
@@ -61,6 +64,9 @@ class Teammate:
     is_default: bool = False  # no SOUL.md: the plain default persona is used
     prompts: tuple[str, ...] = ()  # the assistant pane's suggested prompts (front matter)
     problems: tuple[Problem, ...] = ()  # what in SOUL.md's front matter did not parse
+    # ``serial: true``: at most one turn of the instance at a time, across its threads
+    # (``nanoslack.turns.slot``).
+    serial: bool = False
 
     def system_prompt(self, skills_dir: Path) -> str:
         parts = [self.soul.strip(), self.agents_md.strip(), skills_section(skills_dir)]
@@ -122,6 +128,9 @@ def parse_front_matter(text: str, file: str = SOUL_FILE) -> FrontMatter:
         if key == "prompts" and (what := _prompts_problem(value)):
             problems.append(Problem(file, number, what))
             continue
+        if key == "serial" and value.lower() not in _YES | _NO:
+            problems.append(Problem(file, number, f"serial is true or false, not {value[:20]!r}"))
+            continue
         meta[key] = value
     return FrontMatter(meta, "\n".join(body).strip(), tuple(problems))
 
@@ -170,6 +179,7 @@ def load_teammate(teammates_dir: Path, instance: str) -> Teammate:
         present,
         prompts=parse_prompts(meta.get("prompts", "")),
         problems=parsed.problems,
+        serial=meta.get("serial", "").strip().lower() in _YES,
     )
 
 

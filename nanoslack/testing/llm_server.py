@@ -99,6 +99,8 @@ class Answer:
     chunk_delay: float = 0.0
     gate: asyncio.Event | None = None
     hold_at: int = 0
+    # A held model: nothing is sent until the test sets it (streamed or not).
+    hold: asyncio.Event | None = None
 
 
 Script = Answer | Callable[[Request], Answer]
@@ -133,6 +135,9 @@ class LLMServer:
         self.openai = Endpoint("openai")
         self.anthropic = Endpoint("anthropic")
         self.requests: list[Request] = []  # every request, any path
+        # ("start" | "end", index in ``requests``), in the order they happened: whether two
+        # requests were in flight at once, with no clock (``most_in_flight``).
+        self.timeline: list[tuple[str, int]] = []
         self._runner: web.AppRunner | None = None
         self._drops: set[asyncio.Task[Any]] = set()
         self.port = 0
@@ -170,12 +175,30 @@ class LLMServer:
         request = Request(
             http.method, http.path, {k.lower(): v for k, v in http.headers.items()}, await http.read()
         )
+        index = len(self.requests)
         self.requests.append(request)
+        self.timeline.append(("start", index))
+        try:
+            return await self._answer(http, request)
+        finally:
+            self.timeline.append(("end", index))
+
+    def most_in_flight(self) -> int:
+        """The most requests the server was answering at once, so far."""
+        now = most = 0
+        for event, _ in self.timeline:
+            now += 1 if event == "start" else -1
+            most = max(most, now)
+        return most
+
+    async def _answer(self, http: web.Request, request: Request) -> web.StreamResponse:
         endpoint = self._endpoint(http.method, http.path)
         if endpoint is None:
             return web.json_response({"error": {"message": f"no such endpoint {http.path}"}}, status=404)
         endpoint.requests.append(request)
         answer = endpoint.next(request)
+        if answer.hold is not None:
+            await answer.hold.wait()
         if answer.delay:
             await asyncio.sleep(answer.delay)
         if answer.drop:

@@ -9,6 +9,9 @@ instance, turns them into turns:
 - one turn at a time per (instance, thread): messages that arrive during a turn, or
   that piled up while the fleet was down, are answered together by the next one;
   turns of different threads and instances run concurrently, under a fleet-wide cap;
+  an instance whose teammate says ``serial: true`` runs one turn at a time across all its
+  threads, the longest waiting first (``TurnSlot``, ``self.slot``: held by every kind of
+  turn of the instance);
 - a halted room starts no turn and its turns under way are cancelled (``halt``; also
   noticed on every poll, for a halt made by another process); a room whose token
   budget is spent waits for an owner's answer;
@@ -46,6 +49,7 @@ from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignal, TurnSignals, Waking
+from nanoslack.turns.slot import TurnSlot
 from nanoslack.turns.transcript import Transcripts
 
 log = get_logger(__name__)
@@ -79,8 +83,12 @@ class TurnScheduler:
         room_budget: RoomBudget | None = None,
         signals: TurnSignals | None = None,
         tally: Tally | None = None,
+        slot: TurnSlot | None = None,
     ) -> None:
         self.instance = instance
+        # Held by each turn of the instance while it runs: one at a time when the teammate
+        # is serial (docs/agents.md, "Turns"); a turn run outside this scheduler takes it too.
+        self.slot = slot or TurnSlot()
         self._tally = tally or Tally()
         self._store = services.store
         self._agent = agent
@@ -325,20 +333,11 @@ class TurnScheduler:
 
     async def _turn(self, key: ThreadKey) -> None:
         try:
-            await self._yield_to()
-            async with self._limiter:
-                self._slotted.add(key)
-                if self._sources:
-                    self._wake.set()  # a source's turn waiting behind this one may start now
-                # Read once the slot is ours: what arrived while the turn waited for it
-                # is answered now, and the transcript ends at the same message.
-                msgs = self._answerable(
-                    self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key),
-                    self._held(),
-                )
-                if msgs:
-                    with self._traced(key, msgs):
-                        await self._run(key, msgs)
+            # The instance's slot first, in the order the turns were started (their threads'
+            # first pending messages' order): a serial instance's longest waiting thread goes
+            # next, and a turn waiting for it holds no place in the fleet's cap.
+            async with self.slot.turn():
+                await self._run_in_slot(key)
         except Exception as exc:  # the store or the edge failed: the messages stay pending
             log.error(
                 "turn crashed",
@@ -348,6 +347,22 @@ class TurnScheduler:
             )
             # Keep the thread busy a while: the next poll would only fail the same way.
             await asyncio.sleep(CRASH_BACKOFF_S)
+
+    async def _run_in_slot(self, key: ThreadKey) -> None:
+        await self._yield_to()
+        async with self._limiter:
+            self._slotted.add(key)
+            if self._sources:
+                self._wake.set()  # a source's turn waiting behind this one may start now
+            # Read once the slot is ours: what arrived while the turn waited for it
+            # is answered now, and the transcript ends at the same message.
+            msgs = self._answerable(
+                self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key),
+                self._held(),
+            )
+            if msgs:
+                with self._traced(key, msgs):
+                    await self._run(key, msgs)
 
     def _traced(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tracing.Span | tracing.OffSpan:
         """The turn's trace span (docs/operations.md "Traces"): woken by a handoff, it
@@ -450,21 +465,8 @@ class TurnScheduler:
 
     async def _sourced_turn(self, sourced: SourcedTurn) -> None:
         try:
-            await self._yield_to()
-            async with self._limiter:
-                if self._people_waiting():
-                    # A person's turn came in while this waited for the slot: it goes
-                    # first; this one waits at the head of its source.
-                    sourced.put_back()
-                    return
-                origin = sourced.origin
-                with tracing.turn(
-                    instance=self.instance,
-                    conversation=sourced.room,
-                    thread=origin.conversation,
-                    trigger=origin.kind,
-                ):
-                    await self._run_sourced(sourced)
+            async with self.slot.turn():  # a serial instance's routine waits its turn too
+                await self._sourced_in_slot(sourced)
         except asyncio.CancelledError:
             if self._sourced_halting:
                 sourced.ended("skipped", "room halted")
@@ -477,6 +479,23 @@ class TurnScheduler:
                 error=f"{type(exc).__name__}: {exc}",
             )
             sourced.ended("failed", f"{type(exc).__name__}")
+
+    async def _sourced_in_slot(self, sourced: SourcedTurn) -> None:
+        await self._yield_to()
+        async with self._limiter:
+            if self._people_waiting():
+                # A person's turn came in while this waited for the slot: it goes
+                # first; this one waits at the head of its source.
+                sourced.put_back()
+                return
+            origin = sourced.origin
+            with tracing.turn(
+                instance=self.instance,
+                conversation=sourced.room,
+                thread=origin.conversation,
+                trigger=origin.kind,
+            ):
+                await self._run_sourced(sourced)
 
     async def _run_sourced(self, sourced: SourcedTurn) -> None:
         room, origin = sourced.room, sourced.origin

@@ -167,3 +167,21 @@ def test_front_matter_prompts_are_the_panes_suggested_prompts_at_most_four(
     mate = load_teammate(tmp_path, "dana")
     assert mate.prompts == expected
     assert "prompts" not in mate.soul
+
+
+@pytest.mark.parametrize(("value", "serial"), [("true", True), ("yes", True), ("false", False), ("", False)])
+def test_front_matter_serial_says_one_turn_at_a_time(tmp_path: Path, value: str, serial: bool) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text(
+        f"---\nserial: {value}\n---\nYou are Dana.\n", encoding="utf-8"
+    )
+    mate = load_teammate(tmp_path, "dana")
+    assert (mate.serial, mate.problems) == (serial, ())
+
+
+def test_a_serial_value_that_is_no_yes_or_no_is_a_problem_and_not_serial(tmp_path: Path) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text("---\nserial: maybe\n---\nYou are Dana.\n", encoding="utf-8")
+    mate = load_teammate(tmp_path, "dana")
+    assert not mate.serial
+    assert [(p.line, p.what) for p in mate.problems] == [(2, "serial is true or false, not 'maybe'")]
