@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from nanoslack.config.settings import instance_key
 from nanoslack.config.values import ConfigError, Malformed
@@ -115,6 +115,25 @@ def daily_usd(lookup: Lookup, instance: str) -> float | None:
     """``NANOSLACK_DAILY_USD[_<SUF>]``: the instance's daily cap in US dollars (None:
     unlimited), on the prices of its model calls (docs/agents.md); enforced as the token cap is."""
     return InstanceKeys(lookup, instance).positive_number("NANOSLACK_DAILY_USD", "US dollars > 0")
+
+
+SlackView = Literal["agent", "assistant"]
+SLACK_VIEWS: tuple[SlackView, ...] = ("agent", "assistant")
+
+
+def slack_view(lookup: Lookup, instance: str) -> SlackView:
+    """``NANOSLACK_SLACK_VIEW[_<SUF>]``: how the instance's Slack app shows its DM
+    (docs/agent-surface.md): ``agent`` (the default: ``features.agent_view``, what
+    ``nanoslack manifest`` prints) or ``assistant`` (an app made with ``assistant_view``,
+    which Slack is retiring). Both apps are served; the key says which one this is."""
+    key, value = InstanceKeys(lookup, instance).get("NANOSLACK_SLACK_VIEW")
+    if value is None:
+        return "agent"
+    lowered = value.lower()
+    for view in SLACK_VIEWS:
+        if lowered == view:
+            return view
+    raise ConfigError(f"{key}: expected agent or assistant, got {value!r}")
 
 
 def _anthropic_key(keys: InstanceKeys) -> str:

@@ -651,8 +651,9 @@ class Engine:
         """The ``task_update`` cards of a streamed message, by task, in the order they came."""
         return [dict(t) for t in self.surface.tasks.get((channel, ts), {}).values()]
 
-    def suggested_prompts(self, channel: str, thread_ts: str) -> JSON | None:
-        """What the app suggested in the thread: {"title", "prompts": [{title, message}]}."""
+    def suggested_prompts(self, channel: str, thread_ts: str = "") -> JSON | None:
+        """What the app suggested in the thread (``""``: on the conversation itself, as an
+        ``agent_view`` app's DM): {"title", "prompts": [{title, message}]}."""
         found = self.surface.prompts.get((channel, thread_ts))
         return dict(found) if found is not None else None
 

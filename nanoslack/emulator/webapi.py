@@ -687,7 +687,9 @@ async def assistant_threads_set_status(c: Ctx) -> JSON:
 async def assistant_threads_set_suggested_prompts(c: Ctx) -> JSON:
     _needs(c, ASSISTANT_SCOPE)
     ch = c.member_channel("channel_id")
-    thread_ts = c.req("thread_ts")
+    # Optional (Slack: without it the prompts are the channel's; an agent_view app's DM is
+    # called without it): read back as thread "".
+    thread_ts = c.opt("thread_ts") or ""
     prompts = checked_prompts(c.jsonish("prompts"))
     found: JSON = {"prompts": prompts}
     if c.opt("title"):

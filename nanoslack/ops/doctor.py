@@ -52,6 +52,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import ConfigError, Settings, app_token_key, bot_token_key, instance_key, load_settings
+from nanoslack.config.agent import slack_view
 from nanoslack.logs import configure_logging, redact_text
 from nanoslack.ops.manifest import BOT_SCOPES
 
@@ -551,6 +552,28 @@ def _report_version(shown: str, version: int, report: Report) -> None:
 # -- teammates and MCP servers --------------------------------------------------------------------
 
 
+def check_surface(settings: Settings, names: Sequence[str], report: Report) -> None:
+    """Which of Slack's DM surfaces each instance's app uses (``NANOSLACK_SLACK_VIEW``,
+    docs/agent-surface.md): both are served; ``assistant_view`` is being retired."""
+    for name in names:
+        key = instance_key("NANOSLACK_SLACK_VIEW", name)
+        try:
+            view = slack_view(settings.value, name)
+        except ConfigError as exc:
+            report.add(False, name, str(exc), f"set {key} to agent or assistant, or remove it")
+            continue
+        if view == "agent":
+            report.add(True, name, "Slack app surface: agent_view (Agent messaging, the Home tab)")
+            continue
+        report.add(
+            True,
+            name,
+            "Slack app surface: assistant_view, still served, but Slack is retiring assistant_view:"
+            f" switch the app to agent_view (paste `nanoslack manifest {name}`, which subscribes"
+            f" app_home_opened and app_context_changed), then remove {key}",
+        )
+
+
 def check_teammates(settings: Settings, names: Sequence[str], report: Report) -> None:
     from nanoslack.agents.teammates import AGENTS_FILE, SOUL_FILE
 
@@ -715,6 +738,7 @@ async def diagnose(settings: Settings, *, agents: bool = False) -> Report:
     check_store(settings, report)
     if _store_current(report):
         check_notes(settings, report)
+    check_surface(settings, names, report)
     check_teammates(settings, names, report)
     await check_routines(settings, names, bots, report)
     return report

@@ -4,6 +4,11 @@
 ``fleet-bot``, for operators who paste a file into https://api.slack.com/apps; a test
 keeps the two identical. Render one per instance with
 ``python -m nanoslack.ops.manifest dana``.
+
+The app is an agent (``features.agent_view``, Slack's Agent messaging; docs/agent-surface.md):
+its ``agent_description`` is the teammate's (``SOUL.md`` front matter ``description:``, else
+``role:``), read from ``--teammates`` (default ``./teammates``). The Home tab is on: owners
+see and act on the instance there.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from nanoslack.agents.describe import default_description, teammate_description
 from nanoslack.config import INSTANCE_NAME_RE
 from nanoslack.slack_app import BOT_EVENTS, BOT_SCOPES
 
@@ -24,8 +31,9 @@ __all__ = ["BOT_EVENTS", "BOT_SCOPES", "PLACEHOLDER_NAME", "dumps", "main", "ren
 MAX_APP_NAME = 35
 
 
-def render_manifest(instance_name: str) -> dict[str, Any]:
-    """The manifest for the Slack app behind instance ``instance_name``.
+def render_manifest(instance_name: str, description: str | None = None) -> dict[str, Any]:
+    """The manifest for the Slack app behind instance ``instance_name``; ``description``
+    is the teammate's (its default when None).
 
     Socket Mode and no request URLs: the fleet dials out, so it needs no public
     endpoint. Interactivity is on for the Allow / Deny buttons of sender approvals,
@@ -43,14 +51,16 @@ def render_manifest(instance_name: str) -> dict[str, Any]:
         },
         "features": {
             "app_home": {
-                "home_tab_enabled": False,
+                # The owner's Home (docs/agent-surface.md): rooms, approvals, spend, routines.
+                "home_tab_enabled": True,
                 "messages_tab_enabled": True,
                 "messages_tab_read_only_enabled": False,
             },
             "bot_user": {"display_name": instance_name, "always_online": True},
-            # The Agents & AI Apps feature: the assistant pane (its suggested prompts are
-            # set per thread from the teammate's SOUL.md, docs/agent-surface.md).
-            "assistant_view": {"assistant_description": f"nanoslack teammate '{instance_name}'"},
+            # Slack's Agent messaging (docs/agent-surface.md): the DM is the agent's Messages
+            # tab; its suggested prompts are set from the teammate's SOUL.md when it opens.
+            # Slack is retiring ``assistant_view`` (apps made with it keep being served).
+            "agent_view": {"agent_description": description or default_description(instance_name)},
         },
         "oauth_config": {"scopes": {"bot": list(BOT_SCOPES)}},
         "settings": {
@@ -74,9 +84,18 @@ def main(argv: list[str] | None = None) -> int:
         "create an app-level token with connections:write and install the app to the workspace.",
     )
     p.add_argument("instance", help="instance name ([a-z0-9_-]+), used as the app and bot user name")
+    p.add_argument(
+        "--teammates",
+        type=Path,
+        default=Path("teammates"),
+        help="the teammates folder: the agent's description is its SOUL.md's (default ./teammates)",
+    )
     args = p.parse_args(argv)
     try:
-        manifest = render_manifest(args.instance)
+        # Read only for a valid name: the name is a path under the teammates folder.
+        valid = INSTANCE_NAME_RE.match(args.instance)
+        description = teammate_description(args.teammates, args.instance) if valid else None
+        manifest = render_manifest(args.instance, description)
     except ValueError as e:
         print(f"manifest: {e}", file=sys.stderr)
         return 1

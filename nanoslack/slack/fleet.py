@@ -29,7 +29,7 @@ from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.services import TurnOptions
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.adapter import SocketOptions
-from nanoslack.slack.instance import EdgeOptions, SlackInstance
+from nanoslack.slack.instance import EdgeOptions, SlackInstance, view_of
 from nanoslack.slack.lease import LeaseKeeper
 from nanoslack.slack.retry import Backoff, Failure, classify
 from nanoslack.store import Store
@@ -216,7 +216,9 @@ class Fleet:
         try:
             # Slack says who the instance is; the core is built from the edge's parts of
             # it; the instance joins the two (docs/architecture.md).
-            intro = await SlackInstance.introduce(settings, self._edge, self.settings.surface)
+            intro = await SlackInstance.introduce(
+                settings, self._edge, self.settings.surface, view=view_of(self.settings, name)
+            )
         except Exception as exc:
             return _failed(name, "auth.test", exc)
         try:

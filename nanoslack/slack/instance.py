@@ -23,7 +23,8 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from nanoslack.config import InstanceSettings
+from nanoslack.config import ConfigError, InstanceSettings, Settings
+from nanoslack.config.agent import SlackView, slack_view
 from nanoslack.config.surface import SurfaceSettings
 from nanoslack.core import STOP_GRACE_S, EdgeParts, InstanceCore
 from nanoslack.inbound import Identity
@@ -41,7 +42,7 @@ from nanoslack.slack.streams import ReplyStreams
 from nanoslack.slack.surface import SurfaceSignals
 from nanoslack.turns.scheduler import TurnsClosed
 
-__all__ = ["EdgeOptions", "Introduction", "SlackInstance"]
+__all__ = ["EdgeOptions", "Introduction", "SlackInstance", "view_of"]
 
 log = get_logger(__name__)
 
@@ -64,6 +65,8 @@ class Introduction:
     refusals: Refusals
     streams: ReplyStreams
     signals: SurfaceSignals
+    # How the app shows its DM: an agent_view or an assistant_view app (docs/agent-surface.md).
+    view: SlackView = "agent"
 
     def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
         """What the core asks of the edge (``core.build_instance``)."""
@@ -89,6 +92,7 @@ class SlackInstance:
             options.store,
             teammates_dir=core.teammates_dir,
             refusals=intro.refusals,
+            view=intro.view,
         )
         # The one handshake with the core: each batch of events to its inbox, clicks to its
         # click router (docs/architecture.md).
@@ -108,7 +112,11 @@ class SlackInstance:
 
     @staticmethod
     async def introduce(
-        settings: InstanceSettings, options: EdgeOptions, surface: SurfaceSettings | None = None
+        settings: InstanceSettings,
+        options: EdgeOptions,
+        surface: SurfaceSettings | None = None,
+        *,
+        view: SlackView = "agent",
     ) -> Introduction:
         """Ask Slack who this instance is (``auth.test``; raises when it refuses) and make
         the edge's parts the core asks for. ``surface``: Slack's agent surface in DMs
@@ -144,7 +152,7 @@ class SlackInstance:
             refresh=surface.status_refresh,
         )
         return Introduction(
-            settings, client, identity, names, post_session, post_client, refusals, streams, signals
+            settings, client, identity, names, post_session, post_client, refusals, streams, signals, view
         )
 
     @property
@@ -189,6 +197,16 @@ class SlackInstance:
 
     async def is_connected(self) -> bool:
         return self.connection.is_connected()
+
+
+def view_of(settings: Settings, instance: str) -> SlackView:
+    """The instance's ``NANOSLACK_SLACK_VIEW``; a malformed one is ``agent``, with a warning
+    (``doctor`` fails on it)."""
+    try:
+        return slack_view(settings.value, instance)
+    except ConfigError as exc:
+        log.warning("config value malformed", instance=instance, error=str(exc), using="agent")
+        return "agent"
 
 
 def _identity(instance: str, auth_test: AsyncSlackResponse) -> Identity:

@@ -347,3 +347,22 @@ def test_a_skills_front_matter_that_does_not_parse_fails_with_its_file_and_line(
     assert doctor.code == 1, doctor.out
     [line] = [f for f in doctor.failures if "skill front matter malformed" in f]
     assert f"{skill}:1: front matter opened with --- is never closed" in line
+
+
+def test_doctor_says_which_dm_surface_each_app_uses_and_that_assistant_view_is_retiring(
+    temu: ThreadedEmulator, tmp_path: Path
+) -> None:
+    env = _good(temu, tmp_path)
+    with env.open("a") as f:
+        f.write("NANOSLACK_SLACK_VIEW_ELI=assistant\n")
+    doctor = _doctor(env)
+    assert "✓ dana: Slack app surface: agent_view" in doctor.out, doctor.out
+    [eli] = [line for line in doctor.out.splitlines() if "eli: Slack app surface" in line]
+    assert eli.startswith("✓") and "assistant_view, still served" in eli and "retiring" in eli
+    assert "nanoslack manifest eli" in eli
+
+    env.write_text(env.read_text().replace("VIEW_ELI=assistant", "VIEW_ELI=pane"))
+    doctor = _doctor(env)
+    assert any(
+        "NANOSLACK_SLACK_VIEW_ELI: expected agent or assistant, got 'pane'" in f for f in doctor.failures
+    )

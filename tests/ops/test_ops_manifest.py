@@ -40,10 +40,36 @@ def test_has_exactly_the_scopes_and_bot_events_of_the_design() -> None:
     assert len(m["settings"]["event_subscriptions"]["bot_events"]) == len(EVENTS)
 
 
-def test_the_agents_and_ai_apps_feature_is_on() -> None:
+def test_the_app_is_an_agent_with_the_home_tab_on_and_no_assistant_view() -> None:
     m = render_manifest("dana")
-    assert "assistant_view" in m["features"]
+    # Slack's migration guide: switch assistant_view for agent_view, whose description is
+    # agent_description; the DM is the Messages tab, the owner's Home the Home tab.
+    assert m["features"]["agent_view"] == {"agent_description": "nanoslack teammate 'dana'"}
+    assert "assistant_view" not in m["features"]
+    assert m["features"]["app_home"]["home_tab_enabled"] is True
+    assert m["features"]["app_home"]["messages_tab_enabled"] is True
     assert "assistant:write" in m["oauth_config"]["scopes"]["bot"]
+    events = m["settings"]["event_subscriptions"]["bot_events"]
+    assert {"app_home_opened", "app_context_changed", "agent_session_stopped"} <= set(events)
+
+
+def test_the_agent_description_is_the_teammates_description_else_its_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "dana").mkdir()
+    (tmp_path / "dana" / "SOUL.md").write_text(
+        "---\nrole: planner\ndescription: Plans the week\n---\nDana.\n"
+    )
+    (tmp_path / "eli").mkdir()
+    (tmp_path / "eli" / "SOUL.md").write_text("---\nrole: engineer\n---\nEli.\n")
+    for name, described in (
+        ("dana", "Plans the week"),
+        ("eli", "engineer"),
+        ("fay", "nanoslack teammate 'fay'"),
+    ):
+        assert main([name, "--teammates", str(tmp_path)]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["features"]["agent_view"]["agent_description"] == described
 
 
 def test_instance_name_names_the_app_and_its_bot_user() -> None:
@@ -65,7 +91,7 @@ def test_committed_manifest_file_matches_the_renderer() -> None:
 
 
 def test_main_prints_the_manifest_of_one_instance_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eli"]) == 0
+    assert main(["eli", "--teammates", "/nonexistent"]) == 0
     assert json.loads(capsys.readouterr().out) == render_manifest("eli")
 
 
