@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from nanoslack.metrics import Tally
 from nanoslack.slack.blocks import ask_blocks, vote_blocks
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
+from nanoslack.slack.retry import Backoff, classify
 from nanoslack.slack.streams import ReplyStreams, StreamTarget
 from nanoslack.store import OutboxRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
@@ -75,6 +77,11 @@ FINAL_ERRORS = frozenset(
     }
 )
 MAX_ATTEMPTS = 5
+# Slack's own failures (``retry.SLACK_FAILURES``: internal_error, service_unavailable, …)
+# pass: a row they refuse is not given up after MAX_ATTEMPTS but tried again, the poster
+# backing off between tries, until it has waited this long since it was queued. Five quick
+# tries inside one of Slack's blips would lose a reply that a minute later goes out.
+POST_PATIENCE_S = 600.0
 # Queued rows read at a time.
 QUEUED_PAGE = 50
 
@@ -91,8 +98,13 @@ class Poster:
         pacer: ChannelPacer | None = None,
         tally: Tally | None = None,
         streams: ReplyStreams | None = None,
+        backoff: Callable[[], Backoff] = Backoff,
     ) -> None:
         self.instance = instance
+        # While Slack fails (its own failures), no row is sent before ``_resume_at``.
+        self._new_backoff = backoff
+        self._backoff: Backoff | None = None
+        self._resume_at = 0.0
         # Replies in DMs go out as streams (docs/agent-surface.md); None: every post is plain.
         self._streams = streams
         self._tally = tally or Tally()
@@ -118,7 +130,7 @@ class Poster:
         written by other processes (``nanoslack senders approve``)."""
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._poll)
+                await asyncio.wait_for(self._wake.wait(), timeout=self._next_look())
             except TimeoutError:
                 pass
             self._wake.clear()
@@ -126,6 +138,11 @@ class Poster:
                 # What was queued stays queued, what was being sent stays in doubt: the
                 # next drain, as soon as the store answers, takes them up.
                 self._wake.set()
+
+    def _next_look(self) -> float:
+        """The poll interval, or sooner when a backoff from Slack's failures ends first."""
+        backing_off = self._resume_at - time.monotonic()
+        return min(self._poll, backing_off) if backing_off > 0 else self._poll
 
     async def drain(self) -> int:
         async with self._draining:
@@ -140,6 +157,8 @@ class Poster:
             page = self._store.outbox.queued(self.instance, limit=QUEUED_PAGE)
             sent_before = sent
             for row in page:
+                if time.monotonic() < self._resume_at:
+                    return sent  # Slack is failing: the next drain after the backoff
                 if row.purpose == "reply" and row.channel in held:
                     continue  # an agent's reply to a halted room waits for the resume
                 if await self._send(row):
@@ -148,6 +167,21 @@ class Poster:
             # outage): go on now rather than at the next poll.
             if len(page) < QUEUED_PAGE or sent == sent_before:
                 return sent
+
+    def _gives_up(self, row: OutboxRow, exc: SlackApiError, error: str) -> bool:
+        """Whether a row Slack refused is failed for good. Slack's own failures pass: the
+        poster backs off and tries again until ``POST_PATIENCE_S`` after the row was queued;
+        anything else is given up at once when it is final, else after ``MAX_ATTEMPTS``."""
+        if error in FINAL_ERRORS:
+            return True
+        failure = classify(exc)
+        if not failure.passes:
+            return row.attempts + 1 >= MAX_ATTEMPTS
+        if time.time() - row.created_at > POST_PATIENCE_S:
+            return True
+        self._backoff = self._backoff or self._new_backoff()
+        self._resume_at = time.monotonic() + self._backoff.delay(failure.retry_after)
+        return False
 
     async def _send(self, row: OutboxRow) -> bool:
         if row.kind == "update" and not row.update_ts:
@@ -175,7 +209,7 @@ class Poster:
                 return False
             # Slack answered: nothing was posted, so trying again is safe.
             error = str(exc.response.get("error") or "unknown_error")
-            final = error in FINAL_ERRORS or row.attempts + 1 >= MAX_ATTEMPTS
+            final = self._gives_up(row, exc, error)
             self._store.outbox.mark_failed(row.id, error, final=final)
             log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=error, final=final)
             self._tally.post("failed")
@@ -189,6 +223,7 @@ class Poster:
             self._tally.post("in_doubt")
             return False
         failpoints.hit("outbox.posted")
+        self._backoff = None
         # Slack has the post and we know its ts: keep it until the store takes it, or the
         # row would be in doubt and cost a lookup.
         await until_stored(lambda: self._sent(row, posted_channel, ts), self._outage)

@@ -11,7 +11,8 @@ import pytest
 from nanoslack.asks import APPROVAL, OwnerAsks
 from nanoslack.emulator import App, Emulator
 from nanoslack.slack.client import make_post_client
-from nanoslack.slack.poster import Poster
+from nanoslack.slack.poster import MAX_ATTEMPTS, Poster
+from nanoslack.slack.retry import Backoff
 from nanoslack.store import Store, sqlite_url
 
 
@@ -102,3 +103,36 @@ async def test_a_reaction_slack_already_has_is_sent_not_failed_so_a_redo_after_a
     assert store.outbox.get_by_key("react:dana:1:tada").status == "sent"  # type: ignore[union-attr]
     [message] = [m for m in emu.all_messages(room.id) if m["ts"] == ts]
     assert message["reactions"] == [{"name": "tada", "users": [dana.bot_user_id], "count": 1}]
+
+
+async def test_a_reply_slack_refuses_with_its_own_failures_many_times_over_goes_out_once_when_slack_recovers(
+    emu: Emulator, store: Store
+) -> None:
+    alice, dana = emu.add_user("alice"), emu.add_app("dana")
+    room = emu.create_conversation([alice.id, dana.bot_user_id], kind="im").id
+    # No wait between tries: the test drives the drains itself.
+    poster = Poster(
+        "dana", make_post_client(dana.bot_token, emu.api_url), store, backoff=lambda: Backoff(0.0, 0.0)
+    )
+    store.outbox.enqueue(
+        instance="dana", dedupe_key="r1", purpose="reply", turn_id=1, channel=room, text="hi"
+    )
+    # An outage of Slack's own: more refusals in a row than a row's attempts at any other error.
+    emu.fail_next("chat.postMessage", MAX_ATTEMPTS + 3, error="internal_error")
+
+    for _ in range(MAX_ATTEMPTS + 3):
+        assert await poster.drain() == 0
+        assert store.outbox.get_by_key("r1").status == "queued"  # type: ignore[union-attr]
+    assert await poster.drain() == 1
+    assert [m["text"] for m in emu.conversation_messages(room)] == ["hi"]
+
+
+async def test_a_reply_slack_refuses_for_good_is_failed_at_once(emu: Emulator, store: Store) -> None:
+    dana = emu.add_app("dana")
+    poster = Poster("dana", make_post_client(dana.bot_token, emu.api_url), store)
+    store.outbox.enqueue(
+        instance="dana", dedupe_key="r1", purpose="reply", turn_id=1, channel="C0GONE", text="hi"
+    )
+    assert await poster.drain() == 0
+    row = store.outbox.get_by_key("r1")
+    assert row is not None and (row.status, row.error) == ("failed", "channel_not_found")
