@@ -74,6 +74,7 @@ from nanoslack.tools.memory import Notes
 from nanoslack.tools.serve import HostToolServer
 from nanoslack.tools.team import Voters
 from nanoslack.turns import RoomDirectory, Transcripts, TurnRecorder, TurnScheduler
+from nanoslack.turns.files import FileSource
 from nanoslack.turns.scheduler import TurnsClosed
 from nanoslack.turns.signals import TurnSignals
 from nanoslack.turns.slot import TurnSlot
@@ -122,6 +123,9 @@ class EdgeParts:
     fence: Callable[[], bool] | None = None
     # Who is in a room, for votes (``tools.team.Voters``); None: votes wait for nobody named.
     voters: Voters | None = None
+    # The files messages carry, downloaded for the turns (docs/agents.md "Files"); None:
+    # a turn sees only their ``[file: name]`` words.
+    files: FileSource | None = None
 
 
 class InstanceCore:
@@ -246,6 +250,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         services,
         directory=edge.directory,
         signals=edge.signals,
+        files=edge.files,
         halts=halts,
         budgets=budgets,
         features=features,
@@ -338,6 +343,7 @@ def build_turns(
     mcp: McpTools | None = None,
     approver: ToolApprover | None = None,
     tally: Tally | None = None,
+    files: FileSource | None = None,
 ) -> TurnScheduler:
     """One instance's turn stage: scheduler, transcripts, each turn's toolbox, recorder."""
     store, instance, tools, owners = services.store, identity.instance, services.tools, services.owners
@@ -354,6 +360,7 @@ def build_turns(
         history_chars=tools.memory.history_chars,
         owners=owners,
         remembers=getattr(agent, "remembers", True),
+        files=files,
     )
     return TurnScheduler(
         services,

@@ -8,6 +8,7 @@ the whole prune.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from nanoslack.logs import get_logger
@@ -31,14 +32,24 @@ async def prune_once(retention: Retention) -> PruneReport:
     return report
 
 
-async def prune_forever(retention: Retention, schedule: PruneSchedule) -> None:
+async def prune_forever(
+    retention: Retention,
+    schedule: PruneSchedule,
+    *,
+    after: Callable[[], Awaitable[int]] | None = None,
+) -> None:
+    """Prune every ``schedule.interval``; ``after`` each round: what lives outside the store
+    and goes with its rows (the downloaded files of messages pruned, docs/agents.md "Files")."""
     await asyncio.sleep(schedule.first_delay)
     while True:
         try:
             report = await prune_once(retention)
+            files = await after() if after is not None else 0
         except Exception as exc:  # a failed round is retried at the next one
             log.warning("store prune failed", error=f"{type(exc).__name__}: {exc}")
         else:
+            if files:
+                log.info("files pruned", files=files)
             if report.total:
                 log.info(
                     "store pruned",

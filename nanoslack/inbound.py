@@ -48,6 +48,29 @@ def platform_id(channel: str) -> str:
     return f"slack:{channel}"
 
 
+class FileRef(NamedTuple):
+    """One file a message carries (``files[]``; docs/agents.md "Files"), as Slack described
+    it: what the turn that answers the message downloads and shows. A NamedTuple: it goes
+    into the durable inbox payload as a plain list."""
+
+    id: str
+    name: str
+    mimetype: str
+    size: int  # bytes, as Slack says (0: not said)
+    url: str  # ``url_private_download`` (else ``url_private``); "" when the event had none
+    # Slack's ``file_access``: "check_file_info" means only the id came (``files.info`` first).
+    access: str = ""
+
+    @property
+    def label(self) -> str:
+        """The words the message's text carries for it (``[file: name]``)."""
+        return file_label(self.name)
+
+
+def file_label(name: str) -> str:
+    return f"[file: {name}]" if name else "[file]"
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Who an instance is on Slack, from ``auth.test``."""
@@ -98,6 +121,8 @@ class Inbound:
     # One of the fleet's own notices (pause, halt, resume, budget; its metadata says so):
     # room context like the intro, never a hop, never a reason to wake an agent.
     notice: bool = False
+    # The files it carries (``file_share`` messages, bots' posts), at most 8: docs/agents.md.
+    files: tuple[FileRef, ...] = ()
 
     @property
     def key(self) -> InboxKey:
@@ -173,6 +198,7 @@ class Inbound:
         else:
             raise ValueError(f"unknown inbox payload format: {text[:40]!r}")
         values["mentions"] = tuple(values.get("mentions") or ())
+        values["files"] = tuple(FileRef(*f) for f in values.get("files") or ())
         return cls(**values)
 
 
@@ -183,7 +209,7 @@ PAYLOAD_FIELDS = (
     "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
     "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
     # Appended with a default: a shorter version-1 payload still reads (the default fills in).
-    "intro", "reaction", "item_ts", "notice",
+    "intro", "reaction", "item_ts", "notice", "files",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field

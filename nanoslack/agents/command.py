@@ -13,7 +13,10 @@ Contract with the program:
   ``NANOSLACK_WRAPPING_UP`` (``1``/``0``), ``NANOSLACK_SESSION`` (a UUID, the same on
   every turn of one (instance, conversation, thread): a CLI agent resumes its own
   session there, docs/memory.md), and two additions:
-  ``NANOSLACK_NAME`` (the display name the prompt addresses) and
+  ``NANOSLACK_NAME`` (the display name the prompt addresses),
+  ``NANOSLACK_FILES`` (JSON: a list of ``{"name", "path", "mimetype"}``, the files of the
+  messages the turn answers, saved in the turn's folder and removed with it; ``[]`` when
+  none: docs/agents.md "Files") and
   ``NANOSLACK_SYSTEM_PROMPT_FILE`` (path of a file holding the teammate's system
   prompt, persona first, then its notes; removed after the turn, and by the next start when a
   SIGKILL left it behind: ``sweep_turn_folders``). The system prompt is not on stdin
@@ -40,6 +43,7 @@ Contract with the program:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -71,6 +75,7 @@ _TURN_FOLDER_RE = re.compile(r"^nanoslack-turn-(?P<host>.+)\.(?P<pid>\d+)-[^.-]+
 
 MCP_URL_ENV = "NANOSLACK_MCP_URL"
 MCP_TOKEN_ENV = "NANOSLACK_MCP_TOKEN"
+FILES_ENV = "NANOSLACK_FILES"
 
 
 class McpEndpoint(Protocol):
@@ -87,6 +92,37 @@ class McpEndpoints(Protocol):
     """Serves a turn's tools over MCP while the block runs (``nanoslack.tools.HostToolServer``)."""
 
     def grant(self, tools: Tools, *, instance: str) -> AbstractAsyncContextManager[McpEndpoint]: ...
+
+
+def save_files(turn: Turn, folder: Path) -> list[dict[str, str]]:
+    """The turn's files that were downloaded, copied into ``folder`` under their own names
+    (made safe and unique): what ``NANOSLACK_FILES`` lists."""
+    listed: list[dict[str, str]] = []
+    used: set[str] = set()
+    for file in turn.files:
+        if not file.path:
+            continue
+        name = _safe_name(file.name or file.id, used)
+        folder.mkdir(exist_ok=True)
+        target = folder / name
+        try:
+            shutil.copyfile(file.path, target)
+        except OSError as exc:
+            log.warning("file not shown", instance=turn.instance, file=file.id, reason=exc.strerror)
+            continue
+        listed.append({"name": file.name, "path": str(target), "mimetype": file.mimetype})
+    return listed
+
+
+def _safe_name(name: str, used: set[str]) -> str:
+    base = re.sub(r"[^\w.\- ]", "_", Path(name).name).strip(" .") or "file"
+    candidate, n = base, 1
+    while candidate in used:
+        n += 1
+        stem, dot, ext = base.rpartition(".")
+        candidate = f"{stem}-{n}.{ext}" if dot and stem else f"{base}-{n}"
+    used.add(candidate)
+    return candidate
 
 
 def turn_env(turn: Turn, system_prompt_file: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -147,7 +183,10 @@ class CommandAgent:
             with tempfile.TemporaryDirectory(prefix=_turn_folder_prefix()) as tmp:
                 system_file = Path(tmp) / "system.md"
                 system_file.write_text(opening(turn), encoding="utf-8")
-                env = turn_env(turn, system_file) | mcp_env
+                files = await asyncio.to_thread(save_files, turn, Path(tmp) / "files")
+                env = (
+                    turn_env(turn, system_file) | mcp_env | {FILES_ENV: json.dumps(files, ensure_ascii=False)}
+                )
                 token = mcp_env.get(MCP_TOKEN_ENV)
                 stdout, stderr, code = await self._execute(render_thread(turn), env, _first_post(token))
         # A client that dumps its request must not put the token in a log or a post.

@@ -8,8 +8,10 @@ happen only through the ``send_message`` tool, so ``Reply.posts`` is always ``()
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import httpx2
+from pydantic_ai.messages import BinaryContent, UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
@@ -17,7 +19,7 @@ from pydantic_ai.settings import ModelSettings
 from nanoslack.agents.http import DEFAULT_ATTEMPTS, Sleep, safe_url
 from nanoslack.agents.loop import TurnSteps, describe_failure, run_tool_loop
 from nanoslack.agents.prompt import opening, render_prompt
-from nanoslack.agents.replay import keep, replay, size
+from nanoslack.agents.replay import image_id, keep, replay, size
 from nanoslack.agents.types import BudgetExhausted, Reply, Tools, Turn, TurnFailed
 from nanoslack.config import Secret
 from nanoslack.logs import get_logger
@@ -36,6 +38,26 @@ POSTING_RULES = (
 # schemas for strict modes (titles dropped, properties made required), which an MCP
 # server's own schema must not suffer.
 RAW_SCHEMAS: ModelProfile = {"json_schema_transformer": None}
+
+
+async def user_prompt(turn: Turn) -> str | list[UserContent]:
+    """The turn's prompt, and after it the images of the messages it answers as image input
+    (docs/agents.md "Files"): read from their downloads now, shown to this turn only (the
+    kept copy names them: ``replay.keep``)."""
+    prompt = render_prompt(turn)
+    images = [f for f in turn.files if f.is_image]
+    if not images:
+        return prompt
+    content: list[UserContent] = [prompt]
+    for file in images:
+        try:
+            data = await asyncio.to_thread(Path(file.path).read_bytes)
+        except OSError as exc:
+            log.warning("file not shown", instance=turn.instance, file=file.id, reason=exc.strerror)
+            content.append(f"[file: {file.name}: its download could not be read ({exc.strerror})]")
+            continue
+        content.append(BinaryContent(data=data, media_type=file.mimetype, identifier=image_id(file.name)))
+    return content
 
 
 def system_text(turn: Turn) -> str:
@@ -97,7 +119,7 @@ class LLMAgent:
             result = await run_tool_loop(
                 self._model,
                 system=system_text(turn),
-                prompt=render_prompt(turn),
+                prompt=await user_prompt(turn),
                 tools=tools,
                 steps=steps,
                 settings=self.model_settings(),

@@ -49,6 +49,7 @@ from pydantic_ai.messages import (
     PartStartEvent,
     ToolCallPart,
     ToolCallPartDelta,
+    UserContent,
 )
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import ModelSettings
@@ -323,7 +324,7 @@ async def run_tool_loop(
     model: Model,
     *,
     system: str,
-    prompt: str,
+    prompt: str | Sequence[UserContent],
     tools: Tools,
     steps: TurnSteps,
     settings: ModelSettings,

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -38,6 +39,15 @@ log = get_logger("nanoslack.agents")
 
 KEPT_RESULT_CHARS = 2_000
 CUT_NOTE = "… [cut in the kept copy]"
+# What the kept copy says in place of an image a turn was shown: later turns see its
+# ``[file: …]`` line in the prompt, never the image again (docs/agents.md "Files").
+IMAGE_NOT_KEPT = "[image {name}: shown to that turn only]"
+_IMAGE_ID_PREFIX = "file:"
+
+
+def image_id(name: str) -> str:
+    """The identifier an image of a turn's files is sent with (named again in the kept copy)."""
+    return f"{_IMAGE_ID_PREFIX}{name}"
 
 
 def replay(turn: Turn) -> list[ModelMessage]:
@@ -96,11 +106,19 @@ def _cut(message: ModelMessage) -> ModelMessage:
 
 def _cut_part(part: ModelRequestPart) -> ModelRequestPart:
     content = getattr(part, "content", None)
+    if isinstance(part, UserPromptPart) and not isinstance(content, str | None):
+        return dataclasses.replace(part, content=[_without_image(c) for c in part.content])
     if isinstance(part, ToolReturnPart | RetryPromptPart) and isinstance(content, str):
         if len(content) > KEPT_RESULT_CHARS:
             cut: Any = dataclasses.replace(cast(Any, part), content=content[:KEPT_RESULT_CHARS] + CUT_NOTE)
             return cast(ModelRequestPart, cut)
     return part
+
+
+def _without_image(content: Any) -> Any:
+    if isinstance(content, BinaryContent) and content.is_image:
+        return IMAGE_NOT_KEPT.format(name=content.identifier.removeprefix(_IMAGE_ID_PREFIX))
+    return content
 
 
 def size(messages: Sequence[ModelMessage]) -> int:
@@ -112,6 +130,9 @@ def size(messages: Sequence[ModelMessage]) -> int:
             content = getattr(part, "content", None)
             if isinstance(content, str):
                 total += len(content)
+            elif isinstance(part, UserPromptPart) and content is not None:
+                # Images cost the kept copy their line only (``keep`` drops them).
+                total += sum(len(c) if isinstance(c, str) else len(IMAGE_NOT_KEPT) for c in part.content)
             elif content is not None:
                 total += len(str(content))
             args = getattr(part, "args", None)

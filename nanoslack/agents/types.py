@@ -33,6 +33,29 @@ class Line:
 
 
 @dataclass(frozen=True, slots=True)
+class SeenFile:
+    """A file of a message the turn answers, as the turn was shown it (docs/agents.md
+    "Files"): what ``send_to_agent``/``ask_agent`` pass on to a teammate.
+
+    ``kind``: ``image`` (the LLM back ends send ``path``'s bytes as image input), ``text``
+    and ``pdf`` (their text is in ``shown``), ``other`` (a type not readable here) or
+    ``missing`` (it could not be had: ``shown`` says why). ``shown`` is what the
+    transcript carries for the file in place of its ``[file: name]`` words."""
+
+    id: str
+    name: str
+    mimetype: str
+    size: int
+    kind: str  # image | text | pdf | other | missing
+    shown: str
+    path: str = ""  # the downloaded copy under the data folder; "" when there is none
+
+    @property
+    def is_image(self) -> bool:
+        return self.kind == "image" and bool(self.path)
+
+
+@dataclass(frozen=True, slots=True)
 class TurnOrigin:
     """What started a turn that no message woke (a scheduled run), as the room feature that
     started it names it (docs/architecture.md, "Room features"). Its prompt opens with
@@ -92,6 +115,9 @@ class Turn:
     # What started the turn when no message did (``TurnOrigin``); None for any other turn.
     # Its posts start a thread of their own.
     origin: TurnOrigin | None = None
+    # The files of the messages the turn answers (docs/agents.md "Files"), in order; their
+    # text is in the transcript already, images go to the model as image input.
+    files: tuple[SeenFile, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

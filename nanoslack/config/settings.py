@@ -26,6 +26,7 @@ from nanoslack.config.a2a import (
     parse_max_hops,
     parse_rooms,
 )
+from nanoslack.config.files import FileSettings, parse_file_settings
 from nanoslack.config.lease import LeaseTimings
 from nanoslack.config.surface import SurfaceSettings, parse_surface_settings
 from nanoslack.config.tools import ToolSettings, parse_tool_settings
@@ -134,6 +135,8 @@ class Settings:
     room_usd_cap: float | None = None
     tz: dt.tzinfo = dt.UTC
     leases: LeaseTimings = field(default_factory=LeaseTimings)
+    # Files in (docs/agents.md "Files"): NANOSLACK_FILE_CHARS, _MAX_BYTES, _FETCHES, _TIMEOUT.
+    files: FileSettings = field(default_factory=FileSettings)
 
     def value(self, key: str) -> str | None:
         """A key of the merged view; empty counts as unset."""
@@ -445,5 +448,6 @@ def load_settings(
         room_usd_cap=_room_usd(env, report),
         tz=_tz(env, report),
         leases=LeaseTimings.from_env(env, report),
+        files=parse_file_settings(env, database_url(env, base), base, report),
         malformed=tuple(report.found),
     )

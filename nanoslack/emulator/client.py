@@ -77,6 +77,8 @@ class EmulatorClient:
         mimetype: str | None = None,
         title: str | None = None,
         check_file_info: bool = False,
+        fault: str | None = None,
+        location: str | None = None,
     ) -> JSON:
         """A person shares a file: the ``file_share`` message."""
         body: JSON = {
@@ -87,6 +89,7 @@ class EmulatorClient:
             "text": text,
         }
         body |= {"mimetype": mimetype, "title": title, "check_file_info": check_file_info}
+        body |= {"fault": fault, "location": location}
         if isinstance(content, bytes):
             body["content_b64"] = base64.b64encode(content).decode()
         else:

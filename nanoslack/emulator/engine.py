@@ -469,16 +469,23 @@ class Engine:
         mimetype: str | None = None,
         title: str | None = None,
         check_file_info: bool = False,
+        fault: str | None = None,
+        location: str | None = None,
     ) -> JSON:
         """A person (by id or name) shares a file in a conversation (a thread with
         ``thread_ts``): a ``file_share`` message whose ``files[]`` carries it (only its id and
-        ``file_access: check_file_info`` with ``check_file_info=True``). The message."""
+        ``file_access: check_file_info`` with ``check_file_info=True``). The message.
+        ``fault``/``location``: the file fails from the start, as ``set_file_fault`` makes it
+        (before any app could download it)."""
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS} or None")
         user = self.ws.resolve_user(user_id)
         ch = self.channel(channel)
         data = content.encode() if isinstance(content, str) else bytes(content)
         f = self.files.new(self.ws.new_id("F"), name, user.id, mimetype=mimetype)
         f.content, f.completed, f.check_file_info = data, True, check_file_info
         f.title = title or name
+        f.fault, f.location, f.deleted = fault, location, fault == "gone"
         f.channels.append(ch.conv.id)
         entry = message_file(self._file_obj(f), check_file_info)
         extra = {"subtype": "file_share", "files": [entry], "upload": False, "display_as_bot": False}

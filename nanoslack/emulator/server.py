@@ -118,6 +118,8 @@ def build_app(engine: Engine) -> web.Application:
             mimetype=b.get("mimetype"),
             title=b.get("title"),
             check_file_info=bool(b.get("check_file_info", False)),
+            fault=b.get("fault"),
+            location=b.get("location"),
         )
 
     async def d_file_fault(b: JSON) -> JSON:

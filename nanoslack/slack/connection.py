@@ -17,6 +17,7 @@ from nanoslack.inbound import Identity
 from nanoslack.metrics import FleetMetrics, Tally
 from nanoslack.slack.adapter import SocketModeClient, SocketOptions
 from nanoslack.slack.client import make_web_client
+from nanoslack.slack.files import FileFetcher
 from nanoslack.slack.intake import Clicks, Intake, PaneEvents
 from nanoslack.slack.pump import EnvelopePump, Inbox
 from nanoslack.store import Store
@@ -33,6 +34,8 @@ class EdgeOptions:
     post_rate: float = 1.0  # NANOSLACK_POST_RATE
     working_reaction: str = "eyes"  # NANOSLACK_WORKING_REACTION ("": none)
     metrics: FleetMetrics | None = None
+    # The fleet's file downloads (docs/agents.md "Files"); None: none.
+    files: FileFetcher | None = None
 
     def tally(self, instance: str) -> Tally:
         return self.metrics.tally(instance) if self.metrics is not None else Tally()

@@ -29,6 +29,7 @@ from nanoslack.metrics import FleetMetrics, FleetState
 from nanoslack.services import TurnOptions
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.adapter import SocketOptions
+from nanoslack.slack.files import FileFetcher
 from nanoslack.slack.instance import EdgeOptions, SlackInstance, view_of
 from nanoslack.slack.lease import LeaseKeeper
 from nanoslack.slack.retry import Backoff, Failure, classify
@@ -86,6 +87,7 @@ class Fleet:
             post_rate=settings.post_rate,
             working_reaction=settings.tools.working_reaction,
             metrics=self.metrics,
+            files=FileFetcher(settings.files, settings.api_url),
         )
         self._stopping = asyncio.Event()
         self._shutdown: Shutdown | None = None
@@ -98,6 +100,13 @@ class Fleet:
         # that tries again (docs/operations.md).
         self._waiting: dict[str, str] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
+
+    async def _prune_files(self) -> int:
+        """Downloads whose messages retention removed go with them (docs/agents.md "Files")."""
+        fetcher = self._edge.files
+        if fetcher is None:
+            return 0
+        return await asyncio.to_thread(fetcher.prune, self.store.message_files.file_ids())
 
     def _holds_lease(self, name: str) -> bool:
         return self.store.leases.holds(name, self.leases.holder)
@@ -126,7 +135,9 @@ class Fleet:
         started = await asyncio.gather(*(self._start_one(inst, agent) for inst, agent in runnable))
         names = [inst.name for (inst, _), ok in zip(runnable, started, strict=True) if ok]
         retention = Retention(self.store.db, days=self.settings.retention_days)
-        self._prune_task = asyncio.create_task(prune_forever(retention, self._prune), name="store-prune")
+        self._prune_task = asyncio.create_task(
+            prune_forever(retention, self._prune, after=self._prune_files), name="store-prune"
+        )
         self._started = True
         log.info(
             "fleet started",
@@ -296,6 +307,8 @@ class Fleet:
         self._edges.clear()
         await self.leases.stop()
         await self.core.close()
+        if self._edge.files is not None:
+            await self._edge.files.close()
         self.store.checkpoints.stop()
         if self.health_server is not None:
             await self.health_server.stop()

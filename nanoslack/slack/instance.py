@@ -32,6 +32,7 @@ from nanoslack.logs import get_logger
 from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
+from nanoslack.slack.files import SlackFiles
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.pane import AssistantPane
@@ -67,10 +68,14 @@ class Introduction:
     signals: SurfaceSignals
     # How the app shows its DM: an agent_view or an assistant_view app (docs/agent-surface.md).
     view: SlackView = "agent"
+    # The instance's file downloads (docs/agents.md "Files"), on the fleet's fetcher.
+    files: SlackFiles | None = None
 
     def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
         """What the core asks of the edge (``core.build_instance``)."""
-        return EdgeParts(directory=self.names, signals=self.signals, fence=fence, voters=self.names)
+        return EdgeParts(
+            directory=self.names, signals=self.signals, fence=fence, voters=self.names, files=self.files
+        )
 
     async def close(self) -> None:
         """An instance that never ran (its core could not be built) lets its session go."""
@@ -151,8 +156,21 @@ class SlackInstance:
             replies=streams,
             refresh=surface.status_refresh,
         )
+        files = (
+            SlackFiles(options.files, client, settings.bot_token, settings.name) if options.files else None
+        )
         return Introduction(
-            settings, client, identity, names, post_session, post_client, refusals, streams, signals, view
+            settings,
+            client,
+            identity,
+            names,
+            post_session,
+            post_client,
+            refusals,
+            streams,
+            signals,
+            view,
+            files,
         )
 
     @property

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nanoslack.inbound import Drop, Inbound, human_sender_id
+from nanoslack.inbound import Drop, FileRef, Inbound, file_label, human_sender_id
 from nanoslack.mrkdwn import extract_mentions
 
 __all__ = ["extract_mentions", "is_self", "parse_event"]
@@ -173,9 +173,40 @@ def _quote(lines: list[str]) -> str:
     return "\n".join(f"> {row}" for line in lines for row in line.splitlines())
 
 
-def _file_label(file: Mapping[str, Any]) -> str:
+def _file_name(file: Mapping[str, Any]) -> str:
     names = _strings(file, ("name", "title"))
-    return f"[file: {names[0]}]" if names else "[file]"
+    return names[0] if names else ""
+
+
+# Slack sends at most 10 files a message; more than this is junk not worth a payload.
+_MAX_FILE_REFS = 16
+
+
+def _file_ref(file: Mapping[str, Any]) -> FileRef:
+    """A ``files[]`` entry as the turn needs it. Whatever is missing or ill-typed is empty:
+    the turn says the file cannot be had (docs/agents.md), the message is never dropped."""
+
+    def text(key: str) -> str:
+        value = file.get(key)
+        return value if isinstance(value, str) else ""
+
+    size = file.get("size")
+    url = text("url_private_download") or text("url_private")
+    return FileRef(
+        id=text("id"),
+        name=_file_name(file),
+        mimetype=text("mimetype"),
+        size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else 0,
+        url=url,
+        access=text("file_access"),
+    )
+
+
+def _files(event: Mapping[str, Any]) -> tuple[FileRef, ...]:
+    files = event.get("files")
+    if not isinstance(files, list):
+        return ()
+    return tuple(_file_ref(f) for f in files[:_MAX_FILE_REFS] if isinstance(f, Mapping))
 
 
 def _with_attachments(text: str, event: Mapping[str, Any]) -> str:
@@ -199,7 +230,7 @@ def _with_attachments(text: str, event: Mapping[str, Any]) -> str:
     files = event.get("files")
     for file in files if isinstance(files, list) else ():
         if isinstance(file, Mapping):
-            parts.append(_file_label(file))
+            parts.append(file_label(_file_name(file)))
     return "\n".join(parts)
 
 
@@ -380,6 +411,7 @@ def _parse_plain(body: object, instance: str, team_id: str | None) -> Inbound | 
         bot_name=_bot_name(event) if bot else None,
         intro=metadata == ROOM_INTRO_EVENT_TYPE,
         notice=metadata == NOTICE_EVENT_TYPE,
+        files=_files(event) if "files" in event else (),
     )
 
 
@@ -438,4 +470,5 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         # Only an app can attach metadata; a human-authored message is never an intro.
         intro=bot_id is not None and _metadata_type(event) == ROOM_INTRO_EVENT_TYPE,
         notice=bot_id is not None and _metadata_type(event) == NOTICE_EVENT_TYPE,
+        files=_files(event),
     )

@@ -20,6 +20,7 @@ from nanoslack.store.checkpoint import Checkpointer
 from nanoslack.store.database import Database, JoinedTransaction, Transaction
 from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
 from nanoslack.store.errors import StoreError, StoreUnavailable, store_unavailable
+from nanoslack.store.files import MessageFiles
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
 from nanoslack.store.history import History, HistoryRow
@@ -95,6 +96,8 @@ class Store:
         self.approvals = Approvals(db)
         self.refusals = Refusals(db)
         self.messages = Messages(db)
+        # The files messages carry (docs/agents.md "Files").
+        self.message_files = MessageFiles(db)
         self.outbox = Outbox(db, on_queued)
         self.turns = Turns(db)
         self.leases = Leases(db)

@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, text
 from nanoslack.inbound import Inbound, InboxKey
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute, hot_execute_in_order, hot_first, in_order
+from nanoslack.store.files import MessageFiles
 from nanoslack.store.rows import Row
 from nanoslack.store.tables import MessageRow as MessageRow
 from nanoslack.store.writebehind import WriteBehind
@@ -126,6 +127,7 @@ class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._added = WriteBehind(db, _ADD)
+        self._files = MessageFiles(db)
 
     def batched(self) -> contextlib.AbstractContextManager[None]:
         """Inside one transaction (a pipeline batch): ``add`` keeps its rows, written in one
@@ -151,6 +153,8 @@ class Messages:
             msg.hop_limit,
             time.time(),
         )
+        if msg.files:  # rare: its own row, in the batch's transaction when there is one
+            self._files.add(msg)
         if self._added.keep(params):  # a pipeline batch: no transaction to enter per row
             return True
         with self._db.transaction() as conn:

@@ -52,6 +52,12 @@ _MESSAGES = text(
     " SELECT instance, channel, ts FROM messages"
     " WHERE status IN ('context', 'done', 'refused') AND created_at < :cutoff LIMIT :batch)"
 )
+# A message's files go with it (their downloads after: ``FileFetcher.prune``).
+_MESSAGE_FILES = text(
+    "DELETE FROM message_files WHERE (instance, channel, ts) IN ("
+    " SELECT f.instance, f.channel, f.ts FROM message_files f WHERE NOT EXISTS (SELECT 1 FROM messages m"
+    " WHERE m.instance = f.instance AND m.channel = f.channel AND m.ts = f.ts) LIMIT :batch)"
+)
 _OUTBOX = text(
     "DELETE FROM outbox WHERE id IN ("
     " SELECT id FROM outbox WHERE status IN ('sent', 'failed', 'cancelled')"
@@ -154,6 +160,7 @@ _REACTIONS = text(
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
+    "message_files": _MESSAGE_FILES,
     "outbox": _OUTBOX,
     "turns": _TURNS,
     "turn_steps": _STEPS,

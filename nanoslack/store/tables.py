@@ -866,3 +866,18 @@ class ReactionRow:
     thread_key: str  # the thread of the post reacted to ("" in a DM)
     excerpt: str  # the post's first words
     created_at: float
+
+
+@table("message_files", key=("instance", "channel", "ts"))
+@dataclass(frozen=True, slots=True)
+class MessageFilesRow:
+    """The files a stored message carries (docs/agents.md "Files"): Slack's description of
+    each (``inbound.FileRef`` as a JSON list), for the turn that answers the message to
+    fetch. Goes with its message (retention); the downloaded copies with the last row that
+    names their file id."""
+
+    instance: str
+    channel: str
+    ts: str
+    files: str  # JSON: [[id, name, mimetype, size, url, access], …]
+    created_at: float

@@ -21,6 +21,7 @@ needs its URL (``openai_url`` for ``OPENAI_BASE_URL``, ``anthropic_url`` for
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections import deque
 from collections.abc import Callable
@@ -63,6 +64,29 @@ class Request:
                     if isinstance(block, dict) and block.get("type") == "tool_result"
                 ]
         return results
+
+    def images(self) -> list[tuple[str, bytes]]:
+        """The images this request shows the model, in order: (media type, bytes), from
+        Chat Completions' ``image_url`` data URLs and Anthropic's base64 ``image`` blocks."""
+        body = self.json or {}
+        found: list[tuple[str, bytes]] = []
+        for message in body.get("messages", []):
+            content = message.get("content")
+            for part in content if isinstance(content, list) else ():
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "image_url":
+                    url = str((part.get("image_url") or {}).get("url", ""))
+                    head, _, data = url.partition(",")
+                    if head.startswith("data:") and head.endswith(";base64"):
+                        found.append((head[5:-7], base64.b64decode(data)))
+                elif part.get("type") == "image":
+                    source = part.get("source") or {}
+                    if source.get("type") == "base64":
+                        found.append(
+                            (str(source.get("media_type")), base64.b64decode(source.get("data", "")))
+                        )
+        return found
 
     def tool_result_blocks(self) -> list[dict[str, Any]]:
         """Anthropic's ``tool_result`` blocks (``is_error`` included), in order."""

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Protocol
 
 from nanoslack import mrkdwn
-from nanoslack.agents import Line, Teammate, Turn, TurnOrigin
+from nanoslack.agents import Line, SeenFile, Teammate, Turn, TurnOrigin
 from nanoslack.agents.teammates import TeammateSource
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
-from nanoslack.inbound import FLEET_SENDER, Identity, ThreadKey, bot_sender_id
+from nanoslack.inbound import FLEET_SENDER, FileRef, Identity, ThreadKey, bot_sender_id
 from nanoslack.store import MessageRow, Store
+from nanoslack.turns.files import FileSource, seen_files
 from nanoslack.turns.history import Recall, ThreadMemory
 
 MAX_MESSAGES = 100
@@ -63,6 +64,7 @@ class Transcripts:
         history_chars: int = DEFAULT_HISTORY_CHARS,
         owners: Sequence[str] = (),
         remembers: bool = True,
+        files: FileSource | None = None,
     ) -> None:
         self.instance = identity.instance
         self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
@@ -73,6 +75,8 @@ class Transcripts:
         self.notes = list(notes)
         self._owners = tuple(owners)
         self._owner_ids = frozenset(f"slack:{owner}" for owner in owners)
+        # The edge's downloads (docs/agents.md "Files"); None: files stay ``[file: name]``.
+        self._files = files
         self.memory = ThreadMemory(
             identity.instance,
             store,
@@ -121,7 +125,8 @@ class Transcripts:
             transcript.sort(key=lambda line: float(line.ts or 0))
             # Not in Slack yet, so they will land after everything stored so far.
             transcript += self._unsent_posts(key, reply_thread)
-        kept = fit(transcript)
+        # The files of the messages it answers, after the bound: each is bounded on its own.
+        kept, files = await self._with_files(key, msgs, fit(transcript))
         members = await self._directory.member_names(key.channel)
         room = self._store.room_kinds.get(key.channel) if key.thread_key else None
         turn = Turn(
@@ -143,8 +148,32 @@ class Transcripts:
                 *self._reactions(key, since, through),
                 *(line for note in self.notes for line in note(self.instance, key, msgs)),
             ),
+            files=tuple(files),
         )
         return recall.apply(turn), recall
+
+    async def _with_files(
+        self, key: ThreadKey, msgs: Sequence[MessageRow], lines: list[Line]
+    ) -> tuple[list[Line], list[SeenFile]]:
+        """The files of the messages the turn answers, downloaded now (after the inbox
+        recorded them, never on the ack path) and shown in place of their ``[file: name]``
+        words; the lines of other messages keep those words (docs/agents.md "Files")."""
+        if self._files is None:
+            return lines, []
+        refs = self._store.message_files.of(self.instance, key.channel, [m.ts for m in msgs])
+        if not refs:
+            return lines, []
+        shown: list[SeenFile] = []
+        out: list[Line] = []
+        for line in lines:
+            mine = refs.get(line.ts)
+            if not mine:
+                out.append(line)
+                continue
+            seen = await seen_files(self._files, mine, instance=self.instance, chars=self._files.chars)
+            shown += seen
+            out.append(dataclasses.replace(line, text=with_files(line.text, mine, seen)))
+        return out, shown
 
     async def build_sourced(self, origin: TurnOrigin, room: str, text: str) -> tuple[Turn, Recall]:
         """A turn no message woke (a scheduled run, docs/architecture.md): ``text`` from the
@@ -242,6 +271,19 @@ def with_late(rows: Sequence[MessageRow], msgs: Sequence[MessageRow], since: str
     of its thread had its turn. The turn consumes it, so it must be shown it."""
     late = [m for m in msgs if since is not None and m.ts <= since]
     return sorted([*late, *rows], key=lambda row: float(row.ts)) if late else list(rows)
+
+
+def with_files(text: str, refs: Sequence[FileRef], seen: Sequence[SeenFile]) -> str:
+    """A message's text with each file's ``[file: name]`` line replaced by what the turn
+    is shown of it (appended when the words are not there)."""
+    rows = text.split("\n")
+    extra: list[str] = []
+    for ref, file in zip(refs, seen, strict=False):
+        try:
+            rows[rows.index(ref.label)] = file.shown
+        except ValueError:
+            extra.append(file.shown)
+    return "\n".join([*rows, *extra])
 
 
 def room_label(key: ThreadKey) -> str:

@@ -1,0 +1,80 @@
+"""The files stored messages carry (docs/agents.md "Files"): one row per message that has
+any, written with the message, read by the turn that answers it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import bindparam, text
+
+from nanoslack.inbound import FileRef, Inbound
+from nanoslack.store.database import Database
+from nanoslack.store.rows import Row
+from nanoslack.store.tables import MessageFilesRow
+
+_ROW = Row(MessageFilesRow)
+_ADD = text(_ROW.insert() + " ON CONFLICT DO NOTHING")
+_OF = text(
+    "SELECT ts, files FROM message_files WHERE instance = :instance AND channel = :channel AND ts IN :ts"
+).bindparams(bindparam("ts", expanding=True))
+_IDS = text("SELECT files FROM message_files")
+
+
+class MessageFiles:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def add(self, msg: Inbound) -> None:
+        """In the transaction that stores ``msg`` (a message without files writes nothing)."""
+        if not msg.files:
+            return
+        row = {
+            "instance": msg.instance,
+            "channel": msg.channel,
+            "ts": msg.ts,
+            "files": json.dumps([list(f) for f in msg.files], ensure_ascii=False),
+            "created_at": time.time(),
+        }
+        with self._db.transaction() as conn:
+            conn.execute(_ADD, row)
+
+    def of(self, instance: str, channel: str, ts: Sequence[str]) -> dict[str, tuple[FileRef, ...]]:
+        """The files of the messages ``ts`` of a channel, by ts (those without files absent)."""
+        if not ts:
+            return {}
+        with self._db.read() as conn:
+            rows = conn.execute(_OF, {"instance": instance, "channel": channel, "ts": list(ts)}).all()
+        return {str(r[0]): _refs(str(r[1])) for r in rows}
+
+    def file_ids(self) -> set[str]:
+        """Every file id a stored message still names: what the download cache may keep."""
+        with self._db.read() as conn:
+            rows = conn.execute(_IDS).all()
+        return {ref.id for (files,) in rows for ref in _refs(str(files))}
+
+
+def _refs(raw: str) -> tuple[FileRef, ...]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return ()
+    return tuple(_ref(item) for item in _items(data))
+
+
+def _items(data: object) -> Iterable[list[object]]:
+    return [item for item in data if isinstance(item, list)] if isinstance(data, list) else []
+
+
+def _ref(item: list[object]) -> FileRef:
+    values = [*item, "", "", "", 0, "", ""][:6]
+    size = values[3]
+    return FileRef(
+        str(values[0]),
+        str(values[1]),
+        str(values[2]),
+        size if isinstance(size, int) else 0,
+        str(values[4]),
+        str(values[5]),
+    )

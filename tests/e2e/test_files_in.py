@@ -1,0 +1,209 @@
+"""Files in (docs/agents.md "Files"): what a person shares reaches the turn that answers it,
+end to end against the emulator, with the fleet's real Slack clients and the local model
+server. A file that cannot be had, or does not read as what it says it is, is a line the
+agent reads; the turn answers anyway."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
+from nanoslack.testing.ports import free_socket
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import openai_env
+
+
+def png(width: int = 2, height: int = 2) -> bytes:
+    """A real, tiny PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _teammates(room: Room) -> Path:
+    root = room.tmp / "teammates"
+    (root / "dana").mkdir(parents=True, exist_ok=True)
+    (root / "dana" / "SOUL.md").write_text("You are Dana.\n")
+    return root
+
+
+def _statuses(room: Room) -> list[str]:
+    return [str(r[0]) for r in room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")]
+
+
+async def _turns_done(room: Room, n: int) -> None:
+    await room.emu.wait_for(
+        lambda: len(_statuses(room)) == n and "running" not in _statuses(room), timeout=20
+    )
+
+
+def _prompt(llm: LLMServer, turn: int = 0) -> str:
+    """The user prompt of a turn's first request (its last message), as text."""
+    firsts = [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"]
+    content = firsts[turn].json["messages"][-1]["content"]
+    if not isinstance(content, str):
+        content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    # The transcript indents a message's later lines under its sender.
+    return "\n".join(line.removeprefix("  ") for line in content.split("\n"))
+
+
+def _first(llm: LLMServer, turn: int = 0) -> Any:
+    return [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"][turn]
+
+
+def _answers(llm: LLMServer, turns: int) -> None:
+    llm.openai.push(*(a for i in range(turns) for a in (openai_answer(send(f"answer {i}")), openai_text())))
+
+
+async def _share(room: Room, name: str, content: bytes | str, **kw: Any) -> str:
+    text = f"{room.mention('dana')} look"
+    message = await room.emu.share_file(room.human.id, room.channel, name, content, text=text, **kw)
+    return str(message["ts"])
+
+
+async def test_an_image_a_person_shares_reaches_the_model_as_an_image(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    image = png()
+    async with LLMServer() as llm:
+        _answers(llm, 2)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        ts = await _share(room, "shot.png", image)
+        await _turns_done(room, 1)
+        first = _first(llm)
+        assert first.images() == [("image/png", image)]
+        assert "[file: shot.png (" in _prompt(llm)
+        # The next turn in the room replays the first one's line, never the image again.
+        await room.emu.post_as_user(
+            room.human.id, room.channel, f"{room.mention('dana')} and now?", thread_ts=ts
+        )
+        await _turns_done(room, 2)
+        later = _first(llm, 1)
+    assert later.images() == []
+    assert "shot.png" in json.dumps(later.json["messages"])
+    assert _statuses(room) == ["done", "done"]
+
+
+async def test_a_csv_a_person_shares_reaches_the_model_as_its_rows(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    rows = "city,people\nLyon,522250\nNantes,320732\n"
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        await _share(room, "cities.csv", rows)
+        await _turns_done(room, 1)
+    prompt = _prompt(llm)
+    assert f"[file: cities.csv ({len(rows)} B)]\n{rows}" in prompt
+    assert _first(llm).images() == []
+
+
+async def test_a_long_text_file_is_cut_with_a_line_saying_how_much_was_not_shown(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    log = "".join(f"line {i}\n" for i in range(5000))
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(
+            ["dana"], **openai_env(room.human.id, llm, _teammates(room), NANOSLACK_FILE_CHARS="100")
+        )
+        await _share(room, "app.log", log)
+        await _turns_done(room, 1)
+    prompt = _prompt(llm)
+    assert log[:100] in prompt
+    assert log[:101] not in prompt
+    assert "of this file not shown: the first 100 characters are]" in prompt
+
+
+async def test_files_that_cannot_be_had_each_become_a_line_and_the_turn_still_answers(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 3)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        await _share(room, "big.bin", b"\0" * (30 * 1024 * 1024))
+        await _turns_done(room, 1)
+        await _share(room, "secret.txt", "no", fault="refused")
+        await _turns_done(room, 2)
+        await _share(room, "old.txt", "gone", fault="gone")
+        await _turns_done(room, 3)
+    assert "[file: big.bin: could not be fetched: too big (30.0 MB; the limit is 20.0 MB" in _prompt(llm, 0)
+    assert "[file: secret.txt: could not be fetched: Slack refused the download (HTTP 403)]" in _prompt(
+        llm, 1
+    )
+    assert "[file: old.txt: could not be fetched: the file is gone" in _prompt(llm, 2)
+    assert _statuses(room) == ["done", "done", "done"]
+    # Each turn answered in the room.
+    assert room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana' AND status = 'sent'") == [(3,)]
+
+
+async def test_the_bot_token_never_follows_a_redirect_to_another_host(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    seen: list[dict[str, str]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.Response(body=b"stolen", content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = free_socket("127.0.0.1")
+    port = sock.getsockname()[1]
+    site = web.SockSite(runner, sock)
+    await site.start()
+    try:
+        async with LLMServer() as llm:
+            _answers(llm, 1)
+            await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+            await _share(
+                room, "notes.txt", "hello", fault="redirect", location=f"http://127.0.0.1:{port}/steal"
+            )
+            await _turns_done(room, 1)
+    finally:
+        await runner.cleanup()
+    assert seen == []  # not followed at all: the other host never heard from the fleet
+    assert "Slack redirected it to another host (127.0.0.1:" in _prompt(llm)
+    assert _statuses(room) == ["done"]
+
+
+async def test_bad_files_each_become_a_clear_line_and_the_turn_still_answers(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 4)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        await _share(room, "photo.png", b"this is not a png at all", mimetype="image/png")
+        await _turns_done(room, 1)
+        await _share(room, "empty.txt", b"")
+        await _turns_done(room, 2)
+        await _share(room, "latin.txt", "café crème".encode("latin-1"))
+        await _turns_done(room, 3)
+        await _share(
+            room, "report.pdf", b"%PDF-1.4\nthis is not really a pdf\n%%EOF", mimetype="application/pdf"
+        )
+        await _turns_done(room, 4)
+        prompts = [_prompt(llm, i) for i in range(4)]
+        assert _first(llm, 0).images() == []
+    assert "[file: photo.png: said to be image/png, but its bytes are not such an image]" in prompts[0]
+    assert "[file: empty.txt: the file is empty]" in prompts[1]
+    assert "[file: latin.txt: text in an encoding not readable here" in prompts[2]
+    assert "[file: report.pdf: a PDF that does not parse" in prompts[3]
+    assert _statuses(room) == ["done"] * 4
