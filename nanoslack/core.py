@@ -41,6 +41,7 @@ from nanoslack.a2a import A2APolicy, install_a2a_policy
 from nanoslack.agents import (
     Agent,
     CommandAgent,
+    ToolResult,
     build_agent,
     make_http_client,
 )
@@ -69,6 +70,7 @@ from nanoslack.store import Store
 from nanoslack.team import TeamFeature
 from nanoslack.tools import McpTools, ToolApprover, Toolboxes
 from nanoslack.tools.approvals import OwnerToolApprover
+from nanoslack.tools.ask import AskRequest
 from nanoslack.tools.mcp import TeammateMcp
 from nanoslack.tools.memory import Notes
 from nanoslack.tools.serve import HostToolServer
@@ -169,6 +171,11 @@ class InstanceCore:
     def wake(self) -> None:
         """Something for this instance's turns committed elsewhere (a sibling's handoff)."""
         self._turns.wake()
+
+    async def answer_ask(self, request: AskRequest) -> ToolResult:
+        """A sibling's ``ask_agent`` (docs/agents.md "Asking a teammate"): a turn of this
+        instance answers it, on the asking turn's task."""
+        return await self._turns.asked.answer(request)
 
     def held_rooms(self) -> frozenset[str]:
         """Rooms whose agents' replies wait (halted), for the edge's poster."""
@@ -384,6 +391,7 @@ def build_turns(
             mcp=mcp,
             approver=approver,
             toolsets=[toolset for feature in features for toolset in feature.toolsets()],
+            ask=services.ask,
         ),
         halts=halts,
         features=features,
@@ -434,6 +442,7 @@ class FleetCore:
             dollars=ledger,
             daily_usd=self._daily_usd,
             wake=self._wake,
+            ask=self._ask,
             setting=settings.value,
             dm_reply_chars=STREAM_MAX_CHARS if settings.surface.stream else MAX_CHARS,
             bot_sender=self._bot_sender,
@@ -470,6 +479,19 @@ class FleetCore:
         core = self.instances.get(instance)
         if core is not None:
             core.wake()
+
+    async def _ask(self, request: AskRequest) -> ToolResult:
+        """An ask reaches a teammate this process runs. One another process runs (several
+        hosts) is refused, saying so: its turn could not be waited on, nor cancelled, from here."""
+        core = self.instances.get(request.to)
+        if core is None:
+            reason = (
+                f"not asked: {request.to} runs in another process (several hosts), and an ask reaches "
+                "only a teammate run here; hand the work over with send_to_agent in a group conversation"
+            )
+            log.info("ask refused", instance=request.asker, to=request.to, reason=reason)
+            return ToolResult(reason, is_error=True)
+        return await core.answer_ask(request)
 
     def agent_for(self, name: str) -> Agent | None:
         """The instance's back end; None (logged, with the key to fix) when it has none."""

@@ -22,6 +22,7 @@ from nanoslack.inbound import Identity
 from nanoslack.metrics import FleetMetrics
 from nanoslack.replies import MAX_CHARS
 from nanoslack.store import Store
+from nanoslack.tools.ask import AskRoute
 from nanoslack.worker import FleetBacklog, Observers
 
 
@@ -63,6 +64,9 @@ class Services:
     daily_usd: Callable[[str], float | None] = lambda _instance: None
     # Wakes the turns of a sibling this process runs (a handoff to it committed).
     wake: Callable[[str], None] = lambda _instance: None
+    # Runs an ``ask_agent`` in the asked sibling's turns (docs/agents.md "Asking a teammate");
+    # None: the tool is not offered.
+    ask: AskRoute | None = None
     # The fleet's merged settings view: what ``${VAR}`` in an MCP config reads.
     setting: Callable[[str], str | None] = lambda _key: None
     # How long one DM reply may be before it is split: a streamed one is one message of

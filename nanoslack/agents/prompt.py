@@ -23,7 +23,8 @@ text (``render_thread``). The opening (``opening``) is the system prompt with th
 notes block; it stays the same inside a thread, so providers' prompt caches hit.
 
 A routine's run opens with ``[Routine "<name>"]`` and shows its prompt (and its gate's
-output) as the transcript.
+output) as the transcript. A teammate's ask opens with ``[Asked by <name>]`` and shows its
+question (and the files it passed on) as the transcript.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ def render_line(line: Line) -> str:
 EARLIER_TURNS_NOT_SHOWN = "… {n} earlier turns not shown"
 NEW_SINCE = "--- new since your last turn ---"
 ORIGIN_TAG = '[{kind} "{name}"]'
+ASKED_TAG = "[Asked by {name}]"
+ASKED_GUIDE = (
+    "{name} asked you this and waits for your answer: answer with send_message. What you send goes "
+    "to {name} only, as the answer; nothing is posted in Slack."
+)
 
 
 def render_prompt(turn: Turn) -> str:
@@ -85,6 +91,8 @@ def render_prompt(turn: Turn) -> str:
     if turn.origin is not None:
         # A turn no message woke says so first: nobody spoke (a routine's schedule woke it).
         lines.insert(0, ORIGIN_TAG.format(kind=turn.origin.kind.capitalize(), name=turn.origin.name))
+    elif turn.asked_by:
+        lines.insert(0, ASKED_TAG.format(name=turn.asked_by))
     if turn.mission:
         lines.append(f"Mission: {turn.mission}")
     lines.extend(turn.notes_changed)
@@ -94,6 +102,8 @@ def render_prompt(turn: Turn) -> str:
     if turn.origin is not None:
         if turn.origin.guide:
             lines.append(turn.origin.guide)
+    elif turn.asked_by:
+        lines.append(ASKED_GUIDE.format(name=turn.asked_by))
     elif any(line.handoff for line in turn.transcript):
         lines.append(HANDOFF_GUIDE)
     lines.extend(turn.notes)

@@ -118,6 +118,9 @@ class Turn:
     # The files of the messages the turn answers (docs/agents.md "Files"), in order; their
     # text is in the transcript already, images go to the model as image input.
     files: tuple[SeenFile, ...] = ()
+    # A teammate's ``ask_agent`` (docs/agents.md "Asking a teammate"): the asker's name. The
+    # turn posts nothing; what it says is the asker's tool result.
+    asked_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)

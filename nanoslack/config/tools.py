@@ -13,6 +13,7 @@ from nanoslack.config.values import positive_int, positive_seconds, split_list, 
 DEFAULT_MAX_STEPS = 12
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 DEFAULT_APPROVAL_TIMEOUT_S = 300.0
+DEFAULT_ASK_TIMEOUT_S = 120.0
 DEFAULT_WORKING_REACTION = "eyes"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -27,6 +28,7 @@ class ToolSettings:
     instances: tuple[str, ...] = ()
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT_S  # NANOSLACK_TOOL_TIMEOUT
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT_S  # NANOSLACK_TOOL_APPROVAL_TIMEOUT
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT_S  # NANOSLACK_ASK_TIMEOUT: how long ask_agent waits
     allow_broadcast: bool = False  # NANOSLACK_ALLOW_BROADCAST
     working_reaction: str = DEFAULT_WORKING_REACTION  # NANOSLACK_WORKING_REACTION ("": none)
     # NANOSLACK_MAX_STEPS and its per-instance NANOSLACK_MAX_STEPS_<SUF>.
@@ -73,6 +75,7 @@ def parse_tool_settings(
         approval_timeout=positive_seconds(
             env, "NANOSLACK_TOOL_APPROVAL_TIMEOUT", DEFAULT_APPROVAL_TIMEOUT_S, log
         ),
+        ask_timeout=positive_seconds(env, "NANOSLACK_ASK_TIMEOUT", DEFAULT_ASK_TIMEOUT_S, log),
         allow_broadcast=(env.get("NANOSLACK_ALLOW_BROADCAST") or "").strip().lower() in _TRUE,
         working_reaction=DEFAULT_WORKING_REACTION if reaction is None else reaction.strip().strip(":"),
         max_steps_default=default_steps,

@@ -34,8 +34,9 @@ from nanoslack.config import (
 from nanoslack.control import HALTED, RoomControl
 from nanoslack.gate import Gate
 from nanoslack.halts import Halts
-from nanoslack.store import ApprovalRow, Store, sqlite_url
+from nanoslack.store import ApprovalRow, Store, TurnRow, sqlite_url
 from nanoslack.team.board import render as render_board
+from nanoslack.tools.ask import ASK_AGENT, ask_key
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -256,26 +257,47 @@ def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
 
 
 def _steps(store: Store, turn_id: int, out: TextIO) -> int:
-    """One turn's model and tool calls, in order (docs/agents.md)."""
+    """One turn's model and tool calls, in order (docs/agents.md); under each ``ask_agent``
+    call, the turn that answered it (``<step>.0``) and that turn's steps (``<step>.<n>``)."""
     if store.turns.get(turn_id) is None:
         raise AdminError(f"no turn {turn_id}")
-    rows = [
-        (
-            s.step,
-            s.kind,
-            s.name,
-            _short(s.arguments or ""),
-            s.result_size if s.kind == "tool" else "",
-            s.tokens if s.kind == "model" else "",
-            usd(s.cost_usd) if s.cost_usd is not None else "",
-            f"{s.ms:.0f}",
-            _short(s.error or ""),
-        )
-        for s in store.steps.of(turn_id)
-    ]
+    rows = _step_rows(store, turn_id, "")
     header = ("STEP", "KIND", "NAME", "ARGUMENTS", "RESULT", "TOKENS", "USD", "MS", "ERROR")
     table(out, header, rows, f"turn {turn_id} made no model or tool call")
     return 0
+
+
+def _step_rows(store: Store, turn_id: int, prefix: str) -> list[tuple[object, ...]]:
+    asked = {t.thread_key: t for t in store.turns.asked_by(turn_id)}
+    rows: list[tuple[object, ...]] = []
+    asks = 0
+    for s in store.steps.of(turn_id):
+        step = f"{prefix}{s.step}"
+        rows.append(
+            (
+                step,
+                s.kind,
+                s.name,
+                _short(s.arguments or ""),
+                s.result_size if s.kind == "tool" else "",
+                s.tokens if s.kind == "model" else "",
+                usd(s.cost_usd) if s.cost_usd is not None else "",
+                f"{s.ms:.0f}",
+                _short(s.error or ""),
+            )
+        )
+        if s.kind == "tool" and s.name == ASK_AGENT:
+            asks += 1
+            answered = asked.get(ask_key(turn_id, asks))
+            if answered is not None:
+                rows.append(_asked_row(answered, f"{step}.0"))
+                rows += _step_rows(store, answered.id, f"{step}.")
+    return rows
+
+
+def _asked_row(turn: TurnRow, step: str) -> tuple[object, ...]:
+    what = f"asked turn {turn.id}: {turn.status}"
+    return (step, "turn", turn.instance, what, "", turn.tokens, "", "", _short(turn.error or ""))
 
 
 def _short(text: str) -> str:

@@ -68,6 +68,8 @@ _LAST_THROUGH = text(
 _RECENT = text(f"SELECT {_TURN.sql} FROM turns ORDER BY id DESC LIMIT :limit")
 _RECENT_OF = text(f"SELECT {_TURN.sql} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
 _GET = text(f"SELECT {_TURN.sql} FROM turns WHERE id = :id")
+# The turns that answered a turn's asks (``thread_key`` ``ask:<turn>:<n>``: docs/agents.md).
+_ASKED = text(f"SELECT {_TURN.sql} FROM turns WHERE thread_key LIKE :prefix ORDER BY id")
 _ADD_USAGE = text(
     Row(AgentUsage).insert()
     + " ON CONFLICT (instance, day) DO UPDATE SET tokens = agent_usage.tokens + excluded.tokens"
@@ -160,6 +162,12 @@ class Turns:
         with self._db.transaction() as conn:
             r = conn.execute(_GET, {"id": turn_id}).first()
         return _TURN.first(r)
+
+    def asked_by(self, turn_id: int) -> list[TurnRow]:
+        """The turns that answered this turn's ``ask_agent`` calls, oldest first."""
+        with self._db.read() as conn:
+            rows = conn.execute(_ASKED, {"prefix": f"ask:{turn_id}:%"}).all()
+        return _TURN.all(rows)
 
     def recent(self, *, instance: str | None = None, limit: int = 20) -> list[TurnRow]:
         with self._db.transaction() as conn:

@@ -5,7 +5,7 @@
 - ``send_to_agent(to, message)``: hand a scoped task to a sibling instance
   (a configured one, else the refusal lists those it may reach; ``NANOSLACK_A2A_ALLOW``,
   the chief exempt both ways, never to itself, a relay two deep at most, group
-  conversations only);
+  conversations only: in a DM the refusal names ``ask_agent``, ``nanoslack.tools.ask``);
 - ``message_owner(text)``: a DM to every owner from this instance, once a turn;
 - ``react(emoji)``: a reaction on the message the turn answers (no post, no hop).
 
@@ -108,6 +108,9 @@ class HostContext:
     # The fleet's configured instances (``ToolSettings.instances``), the names a handoff can
     # reach; None when the fleet is not known (a toolbox built alone): no name is checked.
     fleet: tuple[str, ...] | None = None
+    # The teammate whose ``ask_agent`` this turn answers ("" for any other turn): the turn
+    # posts nothing in Slack, so it neither hands off nor messages the owners.
+    asked_by: str = ""
 
 
 class HostTools:
@@ -180,6 +183,8 @@ class HostTools:
         if len(self.effects.posts) >= MAX_POSTS:
             return ToolResult(f"not posted: a turn posts at most {MAX_POSTS} messages", is_error=True)
         self.effects.posts.append(text.strip())
+        if self._ctx.asked_by:
+            return ToolResult(f"sent to {self._ctx.asked_by} as your answer")
         return ToolResult("posted")
 
     def _read_skill(self, name: str) -> ToolResult:
@@ -208,11 +213,19 @@ class HostTools:
             return "not sent: you cannot hand off to yourself"
         fleet = self._ctx.fleet
         if fleet is not None and to not in fleet:
-            return self._unknown_teammate(to, tuple(n for n in fleet if self._ctx.may_hand_off(me, n)))
+            return unknown_teammate(to, tuple(n for n in fleet if self._ctx.may_hand_off(me, n)))
         if not message.strip():
             return "not sent: the message is empty"
+        if self._ctx.asked_by:
+            return (
+                f"not sent: you are answering {self._ctx.asked_by}'s question, which posts nothing; "
+                "answer them with send_message (ask_agent to consult a teammate)"
+            )
         if self._ctx.is_dm:
-            return "not sent: send_to_agent works in a group conversation, not in a direct message"
+            return (
+                "not sent: send_to_agent works in a group conversation, not in a direct message; "
+                "to ask a teammate and wait for the answer here, use ask_agent"
+            )
         if self._ctx.handoff_depth >= MAX_RELAY_DEPTH:
             return (
                 f"not sent: this turn answers a relay of {self._ctx.handoff_depth} handoffs, the most there "
@@ -224,13 +237,11 @@ class HostTools:
             return f"not sent: a turn hands off at most {MAX_HANDOFFS} times"
         return None
 
-    @staticmethod
-    def _unknown_teammate(to: str, teammates: tuple[str, ...]) -> str:
-        """A name no configured instance has: a handoff to it would never be answered."""
-        reach = ", ".join(teammates) if teammates else "none (NANOSLACK_A2A_ALLOW lists no pair from you)"
-        return f"not sent: no teammate is named {to}; the teammates you may reach: {reach}"
-
     def _message_owner(self, text: str) -> ToolResult:
+        if self._ctx.asked_by:
+            return ToolResult(
+                f"not sent: you are answering {self._ctx.asked_by}'s question, which posts nothing", True
+            )
         if not self._ctx.owners:
             return ToolResult("not sent: no owner is configured (SLACK_OWNER)", is_error=True)
         if self.effects.owner_messages:
@@ -239,6 +250,12 @@ class HostTools:
             return ToolResult("not sent: the text is empty", is_error=True)
         self.effects.owner_messages.append(text.strip())
         return ToolResult("sent to the owners")
+
+
+def unknown_teammate(to: str, teammates: tuple[str, ...]) -> str:
+    """A name no configured instance has: a handoff (or an ask) to it would never be answered."""
+    reach = ", ".join(teammates) if teammates else "none (NANOSLACK_A2A_ALLOW lists no pair from you)"
+    return f"not sent: no teammate is named {to}; the teammates you may reach: {reach}"
 
 
 def react_target(msgs: Sequence[MessageRow]) -> tuple[str, str] | None:

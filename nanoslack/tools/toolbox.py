@@ -27,6 +27,7 @@ from nanoslack.budgets import DollarLedger, RoomBudget, usd
 from nanoslack.config import ToolSettings
 from nanoslack.logs import get_logger, redact_text
 from nanoslack.store import MessageRow, Store
+from nanoslack.tools.ask import AskContext, AskedBy, AskRoute, AskTools
 from nanoslack.tools.host import HostContext, HostTools, TurnEffects, react_target
 
 log = get_logger(__name__)
@@ -295,6 +296,8 @@ class Toolboxes:
     approver: ToolApprover | None = None
     # The fleet's further tool families (notes, team rooms, routines), built for each turn.
     toolsets: Sequence[ToolFamily] = ()
+    # Where ``ask_agent`` runs an ask (the asked instance's turns); None: not offered.
+    ask: AskRoute | None = None
 
     def for_turn(
         self,
@@ -304,7 +307,9 @@ class Toolboxes:
         *,
         max_steps: int | None = None,
         own_tokens_left: Callable[[], int | None] | None = None,
+        asked: AskedBy | None = None,
     ) -> TurnToolbox:
+        """``asked``: the turn answers a teammate's ask (docs/agents.md "Asking a teammate")."""
         services, effects = self.services, TurnEffects()
         settings = services.tools
         host = HostTools(
@@ -317,8 +322,21 @@ class Toolboxes:
                 may_hand_off=settings.may_hand_off,
                 react_to=react_target(msgs),
                 fleet=settings.instances or None,
+                asked_by=asked.chain[-1] if asked else "",
             ),
             effects,
+        )
+        ask = AskTools(
+            AskContext(
+                instance=self.instance,
+                turn_id=turn_id,
+                channel=turn.channel,
+                may_ask=settings.may_hand_off,
+                fleet=settings.instances or None,
+                timeout=settings.ask_timeout,
+                route=self.ask,
+                asked=asked,
+            )
         )
         budget = TurnBudget(
             self.instance,
@@ -343,6 +361,6 @@ class Toolboxes:
             else settings.max_steps(self.instance),
             mcp=self.mcp,
             approver=self.approver,
-            families=[build(turn_id, turn, msgs, effects) for build in self.toolsets],
+            families=[ask.tools(), *(build(turn_id, turn, msgs, effects) for build in self.toolsets)],
             billed=settings.memory.billed,
         )

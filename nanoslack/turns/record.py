@@ -264,6 +264,28 @@ class TurnRecorder:
         self._ended("failed")
         log.warning("turn failed", instance=self.instance, turn=turn_id, error=error)
 
+    def asked(
+        self, turn_id: int, turn: Turn, status: str, effects: TurnEffects, *, answer: int = 0, error: str = ""
+    ) -> None:
+        """A turn that answered a teammate's ask (docs/agents.md "Asking a teammate"): nothing is
+        posted, so only the turn row ends (``answer``: the answer's characters, as ``posts``
+        0 or 1), with what its note tools meant to do. ``cancelled``: the asker stopped waiting."""
+        with self._store.transaction():
+            if not self._store.turns.finish(turn_id, status, posts=0, error=error or None):
+                return
+            if effects.acts:
+                for feature in self._features:
+                    feature.apply(turn_id, turn, effects)
+        self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
+        log.info(
+            "asked turn ended",
+            instance=self.instance,
+            turn=turn_id,
+            status=status,
+            asked_by=turn.asked_by,
+            answer_chars=answer,
+        )
+
     def halted(self, turn_id: int) -> None:
         self._store.turns.finish(turn_id, "halted")
         self._ended("halted")

@@ -47,6 +47,7 @@ from nanoslack.shutdown import Shutdown
 from nanoslack.store import MessageRow
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
+from nanoslack.turns.asked import AskedTurns
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignal, TurnSignals, Waking
 from nanoslack.turns.slot import TurnSlot
@@ -131,6 +132,20 @@ class TurnScheduler:
         self._woken: dict[ThreadKey, bool] = {}  # the thread, and whether a message was just allowed there
         self._scan_all = True
         self._scanned_at = 0.0
+        # The turns that answer siblings' asks (docs/agents.md "Asking a teammate"): they run
+        # on the asking turn's task, not here, with this instance's agent, tools and recorder.
+        self.asked = AskedTurns(
+            instance=instance,
+            store=services.store,
+            agent=agent,
+            transcripts=transcripts,
+            recorder=recorder,
+            toolboxes=toolboxes,
+            halts=halts,
+            room_budget=room_budget,
+            sender_of=services.bot_sender,
+            closing=lambda: self._closing,
+        )
 
     def wake(self) -> None:
         """Look at every thread with a pending message (an approval, a resume, a budget

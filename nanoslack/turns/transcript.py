@@ -212,6 +212,29 @@ class Transcripts:
         )
         return recall.apply(turn), recall
 
+    def build_asked(
+        self, *, asker: str, sender_id: str, channel: str, thread_key: str, question: str
+    ) -> tuple[Turn, Recall]:
+        """A teammate's ask (docs/agents.md "Asking a teammate"): the question (with the files
+        it passed on) is all it is shown of the asker's conversation, after its own persona and
+        notes; nothing of the thread the asker is in. Each ask is a conversation of its own
+        (``thread_key``), so no ask replays another."""
+        recall = self.memory.recall(channel, thread_key, persona=self._persona(), owner_dm=False)
+        turn = Turn(
+            instance=self.instance,
+            name=self.instance,
+            channel=channel,
+            thread_ts="",
+            sender_id=sender_id,
+            wrapping_up=False,
+            room="Private question",
+            members=(asker,),
+            transcript=(Line(ts="", sender_id=sender_id, sender_name=asker, text=question),),
+            system=recall.system,
+            asked_by=asker,
+        )
+        return recall.apply(turn), recall
+
     def _reactions(self, key: ThreadKey, since: str | None, through: str) -> list[str]:
         """People's reactions to this instance's posts in the thread since its last turn
         there (docs/agents.md)."""

@@ -353,6 +353,7 @@ DESIGN_KEYS = [
     "NANOSLACK_CHIEF",
     "NANOSLACK_TOOL_TIMEOUT",
     "NANOSLACK_TOOL_APPROVAL_TIMEOUT",
+    "NANOSLACK_ASK_TIMEOUT",
     "NANOSLACK_ALLOW_BROADCAST",
     "NANOSLACK_WORKING_REACTION",
     "NANOSLACK_STREAM",
@@ -373,6 +374,14 @@ def test_env_example_documents_every_design_key_with_a_comment_and_no_values() -
         (index,) = [i for i, line in enumerate(lines) if line.lstrip("# ").startswith(f"{key}=")]
         assert lines[index - 1].startswith("# "), key
         assert lines[index].split("=", 1)[1] == "", key
+
+
+def test_ask_timeout_is_120_seconds_unless_set_and_warns_on_a_bad_value(tmp_path: Path) -> None:
+    assert load_settings(tmp_path / ".env", {}).tools.ask_timeout == 120.0
+    assert load_settings(tmp_path / ".env", {"NANOSLACK_ASK_TIMEOUT": "2.5"}).tools.ask_timeout == 2.5
+    with capture_logs() as logs:
+        assert load_settings(tmp_path / ".env", {"NANOSLACK_ASK_TIMEOUT": "0"}).tools.ask_timeout == 120.0
+    assert any(e.get("key") == "NANOSLACK_ASK_TIMEOUT" for e in logs)
 
 
 def test_dm_replies_stream_by_default_and_stream_0_turns_it_off(tmp_path: Path) -> None:

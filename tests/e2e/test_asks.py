@@ -1,0 +1,258 @@
+"""ask_agent end to end (docs/agents.md "Asking a teammate"): an agent asks a teammate and
+waits; the teammate answers in a turn of its own that posts nothing in Slack, its answer is
+the asker's tool result, and ``nanoslack turns --steps`` shows the chain. A model that hangs
+is cut off at NANOSLACK_ASK_TIMEOUT and its turn cancelled."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nanoslack.ops import admin
+from nanoslack.testing.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import openai_env
+
+NAMES = ("dana", "eli", "fay")
+
+
+def teammates(room: Room) -> Path:
+    root = room.tmp / "teammates"
+    for name in NAMES:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "SOUL.md").write_text(f"You are {name}, a teammate.\n")
+    return root
+
+
+def by_instance(scripts: dict[str, Sequence[Answer]]) -> Callable[[Request], Answer]:
+    """One model server for the fleet: each instance's requests answered from its own script
+    (told apart by the persona in the system message), then with an empty answer."""
+    queues = {name: list(answers) for name, answers in scripts.items()}
+
+    def answer(request: Request) -> Answer:
+        messages = (request.json or {}).get("messages", [])
+        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        who = next((name for name in NAMES if f"You are {name}," in system), "")
+        queue = queues.get(who, [])
+        return queue.pop(0) if queue else openai_text()
+
+    return answer
+
+
+def ask(to: str, question: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    return ("ask_agent", {"to": to, "question": question, **extra})
+
+
+def prompts_of(llm: LLMServer, name: str) -> list[str]:
+    """The user prompts (the last user message) the model was sent for ``name``'s turns."""
+    found = []
+    for request in llm.openai.requests:
+        messages = (request.json or {}).get("messages", [])
+        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        if f"You are {name}," in system:
+            users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+            found.append(users[-1] if users else "")
+    return found
+
+
+def bot_posts(room: Room, name: str) -> list[str]:
+    bot_id = room.apps[name].bot_id
+    return [
+        str(m["text"])
+        for conv in room.emu.conversations()
+        for m in room.emu.all_messages(conv.id)
+        if m.get("bot_id") == bot_id
+    ]
+
+
+def settled(room: Room) -> bool:
+    return room.sql(
+        "SELECT (SELECT count(*) FROM messages WHERE status = 'pending')"
+        " + (SELECT count(*) FROM turns WHERE status = 'running')"
+        " + (SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending'))"
+    ) == [(0,)]
+
+
+def dm_with(room: Room, name: str) -> str:
+    return room.emu.create_conversation([room.human.id, room.apps[name].bot_user_id], kind="im").id
+
+
+def steps_listing(room: Room, turn_id: int) -> list[list[str]]:
+    out = io.StringIO()
+    assert admin.turns_main(["--db", str(room.db), "--steps", str(turn_id)], out=out) == 0
+    return [line.split() for line in out.getvalue().splitlines()[1:]]
+
+
+async def test_in_a_dm_dana_asks_eli_and_answers_her_owner_with_elis_words_while_eli_posts_nothing(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [
+                    openai_answer(ask("eli", "When do we ship?")),
+                    openai_answer(send("eli says: Friday, after the freeze.")),
+                ],
+                "eli": [openai_answer(send("Friday, after the freeze.")), openai_text()],
+            }
+        )
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        dm = dm_with(room, "dana")
+        await room.emu.post_as_user(room.human.id, dm, "when do we ship? ask eli")
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli says: Friday, after the freeze."] and settled(room),
+            timeout=20,
+        )
+
+    assert bot_posts(room, "eli") == []  # eli answered dana, not Slack
+    eli_prompt = prompts_of(llm, "eli")[0]
+    assert eli_prompt.startswith("[Asked by dana]")
+    assert "When do we ship?" in eli_prompt
+    assert "ask eli" not in eli_prompt  # the asker's conversation is not shown, only the question
+    # dana's model read eli's words as the tool's result.
+    results = {r for req in llm.openai.requests for r in req.tool_results() if "Friday" in r}
+    assert "Friday, after the freeze." in results
+    ((dana_turn,),) = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
+    ((eli_turn, key, status, tokens),) = room.sql(
+        "SELECT id, thread_key, status, tokens FROM turns WHERE instance = 'eli'"
+    )
+    assert (key, status) == (f"ask:{dana_turn}:1", "done")
+    assert tokens > 0  # eli's own budget paid for its turn
+    assert room.sql("SELECT sum(tokens) FROM agent_usage WHERE instance = 'eli'") == [(tokens,)]
+    listing = steps_listing(room, dana_turn)
+    assert [row[:3] for row in listing] == [
+        ["1", "model", "gpt-test"],
+        ["2", "tool", "ask_agent"],
+        ["2.0", "turn", "eli"],
+        ["2.1", "model", "gpt-test"],
+        ["2.2", "tool", "send_message"],
+        ["2.3", "model", "gpt-test"],
+        ["3", "model", "gpt-test"],
+        ["4", "tool", "send_message"],
+        ["5", "model", "gpt-test"],
+    ]
+    assert listing[2][3:7] == ["asked", "turn", f"{eli_turn}:", "done"]
+
+
+async def test_in_a_dm_send_to_agent_is_refused_with_a_result_that_names_ask_agent(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {"dana": [openai_answer(("send_to_agent", {"to": "eli", "message": "when do we ship?"}))]}
+        )
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
+        await room.emu.wait_for(
+            lambda: (
+                room.sql("SELECT count(*) FROM turn_steps WHERE name = 'send_to_agent'") == [(1,)]
+                and settled(room)
+            ),
+            timeout=20,
+        )
+    ((error,),) = room.sql("SELECT error FROM turn_steps WHERE name = 'send_to_agent'")
+    assert "not in a direct message" in error and "use ask_agent" in error
+    assert room.sql("SELECT count(*) FROM handoffs") == [(0,)]
+
+
+def step_errors(room: Room, instance: str) -> list[tuple[str, str | None]]:
+    """(arguments, error) of the instance's ask_agent calls, in order."""
+    return [
+        (str(args), error)
+        for args, error in room.sql(
+            "SELECT s.arguments, s.error FROM turn_steps s JOIN turns t ON t.id = s.turn_id"
+            " WHERE t.instance = ? AND s.name = 'ask_agent' ORDER BY s.turn_id, s.step",
+            instance,
+        )
+    ]
+
+
+async def test_an_ask_to_itself_an_unknown_name_outside_the_allowlist_the_asker_or_three_deep_is_refused(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    room.apps["gus"] = room.emu.add_app("gus")
+    root = teammates(room)
+    (root / "gus").mkdir()
+    (root / "gus" / "SOUL.md").write_text("You are gus, a teammate.\n")
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [
+                    openai_answer(ask("dana", "q0"), ask("bob", "q0"), ask("fay", "q0"), ask("eli", "q1")),
+                    openai_answer(send("done")),
+                ],
+                "eli": [openai_answer(ask("dana", "q1b"), ask("fay", "q2")), openai_answer(send("eli: ok"))],
+                "fay": [openai_answer(ask("gus", "q3")), openai_answer(send("fay: ok"))],
+            }
+        )
+        env = openai_env(
+            room.human.id,
+            llm,
+            root,
+            # eli>dana is allowed: what refuses eli's ask back is the rule, not the allowlist.
+            NANOSLACK_A2A_ALLOW="dana>eli,eli>dana,eli>fay,fay>gus",
+            NANOSLACK_STREAM="0",
+        )
+        await fleet_factory(["dana", "eli", "fay", "gus"], **env)
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask around")
+        await room.emu.wait_for(lambda: bot_posts(room, "dana") == ["done"] and settled(room), timeout=20)
+
+    dana = [error for _, error in step_errors(room, "dana")]
+    assert dana[0] == "not asked: you cannot ask yourself"
+    assert dana[1] == "not asked: no teammate is named bob; the teammates you may reach: eli"
+    assert dana[2] == "not asked: dana may not ask fay (NANOSLACK_A2A_ALLOW does not list dana>fay)"
+    assert dana[3] is None
+    eli = [error for _, error in step_errors(room, "eli")]
+    assert eli == ["not asked: dana is waiting for your answer; answer them with send_message instead", None]
+    (fay,) = [error for _, error in step_errors(room, "fay")]
+    assert fay is not None and fay.startswith("not asked: you are answering an ask 2 deep")
+    # Nobody was asked past depth 2, and nothing but dana's answer reached Slack.
+    assert room.sql("SELECT count(*) FROM turns WHERE instance = 'gus'") == [(0,)]
+    assert [bot_posts(room, name) for name in ("eli", "fay", "gus")] == [[], [], []]
+    assert room.sql("SELECT instance, status FROM turns ORDER BY id") == [
+        ("dana", "done"),
+        ("eli", "done"),
+        ("fay", "done"),
+    ]
+
+
+async def test_an_ask_to_a_teammate_whose_model_hangs_times_out_and_its_turn_is_cancelled(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [openai_answer(ask("eli", "When do we ship?")), openai_answer(send("eli is away"))],
+                "eli": [Answer(delay=30, json=openai_text("too late").json)],
+            }
+        )
+        env = openai_env(
+            room.human.id,
+            llm,
+            teammates(room),
+            NANOSLACK_A2A_ALLOW="dana>eli",
+            NANOSLACK_ASK_TIMEOUT="1",
+            NANOSLACK_STREAM="0",
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli is away"] and settled(room), timeout=20
+        )
+
+    ((_, error),) = step_errors(room, "dana")
+    assert error == (
+        "no answer: eli did not answer within 1 seconds (NANOSLACK_ASK_TIMEOUT); the question was withdrawn"
+    )
+    assert room.sql("SELECT status, error FROM turns WHERE instance = 'eli'") == [
+        ("cancelled", "no answer within 1 s (NANOSLACK_ASK_TIMEOUT): cancelled")
+    ]
+    assert bot_posts(room, "eli") == []
