@@ -224,11 +224,10 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
     tool_approvals = OwnerToolApprover(store, asks, timeout=services.tools.approval_timeout)
     # The room features (``nanoslack.features``), registered in one list: the turns, the
     # recorder, room control and the clicks ask each of them, in this order.
+    notes = Notes(name, store, services.tools.memory, services.owners, bot_sender=services.bot_sender)
     features: list[RoomFeature] = [
         RoundsFeature(store, instance=name, chief=services.tools.chief),
-        MemoryFeature(
-            Notes(name, store, services.tools.memory, services.owners, bot_sender=services.bot_sender)
-        ),
+        MemoryFeature(notes),
         TeamFeature(store, identity, services.tools.team, voters=edge.voters, wake=services.wake),
         RoutinesFeature(
             store,
@@ -246,6 +245,8 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
             tally=tally,
             tick=services.turns.clock_tick,
             clock=services.turns.clock_time,
+            # Routines an agent sets follow its self notes' write rule (docs/routines.md).
+            may_write_self=lambda turn, msgs: notes.context(turn, msgs).trusted,
         ),
         *services.extra_features(identity),
     ]

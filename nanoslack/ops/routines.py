@@ -2,7 +2,9 @@
 (docs/routines.md). Everything goes through the store, so a fleet in another process
 (or on another host, with PostgreSQL) sees a pause, a resume or a run asked for now.
 
-- ``routines``: instance, name, schedule, next due, last status and reason, paused;
+- ``routines``: instance, name, source (``file``, or ``agent`` for one the agent set with
+  ``schedule_routine``; "shadowed by the file" when the file has its name), schedule,
+  next due, last status and reason, paused;
 - ``routines history INSTANCE NAME``: its runs, newest first;
 - ``routines run INSTANCE NAME``: one run now (the holder's clock claims it);
 - ``routines pause|resume INSTANCE NAME``.
@@ -19,6 +21,7 @@ from nanoslack.config.values import Silent
 from nanoslack.ops.admin import EXIT_ERROR, _parser, _run, table, when
 from nanoslack.routines import spec
 from nanoslack.store import Store
+from nanoslack.store.routines import shadowed
 
 
 def _file_problems(args: argparse.Namespace) -> list[str]:
@@ -42,21 +45,23 @@ def _file_problems(args: argparse.Namespace) -> list[str]:
 
 
 def _list(store: Store, args: argparse.Namespace, _env: dict[str, str], out: TextIO) -> int:
+    listed = store.routines.listing()
     rows = [
         (
             r.instance,
             r.name,
+            "agent (shadowed by the file)" if (hidden := shadowed(r, listed)) else r.source,
             r.schedule,
             r.channel,
-            when(r.next_due) if not r.paused else "",
-            r.last_status or "",
-            r.last_reason or "",
+            when(r.next_due) if not (r.paused or hidden) else "",
+            r.last_status or "" if not hidden else "",
+            r.last_reason or "" if not hidden else "",
             "yes" if r.paused else "no",
         )
-        for r in store.routines.listing()
+        for r in listed
         if r.active
     ]
-    header = ("instance", "name", "schedule", "channel", "next due", "last", "reason", "paused")
+    header = ("instance", "name", "source", "schedule", "channel", "next due", "last", "reason", "paused")
     problems = _file_problems(args)
     empty = "no routines (the fleet lists them once it has read teammates/<name>/routines.toml)"
     table(out, header, rows, "no routines listed" if problems else empty)

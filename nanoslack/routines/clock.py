@@ -10,6 +10,11 @@ A due time either ends at once (``skipped``: paused, still running, room halted,
 ``missed``: it passed while nobody held the instance) or is claimed ``running`` and
 queued for the instance's turn scheduler (``RunQueue``), which runs it as a turn when no
 person's turn waits. The file is read again when it changes (its mtime and size).
+
+The agent's own routines (``schedule_routine``) live in the store, not the file: each
+tick reads the instance's rows (the same read that says what is paused), so a routine
+the agent set or cancelled, in this process or another, runs from the next tick on.
+A name the file has is the file's: the agent's routine of that name is shadowed.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from nanoslack.halts import Halts
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.routines.spec import Routine, RoutineFile
-from nanoslack.store import Store
-from nanoslack.store.routines import RUNNING
+from nanoslack.store import RoutineStateRow, Store
+from nanoslack.store.routines import AGENT, RUNNING, effective
 from nanoslack.store.turns import utc_day
 
 log = get_logger(__name__)
@@ -78,6 +83,8 @@ class RunQueue:
 
 # Loads the instance's routines file (parsing, and the checks that need Slack).
 FileLoader = Callable[[], Awaitable[RoutineFile]]
+# An agent's routine as its store row says (None: a row whose schedule no longer reads).
+FromRow = Callable[[RoutineStateRow], Routine | None]
 
 
 class RoutineClock:
@@ -98,8 +105,10 @@ class RoutineClock:
         tally: Tally | None = None,
         tick: float = TICK_S,
         clock: Callable[[], float] = time.time,
+        from_row: FromRow | None = None,
     ) -> None:
         self._store = store
+        self._from_row = from_row
         self.instance = instance
         self._path = path
         self._load = load
@@ -114,10 +123,12 @@ class RoutineClock:
         self._tick = tick
         self._clock = clock
         self._stamp: tuple[float, int] | None = None
-        self.routines: dict[str, Routine] = {}
+        self.routines: dict[str, Routine] = {}  # the file's
+        self.agents: dict[str, Routine] = {}  # the agent's, shadowed ones left out
         self._next: dict[str, float] = {}
         self._started = False
         self._read_once = False
+        self._agents_read = False
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -145,10 +156,12 @@ class RoutineClock:
             return  # the lease is going: the next holder fires
         self.start()
         await self._reload_if_changed(now)
-        if not self.routines:
+        rows = self._store.routines.rows(self.instance)
+        self._sync_agents(rows, now)
+        if not self.routines and not self.agents:
             return
-        states = self._store.routines.states(self.instance)
-        for name, routine in self.routines.items():
+        states = effective(rows)
+        for name, routine in {**self.agents, **self.routines}.items():
             state = states.get(name)
             if state is not None and state.run_requested_at is not None:
                 if self._store.routines.take_request(self.instance, name, state.run_requested_at):
@@ -185,7 +198,8 @@ class RoutineClock:
             )
         self.routines = {r.name: r for r in loaded.routines}
         last = self._store.routines.last_dues(self.instance)
-        self._next = {}
+        # The agent's routines keep their next due times (one the file now has is the file's).
+        self._next = {n: t for n, t in self._next.items() if n in self.agents and n not in self.routines}
         for name, routine in self.routines.items():
             # A routine never run starts now; one with rows goes on after its newest due time
             # (what passed since is found missed at the first tick).
@@ -202,6 +216,41 @@ class RoutineClock:
                 routines=len(loaded.routines),
                 problems=len(loaded.problems),
             )
+
+    # -- the agent's routines ------------------------------------------------------------------
+
+    def _sync_agents(self, rows: Sequence[RoutineStateRow], now: float) -> None:
+        """The agent's routines as the store has them now; a new or changed one is due from
+        its next time after its newest row (or now), like a file routine read anew."""
+        if self._from_row is None:
+            return
+        wanted: dict[str, Routine] = {}
+        stored: dict[str, float | None] = {}
+        for row in rows:
+            if row.source == AGENT and row.name not in self.routines:
+                routine = self._from_row(row)
+                if routine is not None:
+                    wanted[row.name], stored[row.name] = routine, row.next_due
+        if wanted == self.agents and self._agents_read:
+            return
+        # At the clock's first read (a start, a lease taken over) a routine goes on after its
+        # newest row, so what passed meanwhile is found missed; one set or changed while the
+        # clock runs starts at the first due time ``schedule_routine`` gave it (unless that
+        # is an interval old: then now), so a routine cancelled and set again misses nothing.
+        last = self._store.routines.last_dues(self.instance) if not self._agents_read else {}
+        self._agents_read = True
+        for name in self.agents.keys() - wanted.keys():
+            if name not in self.routines:
+                self._next.pop(name, None)
+        for name, routine in wanted.items():
+            if self.agents.get(name) == routine and name in self._next:
+                continue
+            first = stored[name]
+            if name in last or first is None or first <= now - routine.schedule.interval_at(first):
+                first = routine.schedule.next_after(last.get(name, now))
+            self._next[name] = first
+        self.agents = wanted
+        log.info("agent routines read", instance=self.instance, routines=len(wanted))
 
     # -- due times -----------------------------------------------------------------------------
 

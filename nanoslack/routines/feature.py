@@ -17,8 +17,8 @@ from nanoslack.metrics import Tally
 from nanoslack.routines import spec
 from nanoslack.routines.clock import TICK_S, RoutineClock, RunQueue
 from nanoslack.routines.runner import RoutineTurns
-from nanoslack.routines.tools import RoutineToolset
-from nanoslack.store import Store
+from nanoslack.routines.tools import AgentRoutines, MayWriteSelf, RoutineToolset
+from nanoslack.store import RoutineStateRow, Store
 from nanoslack.tools.toolbox import ToolFamily
 
 # Whether a bot user is a member of a conversation, as Slack says (None: it cannot tell).
@@ -44,6 +44,7 @@ class RoutinesFeature(RoomFeature):
         tally: Tally | None = None,
         tick: float = TICK_S,
         clock: Callable[[], float] = time.time,
+        may_write_self: MayWriteSelf | None = None,
     ) -> None:
         name = identity.instance
         self._identity = identity
@@ -68,8 +69,11 @@ class RoutinesFeature(RoomFeature):
             tally=tally,
             tick=tick,
             clock=clock,
+            from_row=self._agent_routine,
         )
-        self._toolset = RoutineToolset.factory(store, name, owners)
+        agent = AgentRoutines(may_write_self=may_write_self, member_of=self._member_of, tz=tz, clock=clock)
+        self._toolset = RoutineToolset.factory(store, name, owners, agent)
+        self._schedules: dict[str, spec.Schedule | None] = {}
 
     def toolsets(self) -> Sequence[ToolFamily]:
         return (self._toolset,)
@@ -85,6 +89,23 @@ class RoutinesFeature(RoomFeature):
         in turned into problems (asking Slack, when the edge can)."""
         loaded = spec.load(self._path, self._identity.instance, tz=self._tz, max_steps=self._max_steps)
         return await spec.check_channels(loaded, self._member_of, owners=self._owners)
+
+    def _agent_routine(self, row: RoutineStateRow) -> spec.Routine | None:
+        """An agent's routine as its row keeps it (``schedule_routine`` checked it), run like
+        a file's: no gate, the instance's step bound."""
+        if row.schedule not in self._schedules:  # read once: the clock asks every tick
+            self._schedules[row.schedule] = spec.schedule_from_text(row.schedule, self._tz)
+        schedule = self._schedules[row.schedule]
+        if schedule is None:
+            return None
+        return spec.Routine(
+            instance=row.instance,
+            name=row.name,
+            schedule=schedule,
+            channel=row.channel,
+            prompt=row.prompt,
+            folder=self._path.parent,
+        )
 
     async def _member_of(self, channel: str) -> bool | None:
         if self._is_member is None:

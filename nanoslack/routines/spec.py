@@ -261,6 +261,55 @@ def _schedule(t: dict[str, Any], tz: dt.tzinfo, now: float | None) -> Schedule |
     return schedule
 
 
+# Routines an agent sets (docs/routines.md, "Routines an agent sets"): at most this many an
+# instance, each at most once every this many seconds (cron included: its shortest gap).
+AGENT_LIMIT = 10
+AGENT_MIN_INTERVAL_S = 300
+# How many of a cron's coming times are looked at for its shortest gap (300 five-minute
+# times cover a day and more: a pattern that fires twice in a minute once a day is found).
+_GAPS_LOOKED_AT = 300
+
+
+def agent_schedule(
+    every: str, cron: str, *, tz: dt.tzinfo = dt.UTC, now: float | None = None
+) -> Schedule | str:
+    """The schedule an agent asked for with ``schedule_routine``, or why not: the file's
+    forms (``every`` or ``cron``, one of them), at most once every 5 minutes."""
+    given = {key: value.strip() for key, value in (("every", every), ("cron", cron)) if value.strip()}
+    schedule = _schedule(given, tz, now)
+    if isinstance(schedule, str):
+        return schedule
+    start = dt.datetime.now(dt.UTC).timestamp() if now is None else now
+    gap = shortest_gap(schedule, start)
+    if gap < AGENT_MIN_INTERVAL_S:
+        return (
+            f"{schedule.describe()} is more often than a routine you set may run "
+            f"(at most once every {AGENT_MIN_INTERVAL_S // 60} minutes)"
+        )
+    return schedule
+
+
+def shortest_gap(schedule: Schedule, start: float) -> float:
+    if isinstance(schedule, Every):
+        return float(schedule.seconds)
+    t, gap = schedule.next_after(start), float("inf")
+    for _ in range(_GAPS_LOOKED_AT):
+        nxt = schedule.next_after(t)
+        gap, t = min(gap, nxt - t), nxt
+    return gap
+
+
+def schedule_from_text(described: str, tz: dt.tzinfo = dt.UTC) -> Schedule | None:
+    """A schedule as ``describe`` wrote it (``every 30m``, ``cron 0 9 * * 1-5``), as the
+    store keeps an agent's routine; None for text that is neither."""
+    kind, _, rest = described.partition(" ")
+    given = {"every": rest} if kind == "every" else {"cron": rest} if kind == "cron" else None
+    if given is None:
+        return None
+    schedule = _schedule(given, tz, None)
+    return None if isinstance(schedule, str) else schedule
+
+
 def _positive(t: dict[str, Any], key: str) -> int | None | str:
     value = t.get(key)
     if value is None:

@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -187,6 +187,25 @@ def _v13_handoff_trace(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE handoffs ADD COLUMN traceparent VARCHAR")
 
 
+def _v15_routine_source(conn: Connection) -> None:
+    """Version 15: routines an agent sets (``routines.source``, ``routines.prompt``); a
+    name may have a file's row and an agent's, so the key gains ``source``. The table is
+    made again with the new key (both databases) and its rows, all the file's, kept."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("routines")}
+    if "source" in have:  # a fresh database has it from create_all
+        return
+    names = [c for c in tables.RoutineStateRow.__dataclass_fields__ if c in have]
+    listed = ", ".join(names)
+    rows = [dict(r._mapping) for r in conn.execute(text(f"SELECT {listed} FROM routines")).all()]
+    conn.exec_driver_sql("DROP TABLE routines")
+    _create_tables(conn)
+    if rows:
+        conn.execute(
+            text(f"INSERT INTO routines ({listed}) VALUES ({', '.join(':' + n for n in names)})"), rows
+        )
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -196,6 +215,7 @@ def _v13_handoff_trace(conn: Connection) -> None:
 # Version 8: ``_v8_memory``. Version 9: ``_v9_assistant_threads``. Version 10: ``_v10_routines``.
 # Version 11: ``_v11_reply_drafts``. Version 12: ``_v12_step_cost``.
 # Version 13: ``_v13_handoff_trace``. Version 14: ``reactions`` (``_create_tables``).
+# Version 15: ``_v15_routine_source``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -211,6 +231,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v12_step_cost,
     _v13_handoff_trace,
     _create_tables,
+    _v15_routine_source,
 ]
 
 

@@ -766,17 +766,22 @@ class NoteRow:
         return f"m{self.id}"
 
 
-@table("routines", key=("instance", "name"))
+@table("routines", key=("instance", "name", "source"))
 @dataclass(frozen=True, slots=True)
 class RoutineStateRow:
-    """One routine of an instance as the fleet last read it from ``routines.toml``, and what
-    operators set on it across processes: ``paused``, a run asked for now (docs/routines.md).
-    ``active`` is false for a routine no longer in its file (its pause is kept)."""
+    """One routine of an instance, and what operators set on it across processes:
+    ``paused``, a run asked for now (docs/routines.md). ``source`` says where it was
+    defined: ``file`` (as the fleet last read ``routines.toml``; ``active`` is false for one
+    no longer in the file, its pause kept) or ``agent`` (set by the agent with
+    ``schedule_routine``, whose ``prompt`` lives here; always active). A name may have
+    both: the file's runs and the agent's is shadowed."""
 
     instance: str
     name: str
+    source: Annotated[str, Col(server_default="file")]  # file | agent
     schedule: str
     channel: str
+    prompt: Annotated[str, Col(server_default="")]  # the agent's routines only
     next_due: float | None
     active: bool
     paused: bool

@@ -160,3 +160,47 @@ def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace
         assert store.handoffs.traceparent("eli", "C0ROOM", "2.0") is None
         assert store.handoffs.traceparent("eli", "C0ROOM", "3.0") == parent
     assert _columns(fresh, "handoffs") == _columns(old, "handoffs")
+
+
+def test_a_version_14_database_keeps_its_routines_and_their_pause_and_takes_an_agents_routine(
+    tmp_path: Path,
+) -> None:
+    """Version 15 keys ``routines`` by (instance, name, source): an older database's rows are
+    the file's, with their pause, and an agent's routine of the same name sits beside one."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    with Store.open(sqlite_url(str(fresh))):
+        pass
+    with Store.open(sqlite_url(str(old))) as store:
+        store.routines.define("dana", [("plan", "every 1d", "C0ROOM", 86_400.0)])
+        store.routines.set_paused("dana", "plan", True, by="operator")
+    conn = sqlite3.connect(old)
+    conn.executescript(
+        "CREATE TABLE routines_v14 (instance VARCHAR NOT NULL, name VARCHAR NOT NULL,"
+        " schedule VARCHAR NOT NULL, channel VARCHAR NOT NULL, next_due FLOAT, active BOOLEAN NOT NULL,"
+        " paused BOOLEAN NOT NULL, paused_by VARCHAR, run_requested_at FLOAT, updated_at FLOAT NOT NULL,"
+        " PRIMARY KEY (instance, name));"
+        "INSERT INTO routines_v14 SELECT instance, name, schedule, channel, next_due, active, paused,"
+        " paused_by, run_requested_at, updated_at FROM routines;"
+        "DROP TABLE routines; ALTER TABLE routines_v14 RENAME TO routines;"
+        "UPDATE schema_meta SET value = '14' WHERE key = 'version';"
+    )
+    conn.close()
+    with Store.open(sqlite_url(str(old))) as store:
+        [kept] = store.routines.rows("dana")
+        assert (kept.name, kept.source, kept.schedule, kept.paused, kept.paused_by) == (
+            "plan",
+            "file",
+            "every 1d",
+            True,
+            "operator",
+        )
+        made = store.routines.schedule(
+            "dana", "plan", schedule="every 1h", channel="C0ROOM", prompt="x", next_due=3600.0, limit=10
+        )
+        assert made == "file"  # the file wins the name
+        store.routines.define("dana", [])
+        made = store.routines.schedule(
+            "dana", "plan", schedule="every 1h", channel="C0ROOM", prompt="x", next_due=3600.0, limit=10
+        )
+        assert made == "created" and len(store.routines.rows("dana")) == 2
+    assert _columns(fresh, "routines") == _columns(old, "routines")
