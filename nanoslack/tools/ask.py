@@ -9,7 +9,8 @@ are checked here, before anything runs, and a refusal is the tool's result (and 
 - ``NANOSLACK_A2A_ALLOW`` applies (``ToolSettings.may_hand_off``: the chief exempt both ways);
 - never itself, never the teammate that is asking it (nor one further up the chain);
 - an asked turn may ask one more teammate (depth 2), no further;
-- ``files``: names of files the turn saw; one it did not see is refused.
+- ``files``: names of files the turn saw (``Turn.files``), passed on as the turn saw them;
+  a name it did not see is refused with the names it saw.
 
 The turn that answers is the asked instance's business (``nanoslack.turns.asked``); this
 module reaches it through ``AskRoute``, which the fleet wires (``nanoslack.core``).
@@ -24,7 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from nanoslack import tracing
-from nanoslack.agents import ToolResult
+from nanoslack.agents import SeenFile, ToolResult
 from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.logs import get_logger
 from nanoslack.tools.host import unknown_teammate
@@ -60,7 +61,7 @@ class AskRequest:
     asker: str
     to: str
     question: str
-    files: tuple[str, ...]
+    files: tuple[SeenFile, ...]  # as the asking turn saw them
     # The asked turn's depth: 1 for an ask from a turn nobody asked, 2 for an ask of an ask.
     depth: int
     # Who is waiting on this ask, nearest last (the asker, and whoever asked it).
@@ -105,8 +106,8 @@ class AskContext:
     timeout: float
     route: AskRoute | None
     asked: AskedBy | None = None
-    # The names of the files the turn saw; None while the turn cannot know them.
-    files_seen: frozenset[str] | None = None
+    # The files the turn saw (``Turn.files``): those an ask may pass on.
+    files_seen: tuple[SeenFile, ...] = ()
 
 
 class AskTools:
@@ -126,8 +127,8 @@ class AskTools:
         ctx = self._ctx
         self._asks += 1  # every call counts: the n-th ask_agent step is ask:<turn>:<n>
         to = args.to.strip().lstrip("@").lower()
-        files = tuple(dict.fromkeys(f.strip() for f in args.files if f.strip()))
-        refusal = self._refusal(to, args.question, files)
+        names = tuple(dict.fromkeys(f.strip() for f in args.files if f.strip()))
+        refusal = self._refusal(to, args.question, names)
         if refusal is not None:
             log.info("ask refused", instance=ctx.instance, turn=ctx.turn_id, to=to, reason=refusal)
             return ToolResult(refusal, is_error=True)
@@ -138,7 +139,7 @@ class AskTools:
             asker=ctx.instance,
             to=to,
             question=args.question.strip(),
-            files=files,
+            files=tuple(next(f for f in ctx.files_seen if f.name == name) for name in names),
             depth=(ctx.asked.depth if ctx.asked else 0) + 1,
             chain=chain,
             asker_turn=ctx.turn_id,
@@ -176,11 +177,11 @@ class AskTools:
             return f"not asked: a turn asks at most {MAX_ASKS} times"
         if len(files) > MAX_FILES:
             return f"not asked: at most {MAX_FILES} files an ask"
-        if ctx.files_seen is not None:
-            unseen = [f for f in files if f not in ctx.files_seen]
-            if unseen:
-                seen = ", ".join(sorted(ctx.files_seen)) or "none"
-                return f"not asked: this conversation has no file named {unseen[0]!r}; its files: {seen}"
+        seen = {f.name for f in ctx.files_seen}
+        unseen = [f for f in files if f not in seen]
+        if unseen:
+            listed = ", ".join(sorted(seen)) or "none"
+            return f"not asked: you were shown no file named {unseen[0]!r}; the files you saw: {listed}"
         return None
 
 

@@ -336,6 +336,7 @@ class Toolboxes:
                 timeout=settings.ask_timeout,
                 route=self.ask,
                 asked=asked,
+                files_seen=turn.files,
             )
         )
         budget = TurnBudget(

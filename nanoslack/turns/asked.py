@@ -1,7 +1,7 @@
 """The turns that answer a teammate's ``ask_agent`` (docs/agents.md "Asking a teammate").
 
 The asked instance runs one turn host-side for the ask, with its own persona, tools and
-notes, shown only the question (and the names of the files passed on), tagged
+notes, shown only the question (and the files passed on, as the asker saw them), tagged
 ``[Asked by <name>]``. It posts nothing in Slack: what it writes is the asker's tool result.
 It runs on the asking turn's task, inside that turn's slot of the fleet's cap (the asker
 waits for it; a second slot could leave every slot to an asker waiting on a turn that
@@ -43,10 +43,11 @@ log = get_logger(__name__)
 
 
 def question_text(request: AskRequest) -> str:
-    """What the asked turn is shown: the question, then the names of the files passed on."""
+    """What the asked turn is shown: the question, then each file passed on as the asker saw
+    it (its text, or the line that stands for it; an image also goes as image input)."""
     if not request.files:
         return request.question
-    return f"{request.question}\n\nFiles passed on: {', '.join(request.files)}"
+    return "\n\n".join([request.question, *(f.shown for f in request.files)])
 
 
 class AskedTurns:
@@ -110,6 +111,7 @@ class AskedTurns:
             channel=request.channel,
             thread_key=request.thread_key,
             question=question_text(request),
+            files=request.files,
         )
         turn_id = self._store.turns.start(
             instance=me,

@@ -213,7 +213,14 @@ class Transcripts:
         return recall.apply(turn), recall
 
     def build_asked(
-        self, *, asker: str, sender_id: str, channel: str, thread_key: str, question: str
+        self,
+        *,
+        asker: str,
+        sender_id: str,
+        channel: str,
+        thread_key: str,
+        question: str,
+        files: tuple[SeenFile, ...] = (),
     ) -> tuple[Turn, Recall]:
         """A teammate's ask (docs/agents.md "Asking a teammate"): the question (with the files
         it passed on) is all it is shown of the asker's conversation, after its own persona and
@@ -231,6 +238,7 @@ class Transcripts:
             members=(asker,),
             transcript=(Line(ts="", sender_id=sender_id, sender_name=asker, text=question),),
             system=recall.system,
+            files=files,
             asked_by=asker,
         )
         return recall.apply(turn), recall

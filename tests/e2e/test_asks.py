@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.ops import admin
+from nanoslack.ops import routines as routines_cli
 from nanoslack.testing.llm_server import Answer, LLMServer, Request, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
@@ -256,3 +257,79 @@ async def test_an_ask_to_a_teammate_whose_model_hangs_times_out_and_its_turn_is_
         ("cancelled", "no answer within 1 s (NANOSLACK_ASK_TIMEOUT): cancelled")
     ]
     assert bot_posts(room, "eli") == []
+
+
+async def test_an_ask_passes_on_a_file_the_turn_saw_and_refuses_a_name_it_did_not_see(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [
+                    openai_answer(
+                        ask("eli", "Read the notes: when?", files=["plan.txt"]),
+                        ask("eli", "And this?", files=["secret.txt"]),
+                    ),
+                    openai_answer(send("eli read it")),
+                ],
+                "eli": [openai_answer(send("Friday, says the plan."))],
+            }
+        )
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.share_file(
+            room.human.id, dm_with(room, "dana"), "plan.txt", "We ship on Friday.\n", text="ask eli"
+        )
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli read it"] and settled(room), timeout=20
+        )
+
+    eli_prompt = prompts_of(llm, "eli")[0]
+    assert "Read the notes: when?" in eli_prompt and "We ship on Friday." in eli_prompt
+    assert [error for _, error in step_errors(room, "dana")] == [
+        None,
+        "not asked: you were shown no file named 'secret.txt'; the files you saw: plan.txt",
+    ]
+
+
+async def test_a_routines_turn_asks_a_teammate_and_posts_the_combined_answer(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = teammates(room)
+    (root / "dana" / "routines.toml").write_text(
+        f'[[routine]]\nname = "morning"\nevery = "1d"\nchannel = "{room.channel}"\n'
+        'prompt = "Report the release status: ask eli about the build."\n'
+    )
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [
+                    openai_answer(ask("eli", "How is the build?")),
+                    openai_answer(send("Morning report: plan on track; eli says the build is green.")),
+                ],
+                "eli": [openai_answer(send("The build is green."))],
+            }
+        )
+        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli")
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.wait_for(
+            lambda: room.sql("SELECT count(*) FROM routines WHERE instance = 'dana'") == [(1,)]
+        )
+        assert "asked for now" in routine_cli("run", "dana", "morning", db=room.db)
+        await room.emu.wait_for(lambda: bot_posts(room, "dana") and settled(room), timeout=20)
+
+    assert bot_posts(room, "dana") == ["Morning report: plan on track; eli says the build is green."]
+    assert bot_posts(room, "eli") == []
+    assert "[Asked by dana]" in prompts_of(llm, "eli")[0]
+    assert [error for _, error in step_errors(room, "dana")] == [None]
+    ((status,),) = room.sql("SELECT status FROM routine_runs WHERE routine = 'morning'")
+    assert status == "done"
+
+
+def routine_cli(*argv: str, db: Path) -> str:
+    out = io.StringIO()
+    env = ["--env-file", str(db.parent.parent / ".env")]
+    assert routines_cli.main(["--db", str(db), *env, *argv], out=out) == 0
+    return out.getvalue()

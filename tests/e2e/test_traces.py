@@ -87,3 +87,39 @@ async def test_with_the_variables_unset_nothing_is_exported(room: Room, fleet_fa
         )
         await fleet.stop()  # what an exporter held would go out now
     assert otlp.requests == 0 and otlp.spans == []
+
+
+async def test_an_asked_teammates_turn_continues_the_asking_turns_trace(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = _teammates(room)
+    (root / "eli").mkdir(parents=True, exist_ok=True)
+    (root / "eli" / "SOUL.md").write_text("You are Eli, the release manager.\n")
+    async with OtlpReceiver() as otlp, LLMServer() as llm:
+        llm.openai.push(
+            openai_answer(("ask_agent", {"to": "eli", "question": "when do we ship?"})),  # dana
+            openai_answer(send("Friday")),  # eli
+            openai_text(),  # eli
+            openai_answer(send("Friday, says eli")),  # dana
+            openai_text(),  # dana
+        )
+        env = openai_env(
+            room.human.id,
+            llm,
+            root,
+            NANOSLACK_MODEL=MODEL,
+            NANOSLACK_A2A_ALLOW="dana>eli",
+            OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
+            OTEL_BSP_SCHEDULE_DELAY="100",
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} when do we ship?")
+        spans = await otlp.wait_for(lambda s: s if len(_turn_done(s)) == 2 else [])
+
+    by_instance = {s.attributes["nanoslack.instance"]: s for s in _turn_done(spans)}
+    dana, eli = by_instance["dana"], by_instance["eli"]
+    assert eli.trace_id == dana.trace_id
+    assert eli.attributes["nanoslack.trigger"] == "ask"
+    (ask,) = [s for s in spans if s.name == "execute_tool ask_agent"]
+    assert ask.trace_id == dana.trace_id and ask.parent_span_id == dana.span_id
+    assert eli.parent_span_id == ask.span_id  # the asked turn hangs under the ask
