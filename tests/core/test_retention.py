@@ -4,11 +4,15 @@ what is still waiting (pending, held, unfinished, queued) never is."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 from nanoslack.asks import APPROVAL, OwnerAsks
+from nanoslack.config.files import FileSettings
 from nanoslack.housekeeping import prune_once
-from nanoslack.inbound import Inbound
+from nanoslack.inbound import FileRef, Inbound
+from nanoslack.slack.files import FileFetcher
 from nanoslack.store import Store
 from nanoslack.store.retention import Retention
 from tests.core.core_helpers import INSTANCE, ROOM, message
@@ -303,3 +307,29 @@ def _dm_turn(store: Store, through_ts: str) -> int:
         messages=1,
         wrapping_up=False,
     )
+
+
+def test_a_messages_files_and_their_download_go_with_it_and_a_file_still_named_stays(
+    store: Store, sql: Callable[[str], int], tmp_path: Path
+) -> None:
+    old = dataclasses.replace(message(), files=(FileRef("F0OLD", "a.txt", "text/plain", 1, "https://x/a"),))
+    shared = FileRef("F0BOTH", "b.txt", "text/plain", 1, "https://x/b")
+    old_shared = dataclasses.replace(message(), files=(shared,))
+    for msg in (old, old_shared):
+        store.messages.add(msg, group_id=None, status="done")
+    _backdate(sql, 20)
+    recent = dataclasses.replace(message(), files=(shared,))
+    store.messages.add(recent, group_id=None, status="done")
+    folder = tmp_path / "files"
+    folder.mkdir()
+    fetcher = FileFetcher(FileSettings(folder=folder), api_url="https://slack.com/api/")
+    for file_id in ("F0OLD", "F0BOTH"):
+        (folder / file_id).write_bytes(b"x")
+
+    report = Retention(store.db, days=14).prune_all()
+    removed = fetcher.prune(store.message_files.file_ids(), older_than_s=0)
+
+    assert report.deleted["message_files"] == 2
+    assert store.message_files.of(INSTANCE, ROOM, [old.ts, recent.ts]) == {recent.ts: (shared,)}
+    assert removed == 1
+    assert sorted(p.name for p in folder.iterdir()) == ["F0BOTH"]

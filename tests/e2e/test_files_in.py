@@ -6,7 +6,9 @@ agent reads; the turn answers anyway."""
 from __future__ import annotations
 
 import json
+import shlex
 import struct
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
-from nanoslack.testing.ports import free_socket
+from nanoslack.testing.ports import serve
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
 
@@ -163,12 +165,7 @@ async def test_the_bot_token_never_follows_a_redirect_to_another_host(
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", record)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    sock = free_socket("127.0.0.1")
-    port = sock.getsockname()[1]
-    site = web.SockSite(runner, sock)
-    await site.start()
+    runner, port = await serve(app, "127.0.0.1")
     try:
         async with LLMServer() as llm:
             _answers(llm, 1)
@@ -207,3 +204,104 @@ async def test_bad_files_each_become_a_clear_line_and_the_turn_still_answers(
     assert "[file: latin.txt: text in an encoding not readable here" in prompts[2]
     assert "[file: report.pdf: a PDF that does not parse" in prompts[3]
     assert _statuses(room) == ["done"] * 4
+
+
+def pdf(text: str) -> bytes:
+    """A real one-page PDF whose text is ``text``."""
+    stream = f"BT /F1 18 Tf 20 100 Td ({text}) Tj ET".encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 400 144] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _file_share(room: Room, ts: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``file_share`` envelope as Slack would deliver it to dana, with these ``files``."""
+    team = room.emu.engine.ws.team_id
+    return {
+        "type": "event_callback",
+        "team_id": team,
+        "event_id": f"Ev{ts.replace('.', '')}",
+        "event": {
+            "type": "message",
+            "subtype": "file_share",
+            "channel": room.channel,
+            "channel_type": "mpim",
+            "team": team,
+            "user": room.human.id,
+            "text": f"{room.mention('dana')} look",
+            "ts": ts,
+            "files": files,
+        },
+        "authorizations": [{"team_id": team, "user_id": room.apps["dana"].bot_user_id, "is_bot": True}],
+    }
+
+
+async def test_a_pdf_arrives_as_its_text_and_a_file_shared_by_id_is_looked_up_with_files_info(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 2)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        await _share(room, "q3.pdf", pdf("Quarterly revenue 4242"))
+        await _turns_done(room, 1)
+        await _share(room, "connect.txt", "shared from another org", check_file_info=True)
+        await _turns_done(room, 2)
+    assert "[file: q3.pdf (" in _prompt(llm, 0)
+    assert "PDF, 1 pages)]\nQuarterly revenue 4242" in _prompt(llm, 0)
+    assert "[file: connect.txt (23 B)]\nshared from another org" in _prompt(llm, 1)
+
+
+async def test_a_files_entry_without_a_url_is_a_line_and_the_turn_still_answers(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        entry = {"id": "F0NOURL1", "name": "nourl.txt", "mimetype": "text/plain", "size": 5}
+        await room.emu.inject_envelope(
+            room.apps["dana"].app_id, _file_share(room, "1900000001.000100", [entry])
+        )
+        await _turns_done(room, 1)
+    assert "[file: nourl.txt: could not be fetched: Slack gave no URL to download it from]" in _prompt(llm)
+    assert _statuses(room) == ["done"]
+
+
+FILES_AGENT = """
+import json, os, pathlib
+files = json.loads(os.environ["NANOSLACK_FILES"])
+for f in files:
+    print(f["name"], f["mimetype"], pathlib.Path(f["path"]).read_bytes().decode(), sep=" | ")
+"""
+
+
+async def test_the_command_back_end_gets_the_files_saved_in_its_turn_folder_and_listed_in_nanoslack_files(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    script = room.tmp / "files_agent.py"
+    script.write_text(FILES_AGENT)
+    command = f"exec {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    await fleet_factory(["dana"], SLACK_OWNER=room.human.id, NANOSLACK_AGENT_COMMAND=command)
+    await _share(room, "todo.md", "- buy milk")
+
+    def posted() -> bool:
+        texts = [str(m.get("text", "")) for m in room.emu.all_messages(room.channel) if m.get("bot_id")]
+        return any("todo.md | text/markdown | - buy milk" in t for t in texts)
+
+    await room.emu.wait_for(posted, timeout=20, message="the agent never posted what it was given")
+    # The copy went with the turn's folder; the download stays in the data folder by id.
+    assert len(list((room.db.parent / "files").iterdir())) == 1

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanoslack.inbound import Drop, Inbound
+from nanoslack.inbound import Drop, FileRef, Inbound
 from nanoslack.slack import parse as parse_module
 from nanoslack.slack.parse import extract_mentions, is_self, parse_event
 
@@ -348,4 +348,35 @@ def test_malformed_reactions_are_dropped(overrides: dict[str, Any], reason: str)
 
 def test_a_reaction_survives_the_inbox_round_trip() -> None:
     msg = parsed(reaction())
+    assert Inbound.from_payload(msg.to_payload()) == msg
+
+
+def test_a_messages_files_are_kept_as_refs_and_ill_typed_fields_become_empty_not_a_drop() -> None:
+    files = [
+        {
+            "id": "F0A",
+            "name": "q3.csv",
+            "mimetype": "text/csv",
+            "size": 38,
+            "url_private": "https://files.slack.com/files-pri/T0-F0A/q3.csv",
+            "url_private_download": "https://files.slack.com/files-pri/T0-F0A/download/q3.csv",
+        },
+        {"id": "F0B", "file_access": "check_file_info"},
+        {"id": 7, "title": "odd", "size": "big", "url_private": ["x"]},
+        "not an object",
+    ]
+    msg = parsed(body(subtype="file_share", text="see", files=files))
+    assert msg.files == (
+        FileRef("F0A", "q3.csv", "text/csv", 38, "https://files.slack.com/files-pri/T0-F0A/download/q3.csv"),
+        FileRef("F0B", "", "", 0, "", "check_file_info"),
+        FileRef("", "odd", "", 0, ""),
+    )
+    assert msg.text == "see\n[file: q3.csv]\n[file]\n[file: odd]"
+    # The straight path and the full checks agree, and the inbox payload keeps them.
+    assert (
+        parse_module._parse(
+            body(subtype="file_share", text="see", files=files), instance="dana", team_id=TEAM
+        )
+        == msg
+    )
     assert Inbound.from_payload(msg.to_payload()) == msg
