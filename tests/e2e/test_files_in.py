@@ -151,7 +151,11 @@ async def test_files_that_cannot_be_had_each_become_a_line_and_the_turn_still_an
     assert "[file: old.txt: could not be fetched: the file is gone" in _prompt(llm, 2)
     assert _statuses(room) == ["done", "done", "done"]
     # Each turn answered in the room.
-    assert room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana' AND status = 'sent'") == [(3,)]
+    await room.emu.wait_for(
+        lambda: room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana' AND status = 'sent'") == [(3,)],
+        timeout=10,
+        message="not every turn's answer was posted",
+    )
 
 
 async def test_the_bot_token_never_follows_a_redirect_to_another_host(
