@@ -11,6 +11,9 @@ never gets one), and:
   asking turn and the ask's number there, which ``nanoslack turns --steps`` follows), its
   steps, its tokens on the asked instance's budgets;
 - it continues the asking turn's trace (the request's ``traceparent``);
+- it holds the instance's turn slot (``TurnSlot``): a ``serial: true`` teammate busy in
+  another thread answers when that turn is done, if that is within the timeout; any other
+  teammate answers at once, beside its turns in other threads;
 - it ends within ``NANOSLACK_ASK_TIMEOUT``: past it the turn is cancelled and recorded
   ``cancelled``, and the result says so; the asking turn cancelled (a halt, a stop) cancels
   it the same way;
@@ -37,6 +40,7 @@ from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes, TurnEffects
 from nanoslack.tools.ask import AskedBy, AskRequest, cut_answer
 from nanoslack.turns.record import TurnRecorder
+from nanoslack.turns.slot import TurnSlot
 from nanoslack.turns.transcript import Transcripts
 
 log = get_logger(__name__)
@@ -66,6 +70,7 @@ class AskedTurns:
         room_budget: RoomBudget | None,
         sender_of: Callable[[str], str | None],
         closing: Callable[[], bool],
+        slot: TurnSlot | None = None,
     ) -> None:
         self.instance = instance
         self._store = store
@@ -77,6 +82,7 @@ class AskedTurns:
         self._room_budget = room_budget
         self._sender_of = sender_of
         self._closing = closing
+        self._slot = slot or TurnSlot()
 
     async def answer(self, request: AskRequest) -> ToolResult:
         refusal = self._refusal(request)
@@ -128,7 +134,9 @@ class AskedTurns:
         effects = tools.effects
         record = functools.partial(self._recorder.asked, turn_id, turn, effects=effects)
         try:
-            async with asyncio.timeout(request.timeout) as limit:
+            async with asyncio.timeout(request.timeout) as limit, self._slot.turn():
+                # A serial teammate (``serial: true``) busy in another thread: the ask waits
+                # its turn, within the same timeout.
                 reply = await self._agent.run(turn, tools)
         except asyncio.CancelledError:
             # The asking turn was cancelled (a halt, a stop): so is this one, recorded as such.

@@ -145,6 +145,7 @@ class TurnScheduler:
             room_budget=room_budget,
             sender_of=services.bot_sender,
             closing=lambda: self._closing,
+            slot=self.slot,
         )
 
     def wake(self) -> None:
