@@ -7,9 +7,10 @@ pause`` writes; ``routines resume`` undoes it.
 
 ``schedule_routine(name, every | cron, prompt, channel)`` and ``cancel_routine(name)``: the
 agent sets (or changes) and removes routines of its own ("Routines an agent sets"). They
-are offered only in a turn that may write the agent's ``self`` notes (docs/memory.md's
-write rule: its owners, the chain's lead, its own routine): a routine is a lasting
-instruction, and another bot or a stranger must not plant one. Kept in the store
+work only in a turn that may write the agent's ``self`` notes (docs/memory.md's write
+rule: its owners, the chain's lead, its own routine); in any other turn a call is refused
+as its result, with a ``routine refused`` log line: a routine is a lasting instruction,
+and another bot or a stranger must not plant one. Kept in the store
 (``routines``, ``source = 'agent'``), so the process that holds the instance, this one or
 another, runs it like a file's: at most ``AGENT_LIMIT`` an instance, at most once every 5
 minutes; a name the file has is the file's. Like ``stop_routine`` a call writes at once:
@@ -127,10 +128,10 @@ class RoutineToolset:
     def tools(self) -> list[Tool[Any]]:
         return [
             Tool(STOP_ROUTINE, DESCRIPTION, StopRoutine, self._stop, offered=self.owner_woke),
-            Tool(
-                SCHEDULE_ROUTINE, SCHEDULE_DESCRIPTION, ScheduleRoutine, self._schedule, offered=self.may_set
-            ),
-            Tool(CANCEL_ROUTINE, CANCEL_DESCRIPTION, CancelRoutine, self._cancel, offered=self.may_set),
+            # Offered in every turn, like ``remember``: the refusal is the result whatever the
+            # back end, and a thread's tools stay the same whoever wakes it (the prompt cache).
+            Tool(SCHEDULE_ROUTINE, SCHEDULE_DESCRIPTION, ScheduleRoutine, self._schedule),
+            Tool(CANCEL_ROUTINE, CANCEL_DESCRIPTION, CancelRoutine, self._cancel),
         ]
 
     async def _stop(self, args: StopRoutine) -> ToolResult:

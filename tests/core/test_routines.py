@@ -222,12 +222,12 @@ async def test_schedule_routine_in_an_owners_turn_keeps_it_and_a_bots_or_a_stran
             offered, said = await _call(
                 feature, sender, SCHEDULE_ROUTINE, name="build", every="1h", prompt="x"
             )
-        assert not offered and said.startswith("not scheduled: only your owners can ask you to set up")
+        assert offered and said.startswith("not scheduled: only your owners can ask you to set up")
         assert [e["reason"] for e in logs if e["event"] == "routine refused"] == [
             said.removeprefix("not scheduled: ")
         ]
         offered, said = await _call(feature, sender, CANCEL_ROUTINE, name="build")
-        assert not offered and said.startswith("not cancelled: only your owners")
+        assert offered and said.startswith("not cancelled: only your owners")
     assert _agents(store) == {}
     owner = f"slack:{OWNER}"
     offered, said = await _call(

@@ -1,9 +1,12 @@
 """What the end-to-end and soak tests share (importable, unlike ``conftest``): the
-owners' buttons in their DMs and a fleet's keys for the model server; a fleet's
-``.env`` and reads of its store are ``nanoslack.testing.fleet_env``."""
+owners' buttons in their DMs, a fleet's keys for the model server and a fast clock for
+the routine clocks; a fleet's ``.env`` and reads of its store are
+``nanoslack.testing.fleet_env``."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +45,24 @@ def openai_env(owner: str, llm: LLMServer, teammates: Path, **extra: str) -> dic
         "NANOSLACK_TEAMMATES": str(teammates),
         **extra,
     }
+
+
+class SimClock:
+    """A clock for the routine clocks (``TurnOptions.clock_time``): stands still at ``start``
+    until ``go``, then runs ``speed`` times as fast as real time."""
+
+    def __init__(self, start: float, speed: float) -> None:
+        self.start = start
+        self.speed = speed
+        self._began: float | None = None
+
+    def go(self) -> None:
+        self._began = time.monotonic()
+
+    def __call__(self) -> float:
+        if self._began is None:
+            return self.start
+        return self.start + (time.monotonic() - self._began) * self.speed
+
+    async def until(self, sim: float) -> None:
+        await asyncio.sleep(max(0.0, (sim - self()) / self.speed))

@@ -5,7 +5,6 @@ person's mention at the busiest moment is answered before any routine turn waiti
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from pathlib import Path
@@ -16,30 +15,12 @@ from nanoslack.services import TurnOptions
 from nanoslack.slack.fleet import Fleet
 from nanoslack.testing.fleet_env import sql, write_fleet_env
 from tests.e2e.conftest import FAST_SOCKET
+from tests.e2e.helpers import SimClock
 
 SPEED = 300.0  # simulated seconds per real second
 DAY_S = 2 * 3600.0
 EVERY = ("5m", "10m", "15m", "20m", "30m")  # all five are due together every 30 minutes
 INSTANCES = [f"bot{i}" for i in range(10)]
-
-
-class SimClock:
-    """Stands still at ``start`` until ``go``, then runs ``SPEED`` times as fast as real time."""
-
-    def __init__(self, start: float) -> None:
-        self.start = start
-        self._began: float | None = None
-
-    def go(self) -> None:
-        self._began = time.monotonic()
-
-    def __call__(self) -> float:
-        if self._began is None:
-            return self.start
-        return self.start + (time.monotonic() - self._began) * SPEED
-
-    async def until(self, sim: float) -> None:
-        await asyncio.sleep(max(0.0, (sim - self()) / SPEED))
 
 
 async def test_a_simulated_day_of_50_routines_runs_each_due_time_once_never_overlapping_or_ahead_of_people(
@@ -69,7 +50,7 @@ async def test_a_simulated_day_of_50_routines_runs_each_due_time_once_never_over
     )
     # The day starts a minute past a half hour: its busiest moments are on the half hours.
     start = math.ceil(time.time() / 1800) * 1800 + 60.0
-    clock = SimClock(start)
+    clock = SimClock(start, SPEED)
     fleet = Fleet(
         load_settings(env_file, environ={}),
         socket=FAST_SOCKET,
