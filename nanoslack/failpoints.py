@@ -10,7 +10,8 @@ Points: ``inbox.recorded`` (after the inbox commit, before the ack),
 ``pipeline.committed`` (after a batch's transaction commits, before anything is
 logged or acknowledged downstream), ``turn.recorded`` (a turn's output and its
 outbox rows committed, nothing sent yet), ``outbox.posted`` (Slack accepted a
-post, the outbox row is not yet marked sent), and for streamed DM replies
+post, the outbox row is not yet marked sent), ``outbox.uploaded`` (a ``send_file``'s
+bytes are up and its file id recorded, the file not yet completed: not shared), and for streamed DM replies
 (``slack/streams.py``): ``stream.started`` and ``draft.started`` (Slack answered
 ``chat.startStream`` of a post or of a live draft, its ts not yet in the store),
 ``stream.appended`` and ``draft.appended`` (a piece appended to one).

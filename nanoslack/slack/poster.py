@@ -1,4 +1,5 @@
-"""Sends what the core put in the outbox: replies, notices, the owners' questions, updates.
+"""Sends what the core put in the outbox: replies, notices, the owners' questions, updates,
+reactions and files (``upload.py``).
 
 The outbox row is written in the same transaction as the decision behind it, so
 a post is never forgotten, and ``dedupe_key`` makes it one row however often the
@@ -30,6 +31,7 @@ from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
 from nanoslack.slack.retry import Backoff, classify
 from nanoslack.slack.streams import ReplyStreams, StreamTarget
+from nanoslack.slack.upload import Uploads
 from nanoslack.store import OutboxRow, Store, store_unavailable
 from nanoslack.store.outage import StoreOutage, until_stored
 
@@ -74,6 +76,7 @@ FINAL_ERRORS = frozenset(
         "missing_scope",
         "invalid_name",
         "too_many_reactions",
+        "file_not_queued",
     }
 )
 MAX_ATTEMPTS = 5
@@ -113,6 +116,8 @@ class Poster:
         self._pacer = pacer or ChannelPacer()
         self._client = client
         self._store = store
+        # A turn's ``send_file`` rows (``kind = file``): Slack's external upload.
+        self._uploads = Uploads(instance, client, store)
         self._poll = poll_interval
         self._wake = asyncio.Event()
         self._dm_channels: dict[str, str] = {}
@@ -191,7 +196,7 @@ class Poster:
             row = dataclasses.replace(row, update_ts=update_ts)
         try:
             channel = row.channel or await self._dm_channel(row.dm_user)
-            if row.kind == "post":
+            if row.kind in ("post", "file"):
                 await asyncio.sleep(self._pacer.reserve(channel))
             if not self._store.outbox.mark_sending(row.id, channel):
                 return False  # cancelled or taken meanwhile
@@ -371,6 +376,8 @@ class Poster:
     async def _post(self, row: OutboxRow, channel: str) -> tuple[str, str]:
         if row.kind == "reaction":
             return channel, await self._react(row, channel)
+        if row.kind == "file":
+            return channel, await self._uploads.send(row, channel)
         content = _content(row, self._blocks(row))
         if row.kind == "update":
             ts = row.update_ts or ""  # filled in by _send before it gets here

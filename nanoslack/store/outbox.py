@@ -18,9 +18,18 @@ from sqlalchemy import bindparam, text
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_all, hot_execute
 from nanoslack.store.rows import Row
+from nanoslack.store.tables import OutboxFileRow as OutboxFileRow
 from nanoslack.store.tables import OutboxRow as OutboxRow
 
 _OUTBOX = Row(OutboxRow)
+_FILE = Row(OutboxFileRow)
+_ADD_FILE = text(_FILE.insert() + " ON CONFLICT DO NOTHING")
+_FILE_OF = text(f"SELECT {_FILE.sql} FROM outbox_files WHERE outbox_id = :outbox_id")
+# Recorded once: a second upload of the same row (which would mean the first was lost)
+# never replaces the id a completion may already have used.
+_UPLOADED = text(
+    "UPDATE outbox_files SET file_id = :file_id WHERE outbox_id = :outbox_id AND file_id IS NULL"
+)
 _ENQUEUE = text(
     _OUTBOX.insert(
         skip=(
@@ -166,6 +175,47 @@ class Outbox:
             if r and self._on_queued is not None:
                 self._db.after_commit(self._wake(instance))
         return int(r[0]) if r else None
+
+    def enqueue_file(
+        self,
+        *,
+        instance: str,
+        dedupe_key: str,
+        turn_id: int,
+        channel: str,
+        thread_ts: str | None,
+        filename: str,
+        title: str,
+        content: str,
+        comment: str,
+    ) -> int | None:
+        """A turn's ``send_file`` (docs/agents.md): an outbox row of ``kind = file`` (``text``
+        the comment) and the file it uploads, in one transaction. None: queued before."""
+        with self._db.transaction() as conn:
+            outbox_id = self.enqueue(
+                instance=instance,
+                dedupe_key=dedupe_key,
+                kind="file",
+                purpose="reply",
+                turn_id=turn_id,
+                channel=channel,
+                thread_ts=thread_ts,
+                text=comment,
+            )
+            if outbox_id is not None:
+                params = {"outbox_id": outbox_id, "filename": filename, "title": title, "content": content}
+                conn.execute(_ADD_FILE, {**params, "file_id": None})
+        return outbox_id
+
+    def file_of(self, outbox_id: int) -> OutboxFileRow | None:
+        """The file a ``kind = file`` row uploads, with Slack's id once it is up."""
+        with self._db.transaction() as conn:
+            return _FILE.first(conn.execute(_FILE_OF, {"outbox_id": outbox_id}).first())
+
+    def file_uploaded(self, outbox_id: int, file_id: str) -> None:
+        """The bytes are up as Slack's file ``file_id``: recorded before it is completed."""
+        with self._db.transaction() as conn:
+            conn.execute(_UPLOADED, {"outbox_id": outbox_id, "file_id": file_id})
 
     def _wake(self, instance: str) -> Callable[[], None]:
         wake = self._wakes.get(instance)

@@ -10,7 +10,7 @@ most one batch. What is never pruned:
 - a ``running`` turn, nor the newest finished turn of a thread: its ``through_ts``
   is where the next turn's transcript starts;
 - an outbox row still to send, nor the DM of an owner ask still open (its answer
-  edits it, however late it comes);
+  edits it, however late it comes); a file an outbox row uploads goes with its row;
 - hop rows and engaged threads: they are state, not history, and a human message
   clears the former.
 
@@ -157,11 +157,18 @@ _REACTIONS = text(
     " SELECT instance, channel, ts, user_id, emoji FROM reactions WHERE created_at < :cutoff LIMIT :batch)"
 )
 
+# A sent file's bytes (``send_file``) once its outbox row has gone.
+_OUTBOX_FILES = text(
+    "DELETE FROM outbox_files WHERE outbox_id IN (SELECT f.outbox_id FROM outbox_files f"
+    " WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = f.outbox_id) LIMIT :batch)"
+)
+
 TABLES: dict[str, TextClause] = {
     "inbox": _INBOX,
     "messages": _MESSAGES,
     "message_files": _MESSAGE_FILES,
     "outbox": _OUTBOX,
+    "outbox_files": _OUTBOX_FILES,
     "turns": _TURNS,
     "turn_steps": _STEPS,
     "handoffs": _HANDOFFS,

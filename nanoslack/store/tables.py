@@ -263,7 +263,9 @@ class OutboxRow:
     instance: str
     dedupe_key: Annotated[str, Col(unique=True)]
     # post | update | reaction (a turn's ``react``: ``text`` the emoji name, ``update_ts`` the
-    # message it goes on; no schema change, the column is free text)
+    # message it goes on) | file (a turn's ``send_file``: ``text`` the comment that introduces
+    # it, the file in ``outbox_files``; once sent, ``posted_ts`` is the file's id: Slack
+    # shares a file after answering and does not say the ts of the message that shares it)
     kind: str
     # What the row is, so nobody reads it off the key: reply (a turn's post), notice
     # (the fleet's own word in a room: pause, halt, budget, a decline, a board), ask (an
@@ -299,6 +301,21 @@ class OutboxRow:
     @property
     def blocks_list(self) -> list[dict[str, Any]] | None:
         return json.loads(self.blocks) if self.blocks else None
+
+
+@table("outbox_files", key=("outbox_id",))
+@dataclass(frozen=True, slots=True)
+class OutboxFileRow:
+    """What an outbox row of ``kind = file`` uploads (a turn's ``send_file``, docs/agents.md):
+    queued with the row, in the turn's transaction. ``file_id`` is Slack's id of the upload,
+    recorded once the bytes are up and before ``files.completeUploadExternal``: a run that
+    dies between the two completes that file instead of uploading another."""
+
+    outbox_id: int
+    filename: str
+    title: str
+    content: str  # the file's text (at most 1 MB of UTF-8)
+    file_id: str | None
 
 
 @table(

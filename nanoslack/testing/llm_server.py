@@ -154,6 +154,9 @@ class Endpoint:
         return len(self._queue)
 
 
+REQUEST_MAX_BYTES = 32 * 1024 * 1024
+
+
 class LLMServer:
     def __init__(self) -> None:
         self.openai = Endpoint("openai")
@@ -179,7 +182,9 @@ class LLMServer:
         return self.url
 
     async def start(self) -> LLMServer:
-        app = web.Application()
+        # Providers take requests far larger than aiohttp's 1 MB default (a conversation that
+        # carries a tool call's megabyte of arguments, as a refused ``send_file``'s does).
+        app = web.Application(client_max_size=REQUEST_MAX_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner, self.port = await serve(app, HOST)
         return self

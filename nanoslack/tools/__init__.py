@@ -2,7 +2,8 @@
 
 Every tool is of one shape (``agents.tool.Tool``: a name, a description, a pydantic model
 of its arguments, an async function). ``host`` holds the fleet's own tools
-(``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``), whose effects are
+(``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``, ``react``,
+``send_file``), whose effects are
 committed with the turn; ``team`` the team rooms' (``report``, ``vote``, ``ballot``,
 ``directive``); ``memory`` the notes' (``remember``, ``forget``, ``recall``); ``mcp`` a
 teammate's MCP servers' tools; ``toolbox`` puts one turn's tools and budgets together
@@ -10,7 +11,7 @@ teammate's MCP servers' tools; ``toolbox`` puts one turn's tools and budgets tog
 The instance's core builds a toolbox for every turn (``nanoslack.core``).
 """
 
-from nanoslack.tools.host import HOST_TOOL_NAMES, Handoff, HostContext, HostTools, TurnEffects
+from nanoslack.tools.host import HOST_TOOL_NAMES, FileOut, Handoff, HostContext, HostTools, TurnEffects
 from nanoslack.tools.toolbox import (
     McpTools,
     ToolApprover,
@@ -21,6 +22,7 @@ from nanoslack.tools.toolbox import (
 )
 
 __all__ = [
+    "FileOut",
     "HOST_TOOL_NAMES",
     "Handoff",
     "HostContext",

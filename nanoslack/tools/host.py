@@ -7,7 +7,9 @@
   the chief exempt both ways, never to itself, a relay two deep at most, group
   conversations only: in a DM the refusal names ``ask_agent``, ``nanoslack.tools.ask``);
 - ``message_owner(text)``: a DM to every owner from this instance, once a turn;
-- ``react(emoji)``: a reaction on the message the turn answers (no post, no hop).
+- ``react(emoji)``: a reaction on the message the turn answers (no post, no hop);
+- ``send_file(filename, content, title, comment)``: a text file the agent wrote, uploaded
+  into the thread the turn answers (one of the turn's posts; at most ``MAX_FILE_BYTES``).
 
 A call never touches Slack: what it means to do is collected in ``TurnEffects`` and
 committed with the turn (``turns.record``). A refusal is the tool's result, saying why.
@@ -43,7 +45,11 @@ from nanoslack.store import MessageRow
 SEND_TO_AGENT = "send_to_agent"
 MESSAGE_OWNER = "message_owner"
 REACT = "react"
-HOST_TOOL_NAMES = frozenset({SEND_MESSAGE, READ_SKILL, SEND_TO_AGENT, MESSAGE_OWNER, REACT})
+SEND_FILE = "send_file"
+HOST_TOOL_NAMES = frozenset({SEND_MESSAGE, READ_SKILL, SEND_TO_AGENT, MESSAGE_OWNER, REACT, SEND_FILE})
+# A file an agent sends is text it wrote (a report, a CSV, a patch): at most 1 MB of UTF-8.
+MAX_FILE_BYTES = 1024 * 1024
+MAX_FILENAME_CHARS = 255
 MAX_REACTIONS = 3
 # Slack's emoji names: lower case, digits, ``_``, ``-``, ``+``, ``'`` (``thumbsup``, ``+1``).
 _EMOJI_NAME = re.compile(r"[a-z0-9_+'-]{1,100}")
@@ -51,6 +57,8 @@ _EMOJI_NAME = re.compile(r"[a-z0-9_+'-]{1,100}")
 MAX_RELAY_DEPTH = 2
 MAX_HANDOFFS = 3
 _SKILL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# A file's name: no directory (a slash or a backslash), no control characters.
+_FILENAME = re.compile(r"[^/\\\x00-\x1f\x7f]+")
 
 
 class SendToAgent(Arguments):
@@ -60,6 +68,13 @@ class SendToAgent(Arguments):
 
 class React(Arguments):
     emoji: str = Field(description="The emoji's Slack name, e.g. white_check_mark, eyes, thumbsup, tada.")
+
+
+class SendFile(Arguments):
+    filename: str = Field(description="The file's name and extension, e.g. report.md, data.csv, fix.patch.")
+    content: str = Field(description="The whole text of the file (at most 1 MB).")
+    title: str = Field(default="", description="A title shown above the file (default: the filename).")
+    comment: str = Field(default="", description="A message posted with the file (Slack mrkdwn), or empty.")
 
 
 class MessageOwner(Arguments):
@@ -75,6 +90,16 @@ class Handoff:
     traceparent: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FileOut:
+    """A file ``send_file`` means to post into the thread (docs/agents.md)."""
+
+    filename: str
+    title: str
+    content: str
+    comment: str
+
+
 @dataclass
 class TurnEffects:
     """What a turn's tool calls mean to do, committed with the turn (exactly once)."""
@@ -83,6 +108,7 @@ class TurnEffects:
     handoffs: list[Handoff] = field(default_factory=list)
     owner_messages: list[str] = field(default_factory=list)
     reactions: list[str] = field(default_factory=list)  # emoji names, on the message answered
+    files: list[FileOut] = field(default_factory=list)  # ``send_file``: each one of the turn's posts
     tokens: int = 0  # what the turn's model calls spent (for the metrics)
     cached_tokens: int = 0  # of which read from a provider's prompt cache
     cost_usd: float = 0.0  # their price in US dollars, of the calls priced (for the metrics)
@@ -111,6 +137,9 @@ class HostContext:
     # The teammate whose ``ask_agent`` this turn answers ("" for any other turn): the turn
     # posts nothing in Slack, so it neither hands off nor messages the owners.
     asked_by: str = ""
+    # A turn no message woke (a routine's): its posts are joined into one new thread, where
+    # ``send_file`` has no thread to go to.
+    sourced: bool = False
 
 
 class HostTools:
@@ -143,6 +172,13 @@ class HostTools:
                 "to acknowledge without a reply, or alongside one.",
                 React,
                 self._react,
+            ),
+            Tool(
+                SEND_FILE,
+                "Post a text file you wrote (a report, a CSV, a patch; at most 1 MB) into this thread, "
+                "with an optional title and comment. It counts as one of your posts this turn.",
+                SendFile,
+                self._send_file,
             ),
         ]
 
@@ -177,10 +213,43 @@ class HostTools:
         self.effects.reactions.append(name)
         return ToolResult(f"reacted :{name}:")
 
+    async def _send_file(self, args: SendFile) -> ToolResult:
+        refusal = self._file_refusal(args.filename, args.content)
+        if refusal is not None:
+            return ToolResult(f"not sent: {refusal}", is_error=True)
+        name = args.filename.strip()
+        title = " ".join(args.title.split()) or name
+        self.effects.files.append(FileOut(name, title, args.content, args.comment.strip()))
+        size = len(args.content.encode("utf-8"))
+        return ToolResult(f"sent {name} ({size} bytes) into the thread")
+
+    def _file_refusal(self, filename: str, content: str) -> str | None:
+        name = filename.strip()
+        if self._ctx.asked_by:
+            return f"you are answering {self._ctx.asked_by}'s question, which posts nothing; answer in text"
+        if self._ctx.sourced:
+            return "this turn has no thread to send a file into (a routine's turn posts text only)"
+        if not name or not _FILENAME.fullmatch(name) or name in (".", ".."):
+            return f"{filename!r} is not a file name (one like report.md: no slashes, no control characters)"
+        if len(name) > MAX_FILENAME_CHARS:
+            return f"the file name is longer than {MAX_FILENAME_CHARS} characters"
+        if not content:
+            return "the content is empty"
+        size = len(content.encode("utf-8"))
+        if size > MAX_FILE_BYTES:
+            return f"the content is {size} bytes, more than the {MAX_FILE_BYTES} (1 MB) a file may be"
+        if self._posts_made() >= MAX_POSTS:
+            return f"a turn posts at most {MAX_POSTS} messages, files included"
+        return None
+
+    def _posts_made(self) -> int:
+        """What the turn has posted so far: its messages and its files."""
+        return len(self.effects.posts) + len(self.effects.files)
+
     def _send_message(self, text: str) -> ToolResult:
         if not text.strip():
             return ToolResult("nothing posted: the text is empty", is_error=True)
-        if len(self.effects.posts) >= MAX_POSTS:
+        if self._posts_made() >= MAX_POSTS:
             return ToolResult(f"not posted: a turn posts at most {MAX_POSTS} messages", is_error=True)
         self.effects.posts.append(text.strip())
         if self._ctx.asked_by:

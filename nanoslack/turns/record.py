@@ -2,7 +2,8 @@
 
 A reply: the turn row, its messages marked ``done``, one outbox row per post
 (``purpose = 'reply'``: what the agent sent with ``send_message``, then what a command
-printed), its handoffs (a pending message for each recipient, in this thread) and its
+printed) and per file it sent (``send_file``, ``kind = file``), its handoffs (a pending
+message for each recipient, in this thread) and its
 DMs to the owners commit together, so a crash leaves either all of it or a turn still
 ``running`` that the next start runs again. A room halted while the agent answered
 records only the turn row (``halted``; the messages stay pending). A failed turn
@@ -24,11 +25,11 @@ from nanoslack.halts import Halts
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
-from nanoslack.replies import MAX_CHARS, MAX_POSTS, prepare_posts, quiet_broadcasts
+from nanoslack.replies import MAX_CHARS, MAX_POSTS, link_mentions, prepare_posts, quiet_broadcasts
 from nanoslack.services import Services
 from nanoslack.store import MessageRow
 from nanoslack.store.turns import utc_day
-from nanoslack.tools import Handoff, TurnEffects
+from nanoslack.tools import FileOut, Handoff, TurnEffects
 from nanoslack.tools.host import react_target
 from nanoslack.tools.memory import note_changes
 from nanoslack.turns.history import Recall, ThreadMemory
@@ -100,21 +101,23 @@ class TurnRecorder:
                 self._ended("halted")
                 log.info("turn halted", instance=self.instance, turn=turn_id, channel=turn.channel)
                 return
-            status = "done" if texts or effects.handoffs else "silent"
-            if not self._store.turns.finish(turn_id, status, posts=len(texts)):
+            status = "done" if texts or effects.handoffs or effects.files else "silent"
+            if not self._store.turns.finish(turn_id, status, posts=len(texts) + len(effects.files)):
                 return
             self._close(msgs)
             self._recorded(msgs, turn_id, status)
             self._posts(turn_id, turn, texts)
+            self._files(turn_id, turn, effects.files)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
         self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
         failpoints.hit("turn.recorded")
         log.info(
-            "turn finished" if texts else "turn silent",
+            "turn finished" if texts or effects.files else "turn silent",
             instance=self.instance,
             turn=turn_id,
             posts=len(texts),
+            files=len(effects.files),
             handoffs=len(effects.handoffs),
         )
         self._woke(effects.handoffs)
@@ -129,6 +132,23 @@ class TurnRecorder:
                 channel=turn.channel,
                 thread_ts=turn.thread_ts or None,
                 text=text,
+            )
+
+    def _files(self, turn_id: int, turn: Turn, files: Sequence[FileOut]) -> None:
+        """``send_file``: each file an outbox row (``kind = file``) that the poster uploads into
+        the thread, exactly once (docs/agents.md); one of the turn's posts."""
+        for i, f in enumerate(files):
+            comment = f.comment if self._allow_broadcast else quiet_broadcasts(f.comment)
+            self._store.outbox.enqueue_file(
+                instance=self.instance,
+                dedupe_key=f"file:{self.instance}:{turn_id}:{i}",
+                turn_id=turn_id,
+                channel=turn.channel,
+                thread_ts=turn.thread_ts or None,
+                filename=f.filename,
+                title=f.title,
+                content=f.content,
+                comment=link_mentions(comment, self._siblings()),
             )
 
     def _side_effects(
@@ -328,11 +348,14 @@ class TurnRecorder:
         )
         thread = turn.thread_ts or turn.channel
         with self._store.transaction():
-            if not self._store.turns.finish(turn_id, "budget", posts=len(texts), error=error):
+            if not self._store.turns.finish(
+                turn_id, "budget", posts=len(texts) + len(effects.files), error=error
+            ):
                 return
             self._close(msgs)
             self._recorded(msgs, turn_id, "budget")
             self._posts(turn_id, turn, texts)
+            self._files(turn_id, turn, effects.files)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, None)
             if scope == "instance":
@@ -373,7 +396,8 @@ class TurnRecorder:
             recall,
             turn_id=turn_id,
             turn=turn,
-            posts=texts,
+            # A file sent is remembered by its name (its text was the tool call's argument).
+            posts=[*texts, *(f"[file: {f.filename}]" for f in effects.files)],
             messages=reply.history if reply else "",
             chars=reply.history_chars if reply else 0,
             changes=note_changes(effects),

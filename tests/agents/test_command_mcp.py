@@ -34,7 +34,7 @@ from .helpers import make_turn
 
 PY = shlex.quote(sys.executable)
 MCP_AGENT = Path(__file__).with_name("mcp_agent.py")
-HOST_TOOLS = ["send_message", "read_skill", "send_to_agent", "message_owner", "react"]
+HOST_TOOLS = ["send_message", "read_skill", "send_to_agent", "message_owner", "react", "send_file"]
 # A client's first request: the initialize handshake of the 2025 protocol.
 INITIALIZE = {
     "jsonrpc": "2.0",
