@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 from nanoslack import tracing
 from nanoslack.agents import Agent, BudgetExhausted, ToolResult, TurnFailed
+from nanoslack.agents.drafts import drafting
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import is_acknowledgement
 from nanoslack.halts import Halts
@@ -134,10 +135,12 @@ class AskedTurns:
         effects = tools.effects
         record = functools.partial(self._recorder.asked, turn_id, turn, effects=effects)
         try:
-            async with asyncio.timeout(request.timeout) as limit, self._slot.turn():
-                # A serial teammate (``serial: true``) busy in another thread: the ask waits
-                # its turn, within the same timeout.
-                reply = await self._agent.run(turn, tools)
+            # Not the asker's draft: what the asked turn writes never streams into the asker's DM.
+            with drafting(None):
+                async with asyncio.timeout(request.timeout) as limit, self._slot.turn():
+                    # A serial teammate (``serial: true``) busy in another thread: the ask
+                    # waits its turn, within the same timeout.
+                    reply = await self._agent.run(turn, tools)
         except asyncio.CancelledError:
             # The asking turn was cancelled (a halt, a stop): so is this one, recorded as such.
             with contextlib.suppress(Exception):

@@ -5,6 +5,8 @@ is cut off at NANOSLACK_ASK_TIMEOUT and its turn cancelled."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -99,9 +101,8 @@ async def test_in_a_dm_dana_asks_eli_and_answers_her_owner_with_elis_words_while
                 "eli": [openai_answer(send("Friday, after the freeze.")), openai_text()],
             }
         )
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
-        )
+        # DM replies stream (the default): eli's words reach dana's DM only as dana posts them.
+        env = openai_env(room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli")
         await fleet_factory(["dana", "eli"], **env)
         dm = dm_with(room, "dana")
         await room.emu.post_as_user(room.human.id, dm, "when do we ship? ask eli")
@@ -333,3 +334,45 @@ def routine_cli(*argv: str, db: Path) -> str:
     env = ["--env-file", str(db.parent.parent / ".env")]
     assert routines_cli.main(["--db", str(db), *env, *argv], out=out) == 0
     return out.getvalue()
+
+
+async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_that_turn_is_done(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = teammates(room)
+    (root / "eli" / "SOUL.md").write_text("---\nserial: true\n---\nYou are eli, a teammate.\n")
+    held = asyncio.Event()
+    dana = [openai_answer(ask("eli", "When do we ship?")), openai_answer(send("eli says: Friday."))]
+
+    def model(request: Request) -> Answer:
+        messages = request.json["messages"]
+        system = " ".join(str(m.get("content", "")) for m in messages if m["role"] == "system")
+        if "You are dana," in system:
+            return dana.pop(0) if dana else openai_text()
+        if messages[-1]["role"] == "tool":
+            return openai_text()
+        if str(messages[-1]["content"]).startswith("[Asked by dana]"):
+            return openai_answer(send("Friday."))
+        return dataclasses.replace(openai_answer(send("on it")), hold=held)  # eli's room turn
+
+    async with LLMServer() as llm:
+        llm.openai.default = model
+        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_ASK_TIMEOUT="30")
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('eli')} the build?")
+        await room.emu.wait_for(lambda: len(prompts_of(llm, "eli")) == 1, timeout=20)
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli when we ship")
+        await room.emu.wait_for(
+            lambda: room.sql("SELECT status FROM turns WHERE thread_key LIKE 'ask:%'") == [("running",)],
+            timeout=20,
+        )
+        assert len(prompts_of(llm, "eli")) == 1  # the asked turn waits for eli's slot
+        held.set()
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli says: Friday."] and settled(room), timeout=20
+        )
+
+    eli = prompts_of(llm, "eli")
+    assert not eli[0].startswith("[Asked by") and eli[-1].startswith("[Asked by dana]")
+    assert llm.most_in_flight() <= 2  # dana's and one of eli's, never two of eli's
+    assert [error for _, error in step_errors(room, "dana")] == [None]
