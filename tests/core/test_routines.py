@@ -332,16 +332,20 @@ async def test_the_file_wins_a_name_clash_when_set_and_when_the_file_gains_the_n
     listed = [line.split()[1:4] for line in out.getvalue().splitlines()[1:]]
     assert listed == [["check", "file", "every"], ["check", "agent", "(shadowed"]]
     assert "agent (shadowed by the file)" in out.getvalue()
-    clock.now = NOW + 5 * FIVE  # not a 10m time: the agent's 5m routine does not run
-    await feature.clock.tick(clock.now)
-    assert _due(feature) == []
+    # A process that takes the instance over now (a fresh clock) runs the file's, on the
+    # file's times: 5F is no 10-minute time, so nothing runs then.
+    later = _feature(store, tmp_path, clock)
+    for step, ran in ((5, []), (6, [("check", "File check.")])):
+        clock.now = NOW + step * FIVE
+        await later.clock.tick(clock.now)
+        assert _due(later) == ran, step
     # The file drops the name: the agent's routine runs again.
     _file(tmp_path, "")
     clock.now = NOW + 7 * FIVE
-    await feature.clock.tick(clock.now)
+    await later.clock.tick(clock.now)
     clock.now = NOW + 8 * FIVE
-    await feature.clock.tick(clock.now)
-    assert _due(feature) == [("check", "Agent check.")]
+    await later.clock.tick(clock.now)
+    assert _due(later) == [("check", "Agent check.")]
 
 
 async def test_cancel_routine_removes_the_agents_routine_and_cannot_remove_the_files(
@@ -377,6 +381,8 @@ async def test_an_agent_routine_set_in_one_process_runs_each_due_time_once_acros
     try:
         clock = _Clock()
         here, there = _feature(store, tmp_path, clock), _feature(other, tmp_path, clock)
+        for feature in (here, there):  # both run before the routine is set
+            await feature.clock.tick(clock.now)
         assert "created" in await _schedule(here, "check")
         ran: list[tuple[str, float]] = []
         for step in range(1, 7):
