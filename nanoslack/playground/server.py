@@ -27,6 +27,7 @@ from nanoslack.logs import get_logger
 from nanoslack.playground.notes import Note, NoteBook
 from nanoslack.playground.stage import ROOM_LABEL, ROUND_ROOM, Stage
 from nanoslack.store import NoteRow, RunRow
+from nanoslack.store.routines import shadowed
 
 log = get_logger(__name__)
 
@@ -160,6 +161,7 @@ class PlaygroundServer:
         ]
         rooms = [(stage.room, ROOM_LABEL)] + ([(stage.round_room, ROUND_ROOM)] if stage.round_room else [])
         senders = stage.sender_names
+        routines = store.routines.listing()
         return {
             "instances": instances,
             "rooms": [
@@ -172,8 +174,8 @@ class PlaygroundServer:
             ],
             "routines": [
                 {"instance": r.instance, "name": r.name, "schedule": r.schedule, "last": r.last_status or ""}
-                for r in store.routines.listing()
-                if r.active
+                for r in routines
+                if r.active and not shadowed(r, routines)  # a name both have is the file's
             ],
         }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from nanoslack.agents import Turn, load_teammate
+from nanoslack.agents import Turn, TurnOrigin, load_teammate
 from nanoslack.agents.tool import call_tool
 from nanoslack.config.memory import MemorySettings
 from nanoslack.halts import Halts
@@ -228,6 +228,12 @@ async def test_schedule_routine_in_an_owners_turn_keeps_it_and_a_bots_or_a_stran
         ]
         offered, said = await _call(feature, sender, CANCEL_ROUTINE, name="build")
         assert offered and said.startswith("not cancelled: only your owners")
+    # A turn no message woke and no routine started (a teammate's ask) is refused too.
+    asked = Turn(INSTANCE, "dana", ROOM, "1.0", BOT, False, "Group chat", (), ())
+    (family,) = feature.toolsets()
+    args = {"name": "build", "every": "1h", "prompt": "x"}
+    said = (await call_tool(family(1, asked, [], TurnEffects()), SCHEDULE_ROUTINE, args)).text
+    assert said.startswith("not scheduled: only your owners")
     assert _agents(store) == {}
     owner = f"slack:{OWNER}"
     offered, said = await _call(
@@ -239,6 +245,10 @@ async def test_schedule_routine_in_an_owners_turn_keeps_it_and_a_bots_or_a_stran
     _, said = await _call(feature, owner, SCHEDULE_ROUTINE, DM, name="build", every="2h", prompt="Again.")
     assert said.startswith("routine build updated: every 2h, posting in D0DM")
     assert _agents(store) == {"build": ("every 2h", DM, "Again.")}
+    # The instance's own routine may set one (its owner set the routine up), posting where it posts.
+    run = Turn(INSTANCE, "dana", "", "", "fleet", False, "DM", (), (), origin=TurnOrigin("routine", "plan"))
+    said = (await call_tool(family(1, run, [], TurnEffects()), SCHEDULE_ROUTINE, args)).text
+    assert said.startswith("routine build updated: every 1h, posting in your owners' DMs")
 
 
 async def test_schedule_routine_refuses_under_5_minutes_a_bad_cron_a_channel_it_is_not_in_and_an_11th(
