@@ -3,16 +3,19 @@
 An owner's click answers one of the instance's questions (``nanoslack.asks``): an
 approval goes to the gate, a halt's Resume to room control, a budget's Allow to the
 budgets, a guarded tool's Allow to the tool approver; anyone's click on a vote's button
-goes to the room features that take clicks (``Feature.click``, the team's votes).
+goes to the room features that take clicks (``Feature.click``, the team's votes); anyone's
+Stop on one of the instance's agent sessions stops the turn answering there
+(docs/agent-surface.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
 from nanoslack.budgets import Budgets
-from nanoslack.inbound import FeatureClick
+from nanoslack.inbound import FeatureClick, SessionStop
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Pipeline
 from nanoslack.tools.approvals import OwnerToolApprover
@@ -21,6 +24,12 @@ log = get_logger(__name__)
 
 # Takes a person's click on a vote's button: True when it counted.
 OnVote = Callable[[FeatureClick], bool]
+
+
+class Stopper(Protocol):
+    """The instance's turns (``TurnScheduler.stop_thread``)."""
+
+    def stop_thread(self, channel: str, thread_ts: str, *, by_user: str) -> int | None: ...
 
 
 class ClickRouter:
@@ -34,6 +43,7 @@ class ClickRouter:
         tool_approvals: OwnerToolApprover,
         votes: Sequence[OnVote],
         wake: Callable[[], None],
+        turns: Stopper | None = None,
     ) -> None:
         self.instance = instance
         self._asks = asks
@@ -43,6 +53,7 @@ class ClickRouter:
         self._votes = tuple(votes)
         # Something an answer released may run now: the instance's turns look again.
         self._wake = wake
+        self._turns = turns
 
     async def answer(self, answer: Answer) -> None:
         """An owner's click on one of this instance's questions."""
@@ -77,6 +88,25 @@ class ClickRouter:
         for take in self._votes:
             if take(click):
                 log.info("vote click", instance=self.instance, vote=click.item, user=click.by_user)
+
+    def stop(self, stop: SessionStop) -> None:
+        """Anyone who sees the session's Stop button may click it (Slack shows it to the
+        people in the conversation): the turn answering in that thread is stopped. With no
+        turn there it does nothing (logged)."""
+        turn = None
+        if self._turns is not None:
+            turn = self._turns.stop_thread(stop.channel, stop.thread_ts, by_user=stop.by_user)
+        if turn is None:
+            log.info(
+                "stop ignored",
+                instance=self.instance,
+                channel=stop.channel,
+                thread=stop.thread_ts,
+                user=stop.by_user,
+                reason="no turn running there",
+            )
+            return
+        log.info("stop clicked", instance=self.instance, turn=turn, channel=stop.channel, user=stop.by_user)
 
     def _decide_approval(self, answer: Answer) -> None:
         try:

@@ -284,6 +284,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         tool_approvals=tool_approvals,
         votes=[feature.click for feature in features],
         wake=turns.wake,
+        turns=turns,
     )
     return InstanceCore(
         identity,

@@ -235,6 +235,27 @@ class FeatureClick:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionStop:
+    """A person's click on the Stop button of an agent session (Slack's
+    ``agent_session_stopped``, docs/agent-surface.md), as the edge parses it: the thread
+    whose turn is to stop, who clicked, and the streams Slack stopped already."""
+
+    channel: str
+    thread_ts: str
+    by_user: str
+    streams: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackClick:
+    """A person's 👍 or 👎 on a turn's reply (Slack's ``feedback_buttons``)."""
+
+    turn_id: int
+    value: str  # "positive" | "negative"
+    by_user: str
+
+
+@dataclass(frozen=True, slots=True)
 class Drop:
     """A stage's refusal, with the reason operators will grep for."""
 

@@ -38,6 +38,7 @@ from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.pane import AssistantPane
 from nanoslack.slack.poster import Poster
 from nanoslack.slack.reaction import WorkingReaction
+from nanoslack.slack.sessions import AgentSessions
 from nanoslack.slack.status import Refusals, StatusLine
 from nanoslack.slack.streams import ReplyStreams
 from nanoslack.slack.surface import SurfaceSignals
@@ -155,6 +156,7 @@ class SlackInstance:
             reaction=WorkingReaction(client, reaction, settings.name) if reaction else None,
             replies=streams,
             refresh=surface.status_refresh,
+            sessions=AgentSessions(client, settings.name, refusals),
         )
         files = (
             SlackFiles(options.files, client, settings.bot_token, settings.name) if options.files else None

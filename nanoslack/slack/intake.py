@@ -6,7 +6,8 @@ assistant pane's events go to the instance's pane, ``pane.AssistantPane.take``) 
 ``interactive`` (any other envelope with a payload: an owner's click on one of the
 core's questions becomes an ``Answer`` for the core, ``blocks.answers_of``, a person's
 click on a vote's button a ``FeatureClick``, ``blocks.vote_clicks_of``, both for the
-core's ``Clicks``; the rest is ignored).
+core's ``Clicks``; the rest is ignored). A person's Stop on an agent session
+(``agent_session_stopped``) goes to the core's ``Clicks`` too (``SessionStop``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from nanoslack.asks import Answer
-from nanoslack.inbound import Drop, FeatureClick, Identity, Inbound
+from nanoslack.inbound import Drop, FeatureClick, Identity, Inbound, SessionStop
 from nanoslack.logs import get_logger
 from nanoslack.slack.blocks import answers_of, vote_clicks_of
 from nanoslack.slack.pane import EVENTS as PANE_EVENTS
-from nanoslack.slack.parse import is_self, parse_event
+from nanoslack.slack.parse import SESSION_STOPPED, is_self, parse_event, parse_session_stop
 
 log = get_logger(__name__)
 
@@ -33,6 +34,10 @@ class Clicks(Protocol):
     async def answer(self, answer: Answer) -> None: ...
 
     async def ballot(self, click: FeatureClick) -> None: ...
+
+    def stop(self, stop: SessionStop) -> None:
+        """A person clicked Stop on one of the instance's agent sessions."""
+        ...
 
 
 class Intake:
@@ -70,6 +75,9 @@ class Intake:
         if isinstance(event, Mapping) and event.get("type") in PANE_EVENTS:
             self._to_pane(event)
             return None
+        if isinstance(event, Mapping) and event.get("type") == SESSION_STOPPED:
+            self._stop(event)
+            return None
         parsed = parse_event(body, instance=ident.instance, team_id=ident.team_id)
         if isinstance(parsed, Drop):
             log.info(
@@ -80,6 +88,15 @@ class Intake:
             log.debug("event dropped", instance=ident.instance, reason="own message", ts=parsed.ts)
             return None
         return parsed
+
+    def _stop(self, event: Mapping[str, Any]) -> None:
+        """A Stop click goes to the core at once (acked: nothing to record; a turn stopped
+        is recorded by the core before anything else happens)."""
+        stop = parse_session_stop(event)
+        if isinstance(stop, Drop):
+            log.info("event dropped", instance=self.identity.instance, reason=stop.reason)
+            return
+        self._clicks.stop(stop)
 
     def _to_pane(self, event: Mapping[str, Any]) -> None:
         """The assistant pane's events go to the instance's pane (acked: nothing to record)."""

@@ -17,10 +17,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nanoslack.inbound import Drop, FileRef, Inbound, file_label, human_sender_id
+from nanoslack.inbound import Drop, FileRef, Inbound, SessionStop, file_label, human_sender_id
 from nanoslack.mrkdwn import extract_mentions
 
-__all__ = ["extract_mentions", "is_self", "parse_event"]
+__all__ = ["SESSION_STOPPED", "extract_mentions", "is_self", "parse_event", "parse_session_stop"]
+
+# A person clicked the Stop button of one of the app's agent sessions.
+SESSION_STOPPED = "agent_session_stopped"
 
 EVENT_TYPES = frozenset({"message", "app_mention"})
 REACTION_EVENT = "reaction_added"
@@ -60,6 +63,24 @@ def parse_event(body: Mapping[str, Any], *, instance: str, team_id: str | None) 
         return _parse(body, instance=instance, team_id=team_id)
     except Exception as exc:  # noqa: BLE001 — totality is the contract; the reason names the bug
         return Drop(f"malformed payload: {type(exc).__name__}")
+
+
+def parse_session_stop(event: Mapping[str, Any]) -> SessionStop | Drop:
+    """``agent_session_stopped`` (``channel``, ``thread_ts``, ``user``,
+    ``streaming_message_ts``) → ``SessionStop``; total like ``parse_event``."""
+    fields: dict[str, str] = {}
+    for key, shape in (("channel", "channel"), ("thread_ts", "thread_ts"), ("user", "user")):
+        value = event.get(key)
+        if not isinstance(value, str) or not ID_SHAPES[shape].fullmatch(value):
+            return Drop(f"agent_session_stopped without a valid {key}")
+        fields[key] = value
+    streams = event.get("streaming_message_ts")
+    stopped = tuple(
+        ts
+        for ts in (streams if isinstance(streams, list) else [])
+        if isinstance(ts, str) and ID_SHAPES["ts"].fullmatch(ts)
+    )
+    return SessionStop(fields["channel"], fields["thread_ts"], fields["user"], stopped)
 
 
 def is_self(msg: Inbound, *, bot_user_id: str | None, bot_id: str | None) -> bool:

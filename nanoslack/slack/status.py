@@ -19,12 +19,15 @@ from nanoslack.logs import get_logger
 log = get_logger(__name__)
 
 REFUSALS = frozenset({"missing_scope", "not_allowed_token_type", "feature_not_enabled", "unknown_method"})
-Part = Literal["status", "stream", "pane"]
+# An app Slack does not take as an agent is also told ``not_allowed`` by the session methods.
+SESSION_REFUSALS = REFUSALS | {"not_allowed"}
+Part = Literal["status", "stream", "pane", "session"]
 # What the instance does instead, named in the log line.
 FALLBACKS: dict[Part, str] = {
     "status": "working reaction",
     "stream": "plain post",
     "pane": "no title or suggested prompts",
+    "session": "status line",
 }
 
 
@@ -42,7 +45,7 @@ class Refusals:
     def refused(self, part: Part, exc: BaseException) -> bool:
         """True when ``exc`` is Slack refusing ``part``: it is off from now on (logged once)."""
         error = slack_error(exc)
-        if error not in REFUSALS:
+        if error not in (SESSION_REFUSALS if part == "session" else REFUSALS):
             return False
         self._off[part] = error
         if (part, error) not in self._logged:

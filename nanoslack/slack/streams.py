@@ -308,6 +308,7 @@ class LiveDraft:
         # What Slack shows of the post; None once it is not the start of the text any more.
         self.shown: str | None = ""
         self._ended: bool | None = None  # None while the turn runs, then: did it post
+        self._stopped = False  # ended by Stop: the stream is stopped, the message kept
         # The tool steps the stream shows as ``task_update`` cards, and whether one ended since.
         self.steps_shown: set[str] = set()
         self._steps_due = False
@@ -321,6 +322,12 @@ class LiveDraft:
     def end(self, posted: bool) -> None:
         self._ended = posted
         self._changed.set()
+
+    def stop(self) -> None:
+        """A person clicked Stop (docs/agent-surface.md): the stream ends where it is and
+        what it shows stays, nothing more appended."""
+        self._stopped = True
+        self.end(True)
 
     def tool_ended(self) -> None:
         """A tool call of the turn ended: a stream under way shows it as a card."""
@@ -346,7 +353,9 @@ class LiveDraft:
             self.shown = None
             log.debug("draft not streamed", instance=instance, error=slack_error(exc) or type(exc).__name__)
             await self._until_end()
-        if self._ended is False:
+        if self._stopped:
+            await self._stop_stream()
+        elif self._ended is False:
             await self._delete()
 
     async def _until_end(self) -> None:
@@ -424,6 +433,17 @@ class LiveDraft:
         await self._client.chat_appendStream(channel=self._target.channel, ts=self.ts, markdown_text=piece)
         self.shown += piece
         failpoints.hit("draft.appended")
+
+    async def _stop_stream(self) -> None:
+        """Stopped: Slack stopped the stream already when the person clicked (an error
+        saying it does not stream any more is that); the message stays as it is."""
+        self._streams.forget(self._turn_id)
+        if not self.ts:
+            return
+        try:
+            await self._client.chat_stopStream(channel=self._target.channel, ts=self.ts)
+        except Exception as exc:
+            log.debug("draft stop", instance=self._instance, error=slack_error(exc) or type(exc).__name__)
 
     async def _delete(self) -> None:
         """The turn ended without a post: its draft goes from Slack and from the store."""

@@ -1,11 +1,13 @@
-"""Slack's agent surface for one instance (docs/agent-surface.md): the status line a turn
-shows in a DM, and what Slack refused of it.
+"""Slack's agent surface for one instance (docs/agent-surface.md): the status line and the
+agent session a turn shows in a DM, and what Slack refused of it.
 
 While a turn runs in a DM its waking message's thread shows ``is thinking…``, then
 ``is using <tool>…`` while a tool runs, sent again every ``refresh`` seconds (Slack clears
 a status 2 minutes after it was sent), cleared when the turn ends, unless its reply is to
-be streamed into that thread (the stream's first words clear it, without a gap). Rooms
-keep the working reaction (``reaction.WorkingReaction``).
+be streamed into that thread (the stream's first words clear it, without a gap). The
+thread's agent session (``sessions``) is ``processing`` while the turn runs (Slack shows
+its Stop button), ``suspended`` while a tool waits for an owner, ``active`` at the end.
+Rooms keep the working reaction (``reaction.WorkingReaction``).
 
 Never in the turn's way: the calls run in one background task per turn, in order. A
 Slack that refuses a part of the surface (``missing_scope``, ``not_allowed_token_type``,
@@ -24,6 +26,7 @@ import time
 from nanoslack.agents.drafts import Draft
 from nanoslack.logs import get_logger
 from nanoslack.slack.reaction import WorkingReaction
+from nanoslack.slack.sessions import AgentSessions, SessionStatus, title_of
 from nanoslack.slack.status import StatusLine, keep
 from nanoslack.slack.streams import LiveDraft, ReplyStreams
 from nanoslack.turns.signals import Outcome, TurnSignal, Waking
@@ -47,6 +50,9 @@ class _NoSignal:
     def end(self, outcome: Outcome) -> None:
         pass
 
+    def owner_waits(self, waiting: bool) -> None:
+        pass
+
     def drafts(self) -> Draft | None:
         return None
 
@@ -68,6 +74,9 @@ class _ReactionSignal:
     def end(self, outcome: Outcome) -> None:
         self._reaction.done(self._waking.channel, self._waking.ts)
 
+    def owner_waits(self, waiting: bool) -> None:
+        pass
+
     def drafts(self) -> Draft | None:
         return None
 
@@ -82,8 +91,11 @@ class SurfaceSignals:
         reaction: WorkingReaction | None,
         replies: ReplyStreams,
         refresh: float,
+        sessions: AgentSessions | None = None,
     ) -> None:
         self.status = status
+        # The DM thread's agent session (off when Slack refused sessions: the status line alone).
+        self.sessions = sessions
         self.refusals = status.refusals
         self.reaction = reaction
         self.refresh = refresh
@@ -109,6 +121,8 @@ class _StatusSignal:
         self._signals = signals
         self._waking = waking
         self._status = THINKING
+        self._waiting = False  # a tool waits for an owner's Allow: the session is suspended
+        self._session: SessionStatus | None = None  # the session status last sent
         self._outcome: Outcome | None = None
         self._changed = asyncio.Event()
         self._fallback: TurnSignal | None = None
@@ -144,7 +158,14 @@ class _StatusSignal:
         self._outcome = outcome
         self._changed.set()
         if self._live is not None:
-            self._live.end(outcome == "posted")
+            if outcome == "stopped":
+                self._live.stop()  # what it showed stays, as Slack stopped it
+            else:
+                self._live.end(outcome == "posted")
+
+    def owner_waits(self, waiting: bool) -> None:
+        self._waiting = waiting
+        self._changed.set()
 
     def _show(self, status: str) -> None:
         self._status = status
@@ -157,6 +178,9 @@ class _StatusSignal:
         while self._outcome is None:
             # Cleared before looking: a change made while a send is under way is seen next.
             self._changed.clear()
+            session: SessionStatus = "suspended" if self._waiting else "processing"
+            if session != self._session and await self._set_session(session):
+                continue
             status = self._status
             if sent is None or status != sent or time.monotonic() - sent_at >= signals.refresh:
                 if not await signals.status.set(waking.channel, waking.thread_ts, status):
@@ -167,8 +191,19 @@ class _StatusSignal:
             wait = max(0.0, signals.refresh - (time.monotonic() - sent_at))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=wait)
+        await self._set_session("active")
         if self._outcome != "posted" or not signals.streams or signals.refusals.is_off("stream"):
             await signals.status.set(waking.channel, waking.thread_ts, "")
+
+    async def _set_session(self, status: SessionStatus) -> bool:
+        """Move the thread's session (made, and titled, by the turn's first status); False
+        when there is none to move (sessions refused: the status line alone)."""
+        sessions, waking = self._signals.sessions, self._waking
+        if sessions is None or not sessions.on or (self._session is None and status == "active"):
+            return False
+        title = title_of(waking.title) if self._session is None else ""
+        self._session = status
+        return await sessions.set(waking.channel, waking.thread_ts, status, title=title)
 
     async def _fall_back(self) -> None:
         """The status line was refused: this turn shows the reaction instead, to its end."""
@@ -176,4 +211,5 @@ class _StatusSignal:
         while self._outcome is None:
             self._changed.clear()
             await self._changed.wait()
+        await self._set_session("active")
         fallback.end(self._outcome)

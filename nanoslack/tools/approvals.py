@@ -21,6 +21,7 @@ from typing import Any
 
 from nanoslack.agents import ToolResult
 from nanoslack.agents.redact import scrub
+from nanoslack.agents.waits import awaiting_owner
 from nanoslack.asks import TOOL, Answer, OwnerAsks, who
 from nanoslack.logs import get_logger, redact_text
 from nanoslack.store import Store
@@ -62,8 +63,9 @@ class OwnerToolApprover:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting[ref] = future
         try:
-            allowed = await self._wait(ref, future)
-        except asyncio.CancelledError:  # the turn was stopped (a halt, a shutdown): say so in the DMs
+            with awaiting_owner():  # the turn's session is suspended meanwhile
+                allowed = await self._wait(ref, future)
+        except asyncio.CancelledError:  # the turn was stopped (a halt, Stop, a shutdown): say so in the DMs
             self._asks.expire(TOOL, ref, verdict="The turn stopped before an answer: the call was not made.")
             raise
         finally:

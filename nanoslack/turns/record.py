@@ -6,7 +6,8 @@ printed) and per file it sent (``send_file``, ``kind = file``), its handoffs (a 
 message for each recipient, in this thread) and its
 DMs to the owners commit together, so a crash leaves either all of it or a turn still
 ``running`` that the next start runs again. A room halted while the agent answered
-records only the turn row (``halted``; the messages stay pending). A failed turn
+records only the turn row (``halted``; the messages stay pending); one a person stopped
+is ``stopped``, its messages consumed and ``Stopped.`` queued. A failed turn
 consumes its messages (they would fail again on every poll). A turn stopped by a
 spent budget (tokens or dollars) keeps what it had done and tells the thread once a day; for the
 instance's daily cap it asks the owners (the room's budget asks for itself).
@@ -38,6 +39,7 @@ log = get_logger(__name__)
 
 BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomorrow."
 BUDGET_USD_TEXT = "I've used up today's dollar budget, so I'll stay quiet until tomorrow."
+STOPPED_TEXT = "Stopped."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
 
 # How a turn no message woke ended, inside its transaction: (status, reason, tokens).
@@ -310,6 +312,36 @@ class TurnRecorder:
         self._store.turns.finish(turn_id, "halted")
         self._ended("halted")
         log.info("turn halted", instance=self.instance, turn=turn_id, reason="room halted")
+
+    def stopped(
+        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], *, by_user: str, thread_ts: str | None
+    ) -> None:
+        """A person clicked Stop while the agent answered (docs/agent-surface.md): one
+        transaction, before anything else is done about it, so a crash after it never runs
+        the turn again. The turn is ``stopped`` with what it had posted (the draft Slack
+        showed, kept as it stands), its messages are consumed (what came in behind them is
+        answered next), and ``Stopped.`` is queued once (its outbox key is the turn's)."""
+        with self._store.transaction():
+            draft = self._store.reply_drafts.of_turn(self.instance, turn_id)
+            posted = 1 if draft is not None and draft.ts else 0
+            if not self._store.turns.finish(turn_id, "stopped", posts=posted, error=f"stopped by {by_user}"):
+                return
+            if draft is not None:
+                self._store.reply_drafts.drop(self.instance, turn_id)  # nothing finishes it
+            self._close(msgs)
+            self._recorded(msgs, turn_id, "stopped")
+            self._store.outbox.enqueue(
+                instance=self.instance,
+                dedupe_key=f"stopped:{self.instance}:{turn_id}",
+                purpose="notice",
+                turn_id=turn_id,
+                channel=turn.channel,
+                thread_ts=thread_ts or turn.thread_ts or None,
+                text=STOPPED_TEXT,
+            )
+        failpoints.hit("turn.stopped")
+        self._ended("stopped")
+        log.info("turn stopped", instance=self.instance, turn=turn_id, by=by_user, posts=posted)
 
     def failure(
         self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], error: str, recall: Recall | None = None

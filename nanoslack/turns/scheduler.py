@@ -15,6 +15,9 @@ instance, turns them into turns:
 - a halted room starts no turn and its turns under way are cancelled (``halt``; also
   noticed on every poll, for a halt made by another process); a room whose token
   budget is spent waits for an owner's answer;
+- a person's Stop (``stop_thread``: Slack's ``agent_session_stopped``) cancels the turn
+  answering in that thread the same way, while its agent runs: it is recorded ``stopped``
+  and its messages are consumed; what came in behind it runs next, as usual;
 - turns no message woke come from the room features' turn sources (``TurnSource``, with
   clocks of their own): one at a time, never ahead of a person's or a handoff's turn.
 
@@ -35,11 +38,12 @@ from dataclasses import dataclass
 from nanoslack import tracing
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
+from nanoslack.agents.waits import owner_waits
 from nanoslack.budgets import RoomBudget
 from nanoslack.control import is_acknowledgement
 from nanoslack.features import RoomFeature, SourcedTurn, TurnSource
 from nanoslack.halts import Halts
-from nanoslack.inbound import FLEET_SENDER, ThreadKey
+from nanoslack.inbound import FLEET_SENDER, InboxKey, ThreadKey
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.services import Services
@@ -49,7 +53,7 @@ from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.asked import AskedTurns
 from nanoslack.turns.record import TurnRecorder
-from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignal, TurnSignals, Waking
+from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignals, Waking
 from nanoslack.turns.slot import TurnSlot
 from nanoslack.turns.transcript import Transcripts
 
@@ -120,6 +124,12 @@ class TurnScheduler:
         self._closing = False
         # Turns cancelled because their room was halted (not a shutdown).
         self._halting: set[ThreadKey] = set()
+        # Turns cancelled by a person's Stop, and who clicked it.
+        self._stopping: dict[ThreadKey, str] = {}
+        # Turns whose agent runs (a Stop may cancel them), and the thread each answers in
+        # Slack (the one its session is on).
+        self._answering: dict[ThreadKey, str] = {}
+        self._turn_ids: dict[ThreadKey, int] = {}
         # Turns that hold their slot of the fleet's cap (the others still wait for one).
         self._slotted: set[ThreadKey] = set()
         # The one turn of a source under way at a time, and whether a halt cancelled it.
@@ -216,6 +226,24 @@ class TurnScheduler:
         if self._sourced is not None and self._sourced[0].room == channel and not self._sourced_halting:
             self._sourced_halting = True
             self._sourced[1].cancel()
+
+    def stop_thread(self, channel: str, thread_ts: str, *, by_user: str) -> int | None:
+        """A person clicked Stop on the session of ``thread_ts``: the turn whose agent is
+        answering there is cancelled (as a halt cancels one) and recorded ``stopped``. The
+        turn's id, or None when no turn's agent runs there (one that finished its answer
+        is being recorded, and posts it)."""
+        for key, answered in list(self._answering.items()):
+            if key.channel != channel or answered != thread_ts:
+                continue
+            if key in self._halting or key in self._stopping:
+                return None
+            task = self._busy.get(key)
+            if task is None:
+                return None
+            self._stopping[key] = by_user
+            task.cancel()
+            return self._turn_ids.get(key)
+        return None
 
     async def _schedule_once(self) -> None:
         self._schedule()
@@ -342,6 +370,9 @@ class TurnScheduler:
     def _turn_ended(self, key: ThreadKey, _task: asyncio.Task[None]) -> None:
         self._busy.pop(key, None)
         self._halting.discard(key)
+        self._stopping.pop(key, None)
+        self._answering.pop(key, None)
+        self._turn_ids.pop(key, None)
         self._slotted.discard(key)
         # Messages that came in during the turn (or that a crashed turn left pending).
         self._woken.setdefault(key, False)
@@ -424,15 +455,28 @@ class TurnScheduler:
         )
         recorder = self._recorder
         tools = self._toolboxes.for_turn(turn_id, turn, msgs)
-        signal = self._signal(turn_id, turn, msgs)
+        waking = self._waking(turn_id, turn, msgs)
+        signal = self._signals.begin(waking) if waking is not None and self._signals is not None else None
         shown: Outcome = "failed"
+        self._answering[key] = waking.thread_ts if waking is not None else turn.thread_ts
+        self._turn_ids[key] = turn_id
         try:
             shown_tools = tools if signal is None else SignalledTools(tools, signal)
-            with drafting(signal.drafts() if signal is not None else None):
+            with (
+                drafting(signal.drafts() if signal is not None else None),
+                owner_waits(signal.owner_waits if signal is not None else None),
+            ):
                 reply = await self._agent.run(turn, shown_tools)
         except asyncio.CancelledError:
+            self._answering.pop(key, None)
             if key in self._halting:
                 recorder.halted(turn_id)
+            elif key in self._stopping:
+                # Durable before anything else is done about it (the stream, the session).
+                recorder.stopped(
+                    turn_id, turn, msgs, by_user=self._stopping[key], thread_ts=self._answering_thread(waking)
+                )
+                shown = "stopped"
             raise
         except BudgetExhausted as exc:
             outcome = functools.partial(
@@ -452,6 +496,7 @@ class TurnScheduler:
             error = f"{type(exc).__name__}: {exc}"
             outcome = functools.partial(recorder.failure, turn_id, turn, msgs, error, recall)
         else:
+            self._answering.pop(key, None)  # answered: a Stop from now on is too late
             outcome = functools.partial(recorder.reply, turn_id, turn, msgs, reply, tools.effects, recall)
             # What the recorder will post: an acknowledgement alone is silence (its status is cleared).
             posts = (*reply.posts, *tools.effects.posts)
@@ -463,19 +508,32 @@ class TurnScheduler:
         # would cost a second call. Recording twice is harmless (a turn finishes once).
         await until_stored(outcome, StoreOutage("turns", instance=self.instance))
 
-    def _signal(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> TurnSignal | None:
-        """The waking message's signal; none for a handoff (it is not in Slack)."""
+    def _waking(self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow]) -> Waking | None:
+        """The message the turn answers, as Slack knows it; none for a handoff (it is not
+        in Slack)."""
         waking = msgs[-1]
         if waking.internal or self._signals is None:
             return None
         dm = not turn.thread_ts
         thread_ts = turn.thread_ts
+        title = ""
         if dm:  # a DM is one conversation; its message may still sit in a thread (the pane's)
             thread_ts = waking.ts
             with contextlib.suppress(Exception):  # a store outage: the message's own thread
                 heard = self._store.inbox.message(waking.key)
                 thread_ts = heard.thread_ts if heard is not None and heard.thread_ts else waking.ts
-        return self._signals.begin(Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id))
+                title = self._first_text(waking.channel, thread_ts, heard.text if heard is not None else "")
+        return Waking(waking.channel, waking.ts, thread_ts, dm, turn=turn_id, title=title)
+
+    def _first_text(self, channel: str, thread_ts: str, fallback: str) -> str:
+        """The text of the thread's first message (its session's title), as recorded."""
+        root = self._store.inbox.message(InboxKey(self.instance, channel, thread_ts))
+        return root.text if root is not None else fallback
+
+    @staticmethod
+    def _answering_thread(waking: Waking | None) -> str | None:
+        """Where a stopped turn says so: the thread its session is on (a DM's)."""
+        return waking.thread_ts if waking is not None and waking.dm else None
 
     # -- turns of the features' sources ------------------------------------------------------
 

@@ -3,8 +3,8 @@
 The scheduler opens a ``TurnSignal`` for the message that woke a turn (``TurnSignals.begin``),
 tells it when a tool starts and ends (``SignalledTools`` wraps the turn's tools, so every
 back end's calls are seen, MCP and host tools alike), and ends it with the turn's outcome.
-In a room that is the working reaction; in a DM the status line (docs/agent-surface.md), and
-the reply streamed while it is written (``drafts``).
+In a room that is the working reaction; in a DM the status line and the thread's agent
+session (docs/agent-surface.md), and the reply streamed while it is written (``drafts``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from nanoslack.agents import ModelCall, ToolResult, Tools
 from nanoslack.agents.drafts import Draft
 from nanoslack.agents.tool import Tool
 
-Outcome = Literal["posted", "silent", "failed"]
+# ``stopped``: a person clicked Stop (docs/agent-surface.md, "Sessions and Stop").
+Outcome = Literal["posted", "silent", "failed", "stopped"]
 # Host tools that only collect what the turn will post: nothing to show while they "run".
 UNSHOWN_TOOLS = frozenset({"send_message"})
 
@@ -32,6 +33,8 @@ class Waking:
     thread_ts: str
     dm: bool  # an IM (the status line), else a room (the working reaction)
     turn: int = 0  # the turn's id (its reply's draft is the turn's)
+    # The text of the thread's first message: the title of its session, when one is made.
+    title: str = ""
 
 
 class TurnSignal(Protocol):
@@ -40,6 +43,11 @@ class TurnSignal(Protocol):
     def thinking(self) -> None: ...
 
     def end(self, outcome: Outcome) -> None: ...
+
+    def owner_waits(self, waiting: bool) -> None:
+        """A tool waits for an owner's Allow (True) or goes on (False): the session is
+        ``suspended`` meanwhile."""
+        ...
 
     def drafts(self) -> Draft | None:
         """Where the turn's first post goes while it is written (a DM's streamed reply)."""

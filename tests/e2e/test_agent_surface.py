@@ -205,7 +205,11 @@ async def test_an_app_without_assistant_write_gets_plain_posts_and_one_log_line(
     texts = [(m["text"], m.get("thread_ts")) for m in _bot_messages(room, im, "gus")]
     assert texts == [("answer 1", None), ("answer 2", None)]  # today's plain, top-level posts
     refused = _events(out, "agent surface refused")
-    assert [(e["instance"], e["part"], e["reason"]) for e in refused] == [("gus", "stream", "missing_scope")]
+    # Sessions need the scope too (docs/agent-surface.md, "Sessions and Stop"): each part once.
+    assert sorted((e["instance"], e["part"], e["reason"]) for e in refused) == [
+        ("gus", "session", "missing_scope"),
+        ("gus", "stream", "missing_scope"),
+    ]
     assert emu.stream_calls(im)["chat.startStream"] == 1  # tried once, then never again
 
 
