@@ -1,5 +1,5 @@
-"""The playground's web server: the page, a server-sent event stream, and the two
-things the human does (post a message, click a button), on 127.0.0.1 only, for this
+"""The playground's web server: the page, a server-sent event stream, and what the human
+does (post a message, share a file: ``files.py``, click a button), on 127.0.0.1 only, for this
 page only: another site's page cannot post as the human or click Allow, and a
 rebinding name cannot read the stream (``nanoslack.localhttp``).
 
@@ -24,6 +24,7 @@ from aiohttp import web
 
 from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
+from nanoslack.playground.files import MAX_BODY_BYTES, PlaygroundFiles
 from nanoslack.playground.notes import Note, NoteBook
 from nanoslack.playground.stage import ROOM_LABEL, ROUND_ROOM, Stage
 from nanoslack.store import NoteRow, RunRow
@@ -52,7 +53,7 @@ class PlaygroundServer:
     # ---- lifecycle ---------------------------------------------------------------------------
     async def start(self, port: int = 0) -> str:
         guard = LocalGuard(HOST)
-        app = web.Application(middlewares=[guard.middleware])
+        app = web.Application(middlewares=[guard.middleware], client_max_size=MAX_BODY_BYTES)
         app.router.add_get("/", self._index)
         app.router.add_get("/favicon.ico", self._favicon)
         app.router.add_get("/events", self._events)
@@ -60,6 +61,7 @@ class PlaygroundServer:
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
         app.router.add_post("/api/routine", self._routine)
+        PlaygroundFiles(self.stage).routes(app)
         app.router.add_static("/static/", STATIC)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()

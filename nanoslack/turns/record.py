@@ -108,8 +108,8 @@ class TurnRecorder:
                 return
             self._close(msgs)
             self._recorded(msgs, turn_id, status)
-            self._posts(turn_id, turn, texts)
             self._files(turn_id, turn, effects.files)
+            self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, reply)
         self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
@@ -138,7 +138,9 @@ class TurnRecorder:
 
     def _files(self, turn_id: int, turn: Turn, files: Sequence[FileOut]) -> None:
         """``send_file``: each file an outbox row (``kind = file``) that the poster uploads into
-        the thread, exactly once (docs/agents.md); one of the turn's posts."""
+        the thread, exactly once (docs/agents.md); one of the turn's posts. Queued before the
+        turn's messages, so the file is there when the words about it ("the report is
+        attached") are read."""
         for i, f in enumerate(files):
             comment = f.comment if self._allow_broadcast else quiet_broadcasts(f.comment)
             self._store.outbox.enqueue_file(
@@ -386,8 +388,8 @@ class TurnRecorder:
                 return
             self._close(msgs)
             self._recorded(msgs, turn_id, "budget")
-            self._posts(turn_id, turn, texts)
             self._files(turn_id, turn, effects.files)
+            self._posts(turn_id, turn, texts)
             self._side_effects(turn_id, turn, msgs, effects)
             self._remember(recall, turn_id, turn, texts, effects, None)
             if scope == "instance":

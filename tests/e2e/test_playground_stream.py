@@ -1,8 +1,9 @@
-"""The playground's server without a browser: its event stream and the human's two actions."""
+"""The playground's server without a browser: its event stream and what the human does."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -159,3 +160,42 @@ async def test_alices_remember_becomes_a_memory_note_and_the_notes_endpoint_list
     assert listed["dana"][0]["id"].startswith("m") and not listed["eli"] and not listed["fay"]
     kept = stage.fleet.store.memories.all(instance="dana")
     assert [n.ref for n in kept] == [listed["dana"][0]["id"]]
+
+
+async def test_a_shared_file_is_a_file_share_message_served_to_the_page_only_where_the_human_is(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
+    async with aiohttp.ClientSession() as http:
+        shared = await http.post(
+            url + "api/file",
+            json={"channel": stage.room, "name": "plan.svg", "text": "@dana look", "data": _b64(svg)},
+        )
+        ts = (await shared.json())["ts"]
+        (msg,) = [m for m in stage.emu.all_messages(stage.room) if m["ts"] == ts]
+        assert msg["subtype"] == "file_share" and msg["text"] == f"<@{stage.apps['dana'].bot_user_id}> look"
+        (entry,) = msg["files"]
+        async with http.get(url + f"files/{entry['id']}") as resp:
+            # Never a document that runs script, whatever the file says it is.
+            assert resp.status == 200 and await resp.read() == svg
+            assert "sandbox" in resp.headers["Content-Security-Policy"]
+            assert resp.headers["Content-Disposition"] == 'attachment; filename="plan.svg"'
+        # A file in a conversation alice is not in is not the page's to show.
+        eli, fay = stage.apps["eli"].bot_user_id, stage.apps["fay"].bot_user_id
+        elsewhere = stage.emu.create_conversation([eli, fay], kind="im").id
+        other = await stage.emu.share_file(eli, elsewhere, "secret.txt", "not for alice")
+        async with http.get(url + f"files/{other['files'][0]['id']}") as resp:
+            assert resp.status == 404
+        for body in (
+            {"channel": stage.room, "name": "x.txt", "data": "not base64!"},
+            {"channel": stage.room, "name": "empty.txt", "data": ""},
+            {"channel": stage.room, "data": _b64(b"no name")},
+        ):
+            refused = await http.post(url + "api/file", json=body)
+            assert refused.status == 400 and not (await refused.json())["ok"]
+    assert [m["ts"] for m in stage.emu.all_messages(stage.room) if m.get("subtype") == "file_share"] == [ts]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

@@ -320,7 +320,8 @@ function messageEl(channel, m, inMain) {
   meta.append(el("span", "time", timeOf(m.ts)));
   body.append(meta);
   if (m.blocks && m.blocks.length) body.append(...blocksEl(channel, m));
-  else body.append(textEl(m.text || ""));
+  else if (m.text || !(m.files && m.files.length)) body.append(textEl(m.text || ""));
+  if (m.files && m.files.length) body.append(filesEl(m.files));
   if (m.streaming) row.classList.add("streaming");
   if (inMain) {
     const tr = el("div", "thread-row");
@@ -358,6 +359,46 @@ function blocksEl(channel, m) {
     }
   }
   return out.length ? out : [textEl(m.text || "")];
+}
+
+// A message's files (a person's drop, an agent's send_file): raster images as pictures,
+// anything else as a chip with its name and size; both open /files/<id>.
+const INLINE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+function filesEl(files) {
+  const box = el("div", "files");
+  for (const f of files) {
+    if (!f.id) continue;
+    const href = "/files/" + encodeURIComponent(f.id);
+    if (INLINE_TYPES.includes(f.mimetype)) {
+      const a = el("a", "file-link"); a.href = href; a.target = "_blank"; a.rel = "noreferrer";
+      const img = el("img", "file-image"); img.src = href; img.alt = f.title || f.name || "image";
+      img.dataset.name = f.name || "";
+      a.append(img); box.append(a);
+    } else {
+      const a = fileChip(f.name || f.id, f.size, f.pretty_type || f.filetype);
+      a.href = href; a.target = "_blank"; a.rel = "noreferrer";
+      box.append(a);
+    }
+  }
+  return box;
+}
+
+function fileChip(name, size, kind) {
+  const a = el("a", "file-chip");
+  a.dataset.name = name;
+  // The file's kind on a coloured tile, as Slack shows it (no emoji font needed).
+  const ext = (name.includes(".") ? name.split(".").pop() : "file").slice(0, 4).toUpperCase();
+  const icon = el("span", "icon", ext);
+  icon.style.background = colorOf(ext);
+  a.append(icon, el("span", "name", name));
+  const what = [kind, size !== undefined ? sizeOf(size) : ""].filter(Boolean).join(" · ");
+  if (what) a.append(el("span", "size", what));
+  return a;
+}
+
+function sizeOf(n) {
+  return n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1048576).toFixed(1)} MB`;
 }
 
 async function click(channel, ts, e, bar) {
@@ -458,17 +499,66 @@ function el(tag, cls, text) {
 async function send(form, threadTs) {
   const ta = form.querySelector("textarea");
   const text = ta.value.trim();
-  if (!text) return;
+  const file = form.attached || null;
+  if (!text && !file) return;
   const channel = threadTs ? S.thread.channel : S.current;
   ta.value = "";
-  const r = await fetch("/api/post", {
-    method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ channel, text, thread_ts: threadTs || null }),
+  attach(form, null);
+  // With a file the message is a file share (the text its comment), as in Slack's client.
+  const [path, body] = file
+    ? ["/api/file", { channel, text, thread_ts: threadTs || null, name: file.name, mimetype: file.type, data: await base64Of(file) }]
+    : ["/api/post", { channel, text, thread_ts: threadTs || null }];
+  const r = await fetch(path, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
   });
   const answer = await r.json();
-  if (!answer.ok) { ta.value = text; return; }
+  if (!answer.ok) { ta.value = text; if (file) attach(form, file); return; }
   // The bots answer in a thread under a new message: show it straight away.
   if (!threadTs) openThread(channel, answer.ts);
+}
+
+function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).replace(/^data:[^,]*,/, ""));
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+// The file a composer will send with its next message (picked, dropped or pasted); null clears it.
+function attach(form, file) {
+  form.attached = file;
+  const box = form.querySelector(".attachment");
+  box.replaceChildren();
+  box.hidden = !file;
+  if (!file) return;
+  const chip = fileChip(file.name, file.size, file.type);
+  const remove = el("button", "remove", "×");
+  remove.type = "button"; remove.title = "Remove the file";
+  remove.onclick = () => attach(form, null);
+  chip.append(remove);
+  box.append(chip);
+}
+
+function wireFiles(form, pane) {
+  const input = form.querySelector(".file-input");
+  form.querySelector(".attach").onclick = () => input.click();
+  input.onchange = () => { if (input.files.length) attach(form, input.files[0]); input.value = ""; };
+  form.querySelector("textarea").addEventListener("paste", (e) => {
+    const files = e.clipboardData && e.clipboardData.files;
+    if (files && files.length) { e.preventDefault(); attach(form, files[0]); }
+  });
+  const carries = (e) => e.dataTransfer && [...e.dataTransfer.types].includes("Files");
+  pane.addEventListener("dragover", (e) => { if (carries(e)) { e.preventDefault(); form.classList.add("dropping"); } });
+  pane.addEventListener("dragleave", () => form.classList.remove("dropping"));
+  pane.addEventListener("drop", (e) => {
+    form.classList.remove("dropping");
+    if (!carries(e) || !e.dataTransfer.files.length) return;
+    e.preventDefault();
+    attach(form, e.dataTransfer.files[0]);
+    form.querySelector("textarea").focus();
+  });
 }
 
 const menu = { box: null, ta: null, items: [], active: 0, start: 0 };
@@ -534,6 +624,8 @@ function wireComposer(form, threadTs) {
 
 wireComposer($("composer"), () => null);
 wireComposer($("thread-composer"), () => S.thread && S.thread.ts);
+wireFiles($("composer"), $("main"));
+wireFiles($("thread-composer"), $("thread"));
 $("close-thread").onclick = () => { S.thread = null; renderThread(); };
 $("show-notes").onchange = (e) => document.body.classList.toggle("hide-notes", !e.target.checked);
 connect();
