@@ -139,7 +139,13 @@ def build_app(engine: Engine) -> web.Application:
             n = int(b["count"])
             prefix = str(b.get("text", "message"))
             texts = [f"{prefix} {i}" for i in range(n)]
-        tss = await engine.bulk_post(b["user_id"], b["channel"], list(texts))
+        tss = await engine.bulk_post(
+            b["user_id"],
+            b["channel"],
+            list(texts),
+            file_every=int(b.get("file_every", 0)),
+            file_bytes=int(b.get("file_bytes", 0)),
+        )
         return {"count": len(tss), "first_ts": tss[0] if tss else None, "last_ts": tss[-1] if tss else None}
 
     async def d_messages(b: JSON) -> Any:
