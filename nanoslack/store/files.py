@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, text
 
 from nanoslack.inbound import FileRef, Inbound
 from nanoslack.store.database import Database
+from nanoslack.store.fastpath import hot_execute
 from nanoslack.store.rows import Row
 from nanoslack.store.tables import MessageFilesRow
 
@@ -38,7 +39,7 @@ class MessageFiles:
             "created_at": time.time(),
         }
         with self._db.transaction() as conn:
-            conn.execute(_ADD, row)
+            hot_execute(conn, _ADD, row)
 
     def of(self, instance: str, channel: str, ts: Sequence[str]) -> dict[str, tuple[FileRef, ...]]:
         """The files of the messages ``ts`` of a channel, by ts (those without files absent)."""

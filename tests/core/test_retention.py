@@ -316,10 +316,11 @@ def test_a_messages_files_and_their_download_go_with_it_and_a_file_still_named_s
     shared = FileRef("F0BOTH", "b.txt", "text/plain", 1, "https://x/b")
     old_shared = dataclasses.replace(message(), files=(shared,))
     for msg in (old, old_shared):
-        store.messages.add(msg, group_id=None, status="done")
+        store.messages.add(msg, group_id=None, status="pending")
     _backdate(sql, 20)
     recent = dataclasses.replace(message(), files=(shared,))
-    store.messages.add(recent, group_id=None, status="done")
+    store.messages.add(recent, group_id=None, status="pending")
+    sql("UPDATE messages SET status = 'done'")  # answered
     folder = tmp_path / "files"
     folder.mkdir()
     fetcher = FileFetcher(FileSettings(folder=folder), api_url="https://slack.com/api/")

@@ -15,7 +15,15 @@ from typing import Any
 
 from aiohttp import web
 
-from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
+from nanoslack.testing.llm_server import (
+    LLMServer,
+    anthropic_answer,
+    anthropic_text,
+    backend_env,
+    openai_answer,
+    openai_text,
+    send,
+)
 from nanoslack.testing.ports import serve
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
@@ -309,3 +317,17 @@ async def test_the_command_back_end_gets_the_files_saved_in_its_turn_folder_and_
     await room.emu.wait_for(posted, timeout=20, message="the agent never posted what it was given")
     # The copy went with the turn's folder; the download stays in the data folder by id.
     assert len(list((room.db.parent / "files").iterdir())) == 1
+
+
+async def test_the_anthropic_back_end_gets_the_image_as_an_image_block_too(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    image = png(3, 1)
+    async with LLMServer() as llm:
+        llm.anthropic.push(anthropic_answer(send("a red line")), anthropic_text())
+        env = {"SLACK_OWNER": room.human.id, "NANOSLACK_TEAMMATES": str(_teammates(room))}
+        await fleet_factory(["dana"], **env, **backend_env("anthropic", llm, "sk-ant-test-0123456789"))
+        await _share(room, "line.png", image)
+        await _turns_done(room, 1)
+    assert llm.anthropic.requests[0].images() == [("image/png", image)]
+    assert _statuses(room) == ["done"]
