@@ -62,7 +62,18 @@ BUDGET = AskKind(
 TOOL = AskKind(
     "tool", (Choice("tool_allow", "Allow", "primary"), Choice("tool_deny", "Deny", "danger")), "tool approval"
 )
-KINDS: dict[str, AskKind] = {kind.name: kind for kind in (APPROVAL, HALT, BUDGET, TOOL)}
+# Never asked in a DM: the routine buttons of an owner's Home (docs/agent-surface.md), answered
+# and checked as every owner's click is; the ref is the routine's name.
+ROUTINE = AskKind(
+    "routine",
+    (
+        Choice("routine_run", "Run now", "primary"),
+        Choice("routine_pause", "Pause"),
+        Choice("routine_resume", "Resume", "primary"),
+    ),
+    "routine",
+)
+KINDS: dict[str, AskKind] = {kind.name: kind for kind in (APPROVAL, HALT, BUDGET, TOOL, ROUTINE)}
 _BY_CHOICE: dict[str, AskKind] = {c.id: kind for kind in KINDS.values() for c in kind.choices}
 
 

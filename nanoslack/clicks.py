@@ -2,10 +2,11 @@
 
 An owner's click answers one of the instance's questions (``nanoslack.asks``): an
 approval goes to the gate, a halt's Resume to room control, a budget's Allow to the
-budgets, a guarded tool's Allow to the tool approver; anyone's click on a vote's button
-goes to the room features that take clicks (``Feature.click``, the team's votes); anyone's
-Stop on one of the instance's agent sessions stops the turn answering there
-(docs/agent-surface.md).
+budgets, a guarded tool's Allow to the tool approver, a routine's Run now / Pause / Resume
+on the owner's Home to the routines' store rows (as ``nanoslack routines run|pause|resume``
+does, docs/routines.md); anyone's click on a vote's button goes to the room features that
+take clicks (``Feature.click``, the team's votes); anyone's Stop on one of the instance's
+agent sessions stops the turn answering there (docs/agent-surface.md).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from nanoslack.asks import APPROVAL, BUDGET, HALT, TOOL, Answer, NotAnOwner, OwnerAsks
+from nanoslack.asks import APPROVAL, BUDGET, HALT, ROUTINE, TOOL, Answer, NotAnOwner, OwnerAsks, by_id
 from nanoslack.budgets import Budgets
 from nanoslack.inbound import FeatureClick, SessionStop
 from nanoslack.logs import get_logger
 from nanoslack.pipeline import Pipeline
+from nanoslack.store import Store
 from nanoslack.tools.approvals import OwnerToolApprover
 
 log = get_logger(__name__)
@@ -44,8 +46,10 @@ class ClickRouter:
         votes: Sequence[OnVote],
         wake: Callable[[], None],
         turns: Stopper | None = None,
+        store: Store | None = None,
     ) -> None:
         self.instance = instance
+        self._store = store
         self._asks = asks
         self._pipeline = pipeline
         self._budgets = budgets
@@ -81,6 +85,8 @@ class ClickRouter:
             self._wake()
         elif kind is TOOL:
             self._tool_approvals.answer(answer)
+        elif kind is ROUTINE:
+            self._routine(answer)
 
     async def ballot(self, click: FeatureClick) -> None:
         """A person's click on one of a vote's buttons (any human in the room may answer;
@@ -107,6 +113,25 @@ class ClickRouter:
             )
             return
         log.info("stop clicked", instance=self.instance, turn=turn, channel=stop.channel, user=stop.by_user)
+
+    def _routine(self, answer: Answer) -> None:
+        """Run now, pause or resume one of the instance's routines (the store's rows, as the
+        CLI sets them: the clock holding the instance takes them)."""
+        store, name = self._store, answer.ref
+        state = store.routines.states(self.instance).get(name) if store is not None else None
+        if store is None or state is None or not state.active:
+            log.info("routine click refused", instance=self.instance, routine=name, reason="no such routine")
+            return
+        if answer.choice == "routine_run":
+            store.routines.request_run(self.instance, name)
+        else:
+            paused = answer.choice == "routine_pause"
+            store.routines.set_paused(
+                self.instance, name, paused, by=by_id(answer.by_user) if paused else None
+            )
+        log.info(
+            "routine click", instance=self.instance, routine=name, choice=answer.choice, by=answer.by_user
+        )
 
     def _decide_approval(self, answer: Answer) -> None:
         try:

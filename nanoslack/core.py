@@ -56,6 +56,7 @@ from nanoslack.features import Clock, MemoryFeature, RoomFeature
 from nanoslack.gate import Gate
 from nanoslack.guard import BotInboundGuard
 from nanoslack.halts import Halts
+from nanoslack.home import HomeSource, Spending
 from nanoslack.inbound import Identity, bot_sender_id
 from nanoslack.logs import get_logger
 from nanoslack.metrics import FleetMetrics, Tally
@@ -141,6 +142,7 @@ class InstanceCore:
         *,
         store: Store,
         teammates_dir: Path,
+        home: HomeSource,
         halts: Halts,
         pipeline: Pipeline,
         worker: BatchWorker,
@@ -156,6 +158,8 @@ class InstanceCore:
         self.agent = agent
         self.store = store
         self.teammates_dir = teammates_dir
+        # What its Home tab shows (the edge publishes it: ``nanoslack.slack.home``).
+        self.home = home
         self.halts = halts
         self._pipeline = pipeline
         self._turns = turns
@@ -285,12 +289,14 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         votes=[feature.click for feature in features],
         wake=turns.wake,
         turns=turns,
+        store=store,
     )
     return InstanceCore(
         identity,
         agent,
         store=store,
         teammates_dir=services.teammates_dir,
+        home=_home(services, asks, halts),
         halts=halts,
         pipeline=pipeline,
         worker=worker,
@@ -301,6 +307,18 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         clocks={what: clock for feature in features for what, clock in feature.clocks().items()},
         tally=tally,
     )
+
+
+def _home(services: Services, asks: OwnerAsks, halts: Halts) -> HomeSource:
+    """What the instance's Home tab shows its owners (docs/agent-surface.md)."""
+    name, ledger, dollars = asks.instance, services.ledger, services.dollars
+    spending = Spending(
+        tokens_today=functools.partial(ledger.used_today, name) if ledger else lambda: 0,
+        usd_today=functools.partial(dollars.usd_today, name) if dollars else lambda: 0.0,
+        token_cap=services.daily_tokens(name),
+        usd_cap=services.daily_usd(name),
+    )
+    return HomeSource(services.store, asks, halts, teammates_dir=services.teammates_dir, spending=spending)
 
 
 def build_pipeline(

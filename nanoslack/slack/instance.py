@@ -25,7 +25,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from nanoslack.config import ConfigError, InstanceSettings, Settings
 from nanoslack.config.agent import SlackView, slack_view
-from nanoslack.config.surface import SurfaceSettings
+from nanoslack.config.surface import DEFAULT_HOME_INTERVAL_S, SurfaceSettings
 from nanoslack.core import STOP_GRACE_S, EdgeParts, InstanceCore
 from nanoslack.inbound import Identity
 from nanoslack.logs import get_logger
@@ -33,6 +33,7 @@ from nanoslack.shutdown import Shutdown, cancel
 from nanoslack.slack.client import make_post_client, make_web_client
 from nanoslack.slack.connection import Connection, EdgeOptions
 from nanoslack.slack.files import SlackFiles
+from nanoslack.slack.home import HomePublisher
 from nanoslack.slack.names import SlackNames
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.pane import AssistantPane
@@ -71,6 +72,8 @@ class Introduction:
     view: SlackView = "agent"
     # The instance's file downloads (docs/agents.md "Files"), on the fleet's fetcher.
     files: SlackFiles | None = None
+    # Seconds between two publishes of one person's Home (NANOSLACK_HOME_INTERVAL).
+    home_interval: float = DEFAULT_HOME_INTERVAL_S
 
     def parts(self, *, fence: Callable[[], bool] | None = None) -> EdgeParts:
         """What the core asks of the edge (``core.build_instance``)."""
@@ -92,6 +95,12 @@ class SlackInstance:
         self.client = intro.client
         self._intro = intro
         tally = self.tally = options.tally(self.name)
+        self._home = HomePublisher(
+            core.home,
+            intro.post_client,
+            bot_user_id=self.identity.bot_user_id,
+            interval=intro.home_interval,
+        )
         self._pane = AssistantPane(
             self.name,
             intro.post_client,
@@ -99,6 +108,7 @@ class SlackInstance:
             teammates_dir=core.teammates_dir,
             refusals=intro.refusals,
             view=intro.view,
+            home=self._home.opened,
         )
         # The one handshake with the core: each batch of events to its inbox, clicks to its
         # click router (docs/architecture.md).
@@ -173,6 +183,7 @@ class SlackInstance:
             signals,
             view,
             files,
+            surface.home_interval,
         )
 
     @property
@@ -188,7 +199,10 @@ class SlackInstance:
     async def start(self) -> None:
         """Resume what a previous run left open, then connect."""
         await self.core.start()
-        self._tasks = [asyncio.create_task(self._poster.run(), name=f"{self.name}-poster")]
+        self._tasks = [
+            asyncio.create_task(self._poster.run(), name=f"{self.name}-poster"),
+            asyncio.create_task(self._home.run(), name=f"{self.name}-home"),
+        ]
         self._poster.wake()
         await self.connection.connect()
         log.info("instance connected", instance=self.name, bot_user_id=self.identity.bot_user_id)

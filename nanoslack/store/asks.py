@@ -25,6 +25,9 @@ _OPEN = text(
 )
 _GET = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE id = :id")
 _OPEN_FOR = text(f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref AND status = 'open'")
+_OPEN_OF = text(
+    f"SELECT {_ASK.sql} FROM owner_asks WHERE instance = :instance AND status = 'open' ORDER BY id"
+)
 _LATEST = text(
     f"SELECT {_ASK.sql} FROM owner_asks WHERE kind = :kind AND ref = :ref ORDER BY id DESC LIMIT 1"
 )
@@ -69,6 +72,12 @@ class Asks:
         with self._db.transaction() as conn:
             r = conn.execute(_OPEN_FOR, {"kind": kind, "ref": ref}).first()
         return _ASK.first(r)
+
+    def open_of(self, instance: str) -> list[AskRow]:
+        """The instance's open asks, oldest first (its owners' Home lists them)."""
+        with self._db.transaction() as conn:
+            rows = conn.execute(_OPEN_OF, {"instance": instance}).all()
+        return _ASK.all(rows)
 
     def latest(self, kind: str, ref: str) -> AskRow | None:
         with self._db.transaction() as conn:
