@@ -32,6 +32,11 @@ class InboxKey(NamedTuple):
     ts: str
 
 
+# Slack's subtypes for a person or an app changing a message already posted (docs/agents.md,
+# "Edits and deletes"): not a new message, a change to the one named by ``Inbound.item_ts``.
+EDITED = "message_changed"
+DELETED = "message_deleted"
+
 # The sender of what the fleet itself tells an agent (a round's closing brief).
 FLEET_SENDER = "slack:fleet"
 
@@ -123,6 +128,10 @@ class Inbound:
     notice: bool = False
     # The files it carries (``file_share`` messages, bots' posts), at most 8: docs/agents.md.
     files: tuple[FileRef, ...] = ()
+    # An edit (``subtype`` ``message_changed``): who the text named before it, so that only
+    # a mention the edit adds wakes anyone (docs/agents.md, "Edits and deletes"). An edit
+    # or a deletion names the message it changed in ``item_ts``; ``ts`` is the event's own.
+    previous_mentions: tuple[str, ...] = ()
 
     @property
     def key(self) -> InboxKey:
@@ -131,6 +140,16 @@ class Inbound:
     @property
     def is_bot(self) -> bool:
         return self.bot_id is not None
+
+    @property
+    def is_change(self) -> bool:
+        """An edit or a deletion of the message ``item_ts``, not a message of its own."""
+        return self.subtype == EDITED or self.subtype == DELETED
+
+    @property
+    def newly_named(self) -> tuple[str, ...]:
+        """The users an edit names that its message did not name before."""
+        return tuple(u for u in self.mentions if u not in self.previous_mentions)
 
     @property
     def is_dm(self) -> bool:
@@ -201,6 +220,7 @@ class Inbound:
             raise ValueError(f"unknown inbox payload format: {text[:40]!r}")
         values["mentions"] = tuple(values.get("mentions") or ())
         values["files"] = tuple(FileRef(*f) for f in values.get("files") or ())
+        values["previous_mentions"] = tuple(values.get("previous_mentions") or ())
         return cls(**values)
 
 
@@ -211,7 +231,7 @@ PAYLOAD_FIELDS = (
     "instance", "team_id", "channel", "channel_type", "ts", "thread_ts", "user", "bot_id", "text",
     "mentions", "event_type", "subtype", "event_id", "sender_id", "bot_name", "hop", "hop_limit",
     # Appended with a default: a shorter version-1 payload still reads (the default fills in).
-    "intro", "reaction", "item_ts", "notice", "files",
+    "intro", "reaction", "item_ts", "notice", "files", "previous_mentions",
 )  # fmt: skip
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field

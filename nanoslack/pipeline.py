@@ -209,6 +209,10 @@ class Pipeline:
         return outcomes
 
     def _process_one(self, msg: Inbound, finished: list[Finish]) -> Outcome:
+        if msg.is_change:
+            # Not a message of its own: never a hop, an engagement or a turn here.
+            finished.append((msg.key, "dropped", "edit or deletion not applied"))
+            return Outcome("dropped", "edit or deletion not applied")
         control = self.control.decide(msg)
         if control is not None:
             status = "done" if control.status == "processed" else "dropped"

@@ -17,7 +17,16 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nanoslack.inbound import Drop, FileRef, Inbound, SessionStop, file_label, human_sender_id
+from nanoslack.inbound import (
+    DELETED,
+    EDITED,
+    Drop,
+    FileRef,
+    Inbound,
+    SessionStop,
+    file_label,
+    human_sender_id,
+)
 from nanoslack.mrkdwn import extract_mentions
 
 __all__ = ["SESSION_STOPPED", "extract_mentions", "is_self", "parse_event", "parse_session_stop"]
@@ -27,8 +36,9 @@ SESSION_STOPPED = "agent_session_stopped"
 
 EVENT_TYPES = frozenset({"message", "app_mention"})
 REACTION_EVENT = "reaction_added"
-# Subtypes that carry a real message someone wrote; everything else (edits, deletions,
-# joins, topic changes, …) is bookkeeping the agents must not answer.
+# Subtypes that carry a real message someone wrote; everything else (joins, topic changes,
+# …) is bookkeeping the agents must not answer. Edits and deletions are read as changes to
+# a message (``_parse_change``).
 KEPT_SUBTYPES = frozenset({"bot_message", "file_share", "thread_broadcast", "me_message"})
 # Slackbot's notices ("You have been removed from #…", reminders) come as a plain
 # user message from this id, with no bot_id: not a person and not a peer agent.
@@ -442,6 +452,8 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         return event
     if event.get("type") == REACTION_EVENT:
         return _parse_reaction(body, event, instance=instance)
+    if event.get("type") == "message" and event.get("subtype") in (EDITED, DELETED):
+        return _parse_change(body, event, instance=instance, team_id=team_id)
     subtype = _event_checks(event)
     if isinstance(subtype, Drop):
         return subtype
@@ -492,4 +504,71 @@ def _parse(body: Mapping[str, Any], *, instance: str, team_id: str | None) -> In
         intro=bot_id is not None and _metadata_type(event) == ROOM_INTRO_EVENT_TYPE,
         notice=bot_id is not None and _metadata_type(event) == NOTICE_EVENT_TYPE,
         files=_files(event),
+    )
+
+
+def _parse_change(
+    body: Mapping[str, Any], event: Mapping[str, Any], *, instance: str, team_id: str | None
+) -> Inbound | Drop:
+    """An edit (``message_changed``: ``message`` the new one with its original ``ts``,
+    ``previous_message`` the old) or a deletion (``message_deleted``: ``deleted_ts``,
+    ``previous_message``) of a message (docs/agents.md, "Edits and deletes"). Neither has
+    a ``user`` at the top level: the author is the changed message's. ``ts`` is the
+    event's own (each edit has its own: a redelivery of it is a duplicate in the inbox),
+    ``item_ts`` the changed message's."""
+    subtype = str(event["subtype"])
+    edited = subtype == EDITED
+    inner = event.get("message") if edited else event.get("previous_message")
+    if not isinstance(inner, Mapping):
+        return Drop(f"{subtype} without {'message' if edited else 'previous_message'}")
+    previous = event.get("previous_message")
+    previous = previous if isinstance(previous, Mapping) else {}
+    fields: dict[str, str | None] = {}
+    for key, source, name in (
+        ("channel", event, "channel"),
+        ("channel_type", event, "channel_type"),
+        ("ts", {"ts": event.get("ts") or event.get("event_ts")}, "ts"),
+        ("item_ts", {"ts": inner.get("ts") if edited else event.get("deleted_ts")}, "ts"),
+        ("thread_ts", inner, "thread_ts"),
+        ("user", inner, "user"),
+        ("bot_id", inner, "bot_id"),
+    ):
+        value = _opt_str(source, name)
+        if isinstance(value, Drop):
+            return Drop(f"{subtype}: {value.reason}")
+        fields[key] = value
+    for key in ("channel", "ts", "item_ts"):
+        if fields[key] is None:
+            return Drop(f"{subtype} without {key}")
+    user, bot_id = fields["user"], fields["bot_id"]
+    if bot_id is None and user is None:
+        return Drop(f"{subtype} without its author")
+    if user == SLACKBOT_USER:
+        return Drop("slackbot notice")
+    text = inner.get("text") if edited else ""
+    old = previous.get("text")
+    if not isinstance(text, str) or (old is not None and not isinstance(old, str)):
+        return Drop(f"{subtype}: text is not a string")
+    if edited and old is not None and text == old:
+        # An unfurl, a language tag, a thread summary: Slack says "changed", the words did not.
+        return Drop("edit without a change of text")
+    event_id = body.get("event_id")
+    return Inbound(
+        instance=instance,
+        team_id=_sender_team(body, inner, team_id),
+        channel=str(fields["channel"]),
+        channel_type=fields["channel_type"],
+        ts=str(fields["ts"]),
+        thread_ts=fields["thread_ts"],
+        user=user,
+        bot_id=bot_id,
+        text=_with_attachments(text, inner) if edited else "",
+        mentions=extract_mentions(text),
+        event_type="message",
+        subtype=subtype,
+        event_id=event_id if isinstance(event_id, str) else None,
+        sender_id="" if bot_id is not None else human_sender_id(str(user)),
+        bot_name=_bot_name(inner) if bot_id is not None else None,
+        item_ts=fields["item_ts"],
+        previous_mentions=extract_mentions(old or ""),
     )

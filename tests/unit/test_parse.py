@@ -80,8 +80,6 @@ def test_human_authored_subtypes_are_kept(subtype: str) -> None:
 @pytest.mark.parametrize(
     "subtype",
     [
-        "message_changed",
-        "message_deleted",
         "message_replied",
         "channel_join",
         "channel_leave",
@@ -95,6 +93,80 @@ def test_human_authored_subtypes_are_kept(subtype: str) -> None:
 )
 def test_other_subtypes_are_dropped_naming_the_subtype(subtype: str) -> None:
     assert parse(body(subtype=subtype)) == Drop(f"subtype ignored: {subtype}")
+
+
+# -- edits and deletes (docs/agents.md, "Edits and deletes") ---------------------------------------
+
+
+def edit(new: str, old: str = "hi", **inner: Any) -> dict[str, Any]:
+    fields = {"type": "message", "user": "U0H", "text": new, "ts": "1.000100", **inner}
+    message = {k: v for k, v in fields.items() if v is not ...}
+    previous = {"type": "message", "user": "U0H", "text": old, "ts": "1.000100"}
+    return body(
+        subtype="message_changed", user=..., ts="2.000200", message=message, previous_message=previous
+    )
+
+
+def test_an_edit_is_a_change_to_its_message_keyed_by_its_own_event_ts() -> None:
+    msg = parsed(edit("hi <@U0BOT>", thread_ts="0.5"))
+    assert (msg.subtype, msg.ts, msg.item_ts, msg.thread_ts) == (
+        "message_changed",
+        "2.000200",
+        "1.000100",
+        "0.5",
+    )
+    assert (msg.user, msg.sender_id, msg.text) == ("U0H", "slack:U0H", "hi <@U0BOT>")
+    assert msg.is_change and msg.newly_named == ("U0BOT",)
+
+
+def test_an_edit_keeping_a_mention_names_nobody_newly() -> None:
+    msg = parsed(edit("<@U0BOT> bye", old="<@U0BOT> hi"))
+    assert msg.mentions == ("U0BOT",) and msg.newly_named == ()
+
+
+def test_an_edit_that_changes_no_words_is_dropped() -> None:
+    assert parse(edit("hi", old="hi")) == Drop("edit without a change of text")
+
+
+def test_a_deletion_names_the_deleted_message_and_its_author() -> None:
+    previous = {"type": "message", "user": "U0H", "text": "secret", "ts": "1.000100", "thread_ts": "0.5"}
+    payload = body(
+        subtype="message_deleted", user=..., ts="3.0", deleted_ts="1.000100", previous_message=previous
+    )
+    msg = parsed(payload)
+    assert (msg.subtype, msg.ts, msg.item_ts, msg.thread_ts, msg.text) == (
+        "message_deleted",
+        "3.0",
+        "1.000100",
+        "0.5",
+        "",
+    )
+
+
+def test_a_bots_edit_keeps_its_bot_id() -> None:
+    msg = parsed(edit("done", old="working…", user="U0BOTUSER", bot_id="B0PEER"))
+    assert msg.is_bot and msg.sender_id == ""
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (body(subtype="message_changed", user=..., message="oops"), "message_changed without message"),
+        (body(subtype="message_deleted", user=...), "message_deleted without previous_message"),
+        (
+            body(subtype="message_deleted", user=..., previous_message={"user": "U0H", "ts": "1.1"}),
+            "message_deleted without item_ts",
+        ),
+        (edit("x", ts=...), "message_changed without item_ts"),
+        (edit("x", user=...), "message_changed without its author"),
+        (edit("x", user="not a user"), "message_changed: malformed user"),
+        (edit(["x"]), "message_changed: text is not a string"),  # type: ignore[arg-type]
+    ],
+)
+def test_malformed_edits_and_deletions_are_dropped_with_a_reason(
+    payload: dict[str, Any], reason: str
+) -> None:
+    assert parse(payload) == Drop(reason)
 
 
 def test_app_mention_and_its_message_twin_share_one_key() -> None:
