@@ -133,13 +133,19 @@ class RoutineClock:
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        failing = ""  # the error of the ticks failing now: logged once, not every tick
         while True:
             try:
                 await self.tick(self._clock())
             except Exception as exc:  # the store hiccuped: the next tick finds the same rows
-                log.warning(
-                    "routine clock failed", instance=self.instance, error=f"{type(exc).__name__}: {exc}"
-                )
+                error = f"{type(exc).__name__}: {exc}"
+                if error != failing:
+                    log.warning("routine clock failed", instance=self.instance, error=error)
+                failing = error
+            else:
+                if failing:
+                    log.info("routine clock recovered", instance=self.instance)
+                failing = ""
             await asyncio.sleep(self._tick)
 
     def start(self) -> None:

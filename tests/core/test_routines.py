@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import sqlite3
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -23,12 +24,13 @@ from nanoslack.routines.runner import RoutineRun, RoutineTurns
 from nanoslack.routines.spec import OWNER as TO_OWNERS
 from nanoslack.routines.spec import Every, Routine, RoutineFile
 from nanoslack.routines.tools import CANCEL_ROUTINE, SCHEDULE_ROUTINE, STOP_ROUTINE, RoutineToolset
-from nanoslack.store import MessageRow, Store
+from nanoslack.store import MessageRow, Store, sqlite_url
 from nanoslack.store.routines import RUNNING
 from nanoslack.tools import TurnEffects
 from nanoslack.tools.memory import Notes
 from nanoslack.turns.transcript import Transcripts
 from tests.core.core_helpers import BOT_USER, DM, INSTANCE, OWNER, ROOM
+from tests.tools.mcp_helpers import until
 
 DAY = Every(86_400, "1d")
 DUE = DAY.next_after(1_800_000_000.0)  # a due time on the 1d grid
@@ -416,3 +418,49 @@ def _drain(feature: RoutinesFeature) -> list[RoutineRun]:
         run.ended("done")
         runs.append(run)
     return runs
+
+
+async def test_a_store_the_routine_clock_cannot_read_is_logged_once_and_its_recovery_once(
+    tmp_path: Path,
+) -> None:
+    """The clock reads the store every tick (the agent's routines): a store it cannot read
+    for many ticks is one warning, not one a tick."""
+    db = tmp_path / "nanoslack.db"
+    store = Store.open(sqlite_url(str(db)))
+    ticks = 0
+
+    def now() -> float:
+        nonlocal ticks
+        ticks += 1
+        return NOW
+
+    async def load() -> RoutineFile:
+        return RoutineFile(tmp_path / "routines.toml")
+
+    clock = RoutineClock(
+        store,
+        INSTANCE,
+        path=tmp_path / "routines.toml",
+        load=load,
+        queue=RunQueue(),
+        halts=Halts(store),
+        tick=0.005,
+        clock=now,
+    )
+    operator = sqlite3.connect(db)
+    try:
+        with capture_logs() as logs:
+            task = asyncio.create_task(clock.run())
+            operator.execute("ALTER TABLE routines RENAME TO routines_away")
+            operator.commit()
+            seen = ticks
+            await until(lambda: ticks >= seen + 20, within=10)
+            operator.execute("ALTER TABLE routines_away RENAME TO routines")
+            operator.commit()
+            await until(lambda: any(e["event"] == "routine clock recovered" for e in logs), within=10)
+            task.cancel()
+    finally:
+        operator.close()
+        store.close()
+    failed = [e for e in logs if e["event"] == "routine clock failed"]
+    assert len(failed) == 1 and "routines" in failed[0]["error"]
