@@ -6,7 +6,8 @@ budgets, a guarded tool's Allow to the tool approver, a routine's Run now / Paus
 on the owner's Home to the routines' store rows (as ``nanoslack routines run|pause|resume``
 does, docs/routines.md); anyone's click on a vote's button goes to the room features that
 take clicks (``Feature.click``, the team's votes); anyone's Stop on one of the instance's
-agent sessions stops the turn answering there (docs/agent-surface.md).
+agent sessions stops the turn answering there, anyone's 👍 / 👎 on a reply is recorded
+(docs/agent-surface.md).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Protocol
 
 from nanoslack.asks import APPROVAL, BUDGET, HALT, ROUTINE, TOOL, Answer, NotAnOwner, OwnerAsks, by_id
 from nanoslack.budgets import Budgets
-from nanoslack.inbound import FeatureClick, SessionStop
+from nanoslack.inbound import FeatureClick, FeedbackClick, SessionStop
 from nanoslack.logs import get_logger
+from nanoslack.metrics import Tally
 from nanoslack.pipeline import Pipeline
 from nanoslack.store import Store
 from nanoslack.tools.approvals import OwnerToolApprover
@@ -47,6 +49,7 @@ class ClickRouter:
         wake: Callable[[], None],
         turns: Stopper | None = None,
         store: Store | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.instance = instance
         self._store = store
@@ -58,6 +61,7 @@ class ClickRouter:
         # Something an answer released may run now: the instance's turns look again.
         self._wake = wake
         self._turns = turns
+        self._tally = tally
 
     async def answer(self, answer: Answer) -> None:
         """An owner's click on one of this instance's questions."""
@@ -131,6 +135,30 @@ class ClickRouter:
             )
         log.info(
             "routine click", instance=self.instance, routine=name, choice=answer.choice, by=answer.by_user
+        )
+
+    def feedback(self, click: FeedbackClick) -> None:
+        """Anyone's 👍 / 👎 on one of the instance's replies: recorded (their last click
+        counts) and counted; a value naming no turn of this instance is refused."""
+        if self._store is None:
+            return
+        if not self._store.feedback.record(self.instance, click.turn_id, click.by_user, click.value):
+            log.info(
+                "feedback refused",
+                instance=self.instance,
+                turn=click.turn_id,
+                user=click.by_user,
+                reason="not a turn of this instance",
+            )
+            return
+        if self._tally is not None:
+            self._tally.feedback[click.value] += 1
+        log.info(
+            "feedback recorded",
+            instance=self.instance,
+            turn=click.turn_id,
+            user=click.by_user,
+            value=click.value,
         )
 
     def _decide_approval(self, answer: Answer) -> None:

@@ -290,6 +290,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         wake=turns.wake,
         turns=turns,
         store=store,
+        tally=tally,
     )
     return InstanceCore(
         identity,

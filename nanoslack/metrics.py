@@ -80,6 +80,7 @@ class Tally:
         "posts",
         "api_errors",
         "routine_runs",
+        "feedback",
         "inbox_commits",
         "inbox_records",
     )
@@ -97,6 +98,8 @@ class Tally:
         self.api_errors: Counter[tuple[str, str]] = Counter()
         # (routine, status) → due times that ended so (docs/routines.md).
         self.routine_runs: Counter[tuple[str, str]] = Counter()
+        # People's 👍 / 👎 on replies, by value (docs/agent-surface.md "Feedback").
+        self.feedback: Counter[str] = Counter()
         # The inbox's group commits and the messages they recorded (the benchmark's
         # measure of batching; not exported).
         self.inbox_commits = 0
@@ -298,4 +301,10 @@ def _counts(tallies: list[tuple[str, Tally]]) -> Iterator[CounterMetricFamily]:
         "Routine due times, by how they ended (done, silent, failed, skipped, missed).",
         ["instance", "routine", "status"],
         (([n, r, s], v) for n, t in tallies for (r, s), v in sorted(t.routine_runs.items())),
+    )
+    yield _counter(
+        "nanoslack_feedback",
+        "People's feedback-button clicks on DM replies, by value (positive, negative).",
+        ["instance", "value"],
+        (([n, value], v) for n, t in tallies for value, v in sorted(t.feedback.items())),
     )

@@ -236,6 +236,8 @@ ERROR_WIDTH = 60
 def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     if args.steps is not None:
         return _steps(store, args.steps, out)
+    turns = store.turns.recent(instance=args.instance, limit=args.limit)
+    feedback = store.feedback.counts([t.id for t in turns])
     rows = [
         (
             t.id,
@@ -246,14 +248,35 @@ def _turns(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
             t.messages,
             t.posts,
             t.tokens,
+            _feedback(feedback.get(t.id, {})),
             when(t.started_at),
             _short(t.error or ""),
         )
-        for t in store.turns.recent(instance=args.instance, limit=args.limit)
+        for t in turns
     ]
-    header = ("ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "STARTED", "ERROR")
+    header = (
+        "ID",
+        "INSTANCE",
+        "CHANNEL",
+        "THREAD",
+        "STATUS",
+        "MSGS",
+        "POSTS",
+        "TOKENS",
+        "FEEDBACK",
+        "STARTED",
+        "ERROR",
+    )
     table(out, header, rows, "no turns yet")
     return 0
+
+
+def _feedback(counts: dict[str, int]) -> str:
+    """People's 👍 / 👎 on the turn's reply (docs/agent-surface.md "Feedback"): ``+2 -1``."""
+    shown = [
+        f"{sign}{counts[value]}" for sign, value in (("+", "positive"), ("-", "negative")) if value in counts
+    ]
+    return " ".join(shown)
 
 
 def _steps(store: Store, turn_id: int, out: TextIO) -> int:

@@ -10,6 +10,10 @@ so a click names both what was chosen and what it was about.
 A vote is its question and one button per option (``nanoslack_vote_<i>``, value
 ``<vote id>:<i>``), any person in the room may click; once closed, the question with
 its result under it, no buttons.
+
+A DM reply ends with Slack's feedback buttons (docs/agent-surface.md, "Feedback"): a
+``context_actions`` block with one ``feedback_buttons`` element (``nanoslack_feedback``),
+each button's value ``positive:<turn id>`` or ``negative:<turn id>``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nanoslack.asks import KINDS, Answer, Choice, kind_of_choice
-from nanoslack.inbound import FeatureClick
+from nanoslack.inbound import FeatureClick, FeedbackClick
 from nanoslack.store import AskRow, VoteRow
 from nanoslack.team.votes import question_text
 
@@ -109,6 +113,52 @@ def vote_clicks_of(body: Mapping[str, Any]) -> list[FeatureClick]:
         vote, _, option = str(action.get("value") or "").partition(":")
         if vote.isdigit() and option.isdigit():
             found.append(FeatureClick(item=int(vote), option=int(option), by_user=user))
+    return found
+
+
+FEEDBACK_ACTION = f"{ACTION_PREFIX}feedback"
+
+
+def feedback_blocks(turn_id: int) -> list[Block]:
+    """Slack's 👍 / 👎 under a turn's reply."""
+    return [
+        {
+            "type": "context_actions",
+            "block_id": f"{ACTION_PREFIX}feedback_{turn_id}",
+            "elements": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": FEEDBACK_ACTION,
+                    "positive_button": {
+                        "text": {"type": "plain_text", "text": "👍"},
+                        "value": f"positive:{turn_id}",
+                        "accessibility_label": "Good answer",
+                    },
+                    "negative_button": {
+                        "text": {"type": "plain_text", "text": "👎"},
+                        "value": f"negative:{turn_id}",
+                        "accessibility_label": "Bad answer",
+                    },
+                }
+            ],
+        }
+    ]
+
+
+def feedback_clicks_of(body: Mapping[str, Any]) -> list[FeedbackClick]:
+    """The 👍 / 👎 clicks a ``block_actions`` payload carries (on our feedback buttons)."""
+    user = (body.get("user") or {}).get("id")
+    if not isinstance(user, str):
+        return []
+    found = []
+    for action in body.get("actions") or []:
+        if not isinstance(action, Mapping) or action.get("type") != "feedback_buttons":
+            continue
+        if action.get("action_id") != FEEDBACK_ACTION:
+            continue
+        value, _, turn = str(action.get("value") or "").partition(":")
+        if value in ("positive", "negative") and turn.isdigit():
+            found.append(FeedbackClick(turn_id=int(turn), value=value, by_user=user))
     return found
 
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from nanoslack.asks import Answer
-from nanoslack.inbound import Drop, FeatureClick, Identity, Inbound, SessionStop
+from nanoslack.inbound import Drop, FeatureClick, FeedbackClick, Identity, Inbound, SessionStop
 from nanoslack.logs import get_logger
-from nanoslack.slack.blocks import answers_of, vote_clicks_of
+from nanoslack.slack.blocks import answers_of, feedback_clicks_of, vote_clicks_of
 from nanoslack.slack.pane import EVENTS as PANE_EVENTS
 from nanoslack.slack.parse import SESSION_STOPPED, is_self, parse_event, parse_session_stop
 
@@ -39,6 +39,10 @@ class Clicks(Protocol):
         """A person clicked Stop on one of the instance's agent sessions."""
         ...
 
+    def feedback(self, click: FeedbackClick) -> None:
+        """A person's 👍 / 👎 on one of the instance's replies."""
+        ...
+
 
 class Intake:
     def __init__(self, identity: Identity, *, clicks: Clicks, pane: PaneEvents | None = None) -> None:
@@ -56,6 +60,8 @@ class Intake:
                     await self._clicks.answer(answer)
                 for click in vote_clicks_of(body):
                     await self._clicks.ballot(click)
+                for feedback in feedback_clicks_of(body):
+                    self._clicks.feedback(feedback)
             else:
                 log.info(
                     "envelope ignored", instance=self.identity.instance, type=kind, reason="unsupported type"

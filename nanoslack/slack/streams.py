@@ -40,6 +40,7 @@ from nanoslack import failpoints
 from nanoslack.inbound import InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.replies import STREAM_MAX_CHARS
+from nanoslack.slack.blocks import feedback_blocks
 from nanoslack.slack.status import Refusals, slack_error
 from nanoslack.store import OutboxRow, Store
 from nanoslack.turns.signals import UNSHOWN_TOOLS
@@ -167,7 +168,9 @@ class ReplyStreams:
         for piece in pieces[1:]:
             await self._client.chat_appendStream(channel=target.channel, ts=ts, markdown_text=piece)
             failpoints.hit("stream.appended")
-        await self._client.chat_stopStream(channel=target.channel, ts=ts, metadata=metadata)
+        await self._client.chat_stopStream(
+            channel=target.channel, ts=ts, metadata=metadata, blocks=_feedback(row)
+        )
         return ts
 
     async def _drafted(self, row: OutboxRow, target: StreamTarget) -> tuple[str, str | None, set[str]] | None:
@@ -211,7 +214,7 @@ class ReplyStreams:
         assert row.turn_id is not None
         steps = self.steps_not_in(row.turn_id, steps_shown)
         await self._client.chat_stopStream(
-            channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None
+            channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None, blocks=_feedback(row)
         )
 
     def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
@@ -453,6 +456,11 @@ class LiveDraft:
         with contextlib.suppress(Exception):
             await self._client.chat_delete(channel=self._target.channel, ts=self.ts)
             self._store.reply_drafts.drop(self._instance, self._turn_id)
+
+
+def _feedback(row: OutboxRow) -> list[dict[str, Any]] | None:
+    """Slack's 👍 / 👎 under a turn's reply, rendered below the finished message."""
+    return feedback_blocks(row.turn_id) if row.turn_id else None
 
 
 def _pieces(text: str, size: int = PIECE_CHARS) -> list[str]:

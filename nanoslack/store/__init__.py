@@ -20,6 +20,7 @@ from nanoslack.store.checkpoint import Checkpointer
 from nanoslack.store.database import Database, JoinedTransaction, Transaction
 from nanoslack.store.drafts import ReplyDraft, ReplyDrafts
 from nanoslack.store.errors import StoreError, StoreUnavailable, store_unavailable
+from nanoslack.store.feedback import Feedback
 from nanoslack.store.files import MessageFiles
 from nanoslack.store.groups import GroupRow, MessagingGroups
 from nanoslack.store.handoffs import HandoffRow, Handoffs
@@ -110,6 +111,7 @@ class Store:
         self.assistant_threads = AssistantThreads(db)
         self.reply_drafts = ReplyDrafts(db)
         self.reactions = Reactions(db)
+        self.feedback = Feedback(db)
         self.rounds = Rounds(db)
         # Team rooms (docs/team-rooms.md): the board's tasks, and votes.
         self.tasks = Tasks(db)

@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -216,7 +216,7 @@ def _v15_routine_source(conn: Connection) -> None:
 # Version 11: ``_v11_reply_drafts``. Version 12: ``_v12_step_cost``.
 # Version 13: ``_v13_handoff_trace``. Version 14: ``reactions`` (``_create_tables``).
 # Version 15: ``_v15_routine_source``.
-# Version 16: ``outbox_files`` (``_create_tables``).
+# Version 16: ``outbox_files`` (``_create_tables``). Version 17: ``feedback`` (``_create_tables``).
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -233,6 +233,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v13_handoff_trace,
     _create_tables,
     _v15_routine_source,
+    _create_tables,
     _create_tables,
 ]
 

@@ -903,3 +903,16 @@ class MessageFilesRow:
     ts: str
     files: str  # JSON: [[id, name, mimetype, size, url, access], …]
     created_at: float
+
+
+@table("feedback", key=("instance", "turn_id", "user_id"))
+@dataclass(frozen=True, slots=True)
+class FeedbackRow:
+    """A person's 👍 or 👎 on a turn's DM reply (Slack's feedback buttons,
+    docs/agent-surface.md "Feedback"): their last click counts."""
+
+    instance: str
+    turn_id: Annotated[int, Col(autoincrement=False)]
+    user_id: str
+    value: str  # "positive" | "negative"
+    at: float

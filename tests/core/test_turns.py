@@ -549,7 +549,8 @@ def test_turns_lists_recent_turns_newest_first(recorded: None, db_ref: str) -> N
     header, *rows = out.splitlines()
     assert code == 0
     assert header.split() == [
-        "ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "STARTED", "ERROR",
+        "ID", "INSTANCE", "CHANNEL", "THREAD", "STATUS", "MSGS", "POSTS", "TOKENS", "FEEDBACK", "STARTED",
+        "ERROR",
     ]  # fmt: skip
     assert [r.split()[:8] for r in rows] == [
         ["3", "dana", ROOM, "1.3", "running", "1", "0", "0"],
@@ -558,6 +559,19 @@ def test_turns_lists_recent_turns_newest_first(recorded: None, db_ref: str) -> N
     ]
     # The error fits on its line, shortened.
     assert "agent command exited with 1: boom xxx" in rows[1] and rows[1].endswith("…")
+
+
+def test_turns_shows_the_feedback_peoples_clicks_gave_each_reply(
+    recorded: None, db_ref: str, store: Store
+) -> None:
+    assert store.feedback.record("dana", 1, "U0A", "negative")
+    assert store.feedback.record("dana", 1, "U0A", "positive")  # a second click replaces the first
+    assert store.feedback.record("dana", 1, "U0B", "positive")
+    assert store.feedback.record("dana", 1, "U0C", "negative")
+    assert not store.feedback.record("eli", 1, "U0A", "positive")  # not eli's turn
+    _, out = run_cli("--db", db_ref)
+    [done] = [r for r in out.splitlines() if r.split()[0] == "1"]
+    assert done.split()[8:10] == ["+2", "-1"]
 
 
 def test_turns_filters_by_instance_and_limits(

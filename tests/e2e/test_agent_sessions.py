@@ -21,6 +21,7 @@ from nanoslack.slack.surface import THINKING
 from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
+from tests.e2e.test_metrics import scrape, value
 from tests.tools.mcp_helpers import echo_server, write_config
 
 # A Stop ends the turn within this long (docs/agent-surface.md).
@@ -201,3 +202,30 @@ async def test_a_slack_that_refuses_sessions_keeps_the_status_line_with_one_log_
     ]
     calls = [c for c in emu.api_calls if c.method == "agents.sessions.setStatus"]
     assert len(calls) == 1  # refused once, never asked again
+
+
+async def test_a_feedback_click_on_a_dm_reply_is_recorded_and_counted_in_metrics(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    emu, alice = room.emu, room.human.id
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(send("Here is the plan.")), openai_text())
+        fleet, _ = await fleet_factory(
+            ["dana"], NANOSLACK_METRICS_ADDR="127.0.0.1:0", **openai_env(alice, llm, _teammates(room))
+        )
+        im = _im(room)
+        await emu.post_as_user(alice, im, "plan my day")
+        await emu.wait_for(lambda: _turns(room) == ["done"], timeout=15)
+        await emu.wait_for(
+            lambda: room.sql("SELECT status FROM outbox WHERE purpose = 'reply'") == [("sent",)]
+        )
+        reply = _bot_ts(room, im)
+        await emu.click_feedback(alice, im, reply, positive=False)
+        await emu.wait_for(lambda: room.sql("SELECT count(*) FROM feedback") == [(1,)], timeout=5)
+        samples = await scrape(fleet.health_server.url)
+    [(turn_id,)] = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
+    assert room.sql("SELECT instance, turn_id, user_id, value FROM feedback") == [
+        ("dana", turn_id, alice, "negative")
+    ]
+    assert value(samples, "nanoslack_feedback_total", instance="dana", value="negative") == 1
+    assert value(samples, "nanoslack_feedback_total", instance="dana", value="positive") == 0
