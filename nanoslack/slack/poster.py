@@ -377,7 +377,7 @@ class Poster:
         if row.kind == "reaction":
             return channel, await self._react(row, channel)
         if row.kind == "file":
-            return channel, await self._uploads.send(row, channel)
+            return channel, await self._uploads.send(row, channel, self._file_thread(row, channel))
         content = _content(row, self._blocks(row))
         if row.kind == "update":
             ts = row.update_ts or ""  # filled in by _send before it gets here
@@ -387,6 +387,14 @@ class Poster:
             channel=channel, thread_ts=row.thread_ts, metadata=_metadata(row), **content
         )
         return str(resp.get("channel") or channel), str(resp.get("ts"))
+
+    def _file_thread(self, row: OutboxRow, channel: str) -> str | None:
+        """Where a ``send_file`` goes: the turn's thread; in a DM whose replies stream, the
+        thread of the person's message, where the turn's words are (docs/agent-surface.md)."""
+        if row.thread_ts or self._streams is None or not row.turn_id:
+            return row.thread_ts
+        target = self._streams.turn_target(channel, row.turn_id)
+        return target.thread_ts if target is not None else None
 
     async def _react(self, row: OutboxRow, channel: str) -> str:
         """A turn's ``react`` (docs/agents.md): the reaction on the message it answered. Done

@@ -39,8 +39,8 @@ class Uploads:
         self._client = client
         self._store = store
 
-    async def send(self, row: OutboxRow, channel: str) -> str:
-        """Upload and share the row's file in ``channel`` (the row's thread); its file id.
+    async def send(self, row: OutboxRow, channel: str, thread_ts: str | None) -> str:
+        """Upload and share the row's file in ``channel`` (in ``thread_ts``); its file id.
         A SlackApiError when Slack refused a step (the poster retries or gives up as for a
         post); any other exception leaves the row in doubt."""
         spec = self._store.outbox.file_of(row.id)
@@ -59,7 +59,7 @@ class Uploads:
         await self._client.files_completeUploadExternal(
             files=[{"id": file_id, "title": spec.title}],
             channel_id=channel,
-            thread_ts=row.thread_ts or None,
+            thread_ts=thread_ts or None,
             initial_comment=row.text or None,
         )
         return file_id

@@ -229,3 +229,24 @@ async def test_a_fleet_killed_while_sending_a_file_shares_that_file_once_after_r
     assert [m.get("text") for m in _thread(emu, channel, ask)] == ["The scores."]
     assert sql(db, "SELECT kind, status, posted_ts FROM outbox") == [("file", "sent", uploaded[0])]
     assert [e["id"] for e in fleet.events(recovered)] == [uploaded[0]]
+
+
+async def test_in_a_dm_the_file_goes_into_the_thread_where_the_turns_words_are_streamed(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    dana = room.apps["dana"]
+    async with LLMServer() as llm:
+        llm.openai.default = _by_instance(
+            {"dana": [openai_answer(_send_file(), send("The scores are in the file.")), openai_text()]}
+        )
+        await fleet_factory(["dana"], **_env(llm, room.human.id, _teammates(room.tmp, "dana")))
+        im = room.emu.create_conversation([room.human.id, dana.bot_user_id], kind="im").id
+        ask = await room.emu.post_as_user(room.human.id, im, "the scores as a file?")
+        await room.emu.wait_for(lambda: _shared_files(room.emu, im, ask, dana.bot_id), timeout=20)
+        await room.emu.wait_for(
+            lambda: [m for m in _thread(room.emu, im, ask) if m.get("text") == "The scores are in the file."],
+            timeout=20,
+        )
+    # The words stream while the turn runs (docs/agent-surface.md); the file follows them there.
+    assert [m.get("subtype") for m in _thread(room.emu, im, ask)] == [None, "file_share"]
+    assert not [m for m in room.emu.all_messages(im) if m.get("bot_id") and not m.get("thread_ts")]
