@@ -9,7 +9,8 @@ failpoint costs one dict lookup.
 Points: ``inbox.recorded`` (after the inbox commit, before the ack),
 ``pipeline.committed`` (after a batch's transaction commits, before anything is
 logged or acknowledged downstream), ``turn.recorded`` (a turn's output and its
-outbox rows committed, nothing sent yet), ``outbox.posted`` (Slack accepted a
+outbox rows committed, nothing sent yet), ``turn.stopped`` (a turn a person stopped is
+recorded ``stopped`` with its ``Stopped.`` queued, nothing else done), ``outbox.posted`` (Slack accepted a
 post, the outbox row is not yet marked sent), ``outbox.uploaded`` (a ``send_file``'s
 bytes are up and its file id recorded, the file not yet completed: not shared), and for streamed DM replies
 (``slack/streams.py``): ``stream.started`` and ``draft.started`` (Slack answered

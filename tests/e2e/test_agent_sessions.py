@@ -13,15 +13,19 @@ import asyncio
 import dataclasses
 import io
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
+from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
 from nanoslack.slack.surface import THINKING
-from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
+from nanoslack.testing.fleet_env import write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
 from tests.e2e.test_metrics import scrape, value
+from tests.e2e.turn_agent import TurnAgent
 from tests.tools.mcp_helpers import echo_server, write_config
 
 # A Stop ends the turn within this long (docs/agent-surface.md).
@@ -229,3 +233,74 @@ async def test_a_feedback_click_on_a_dm_reply_is_recorded_and_counted_in_metrics
     ]
     assert value(samples, "nanoslack_feedback_total", instance="dana", value="negative") == 1
     assert value(samples, "nanoslack_feedback_total", instance="dana", value="positive") == 0
+
+
+def _fleet_env(room: Room, **extra: str) -> Path:
+    return write_fleet_env(
+        room.tmp / ".env",
+        room.emu,
+        [room.apps["dana"]],
+        room.db,
+        SLACK_OWNER=room.human.id,
+        LOG_FORMAT="json",
+        **extra,
+    )
+
+
+async def _connected(room: Room) -> None:
+    await room.emu.wait_for(lambda: room.emu.connections(room.apps["dana"].app_id) >= 1, timeout=60)
+
+
+async def test_a_fleet_killed_right_after_a_stop_was_recorded_never_runs_the_stopped_turn_again(
+    room: Room,
+) -> None:
+    emu, alice = room.emu, room.human.id
+    gate = asyncio.Event()
+    async with LLMServer() as llm:
+        llm.openai.push(_held(gate, "The plan, in twelve steps: first we gather every milestone"))
+        env_file = _fleet_env(room, **backend_env("openai", llm, "sk-test-0123456789"))
+        im = _im(room)
+        first = FleetProcess.start(env_file, failpoints="turn.stopped=kill@1")
+        await _connected(room)
+        ts = await emu.post_as_user(alice, im, QUESTION)
+        await emu.wait_for(lambda: _session(room, im, ts).get("status") == "processing", timeout=30)
+        await emu.wait_for(lambda: len(_bot_texts(room, im)) == 1, timeout=15)
+        await emu.click_stop(alice, im, ts)
+        assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+        assert _turns(room) == ["stopped"]  # durable before anything else was done about it
+        second = FleetProcess.start(env_file)
+        try:
+            await second.wait_for_event("posted", within=60)
+        finally:
+            assert await second.stop() == 0
+        gate.set()
+    assert _turns(room) == ["stopped"], "the stopped turn ran again"
+    assert len(llm.openai.requests) == 1
+    texts = _bot_texts(room, im)
+    assert texts[1:] == ["Stopped."] and "The plan, in twelve steps".startswith(texts[0])
+
+
+async def test_a_stop_after_the_reply_was_recorded_but_not_yet_sent_posts_it_once(room: Room) -> None:
+    """Killed with the reply recorded and not sent; the person clicks Stop meanwhile. The
+    turn had answered: the Stop finds no turn to stop, and the reply goes out once."""
+    emu, alice = room.emu, room.human.id
+    agent = TurnAgent.install(room.tmp)
+    agent.reply("dana", "The whole answer.")
+    env_file = _fleet_env(room, **agent.env())
+    im = _im(room)
+    first = FleetProcess.start(env_file, failpoints="turn.recorded=kill@1")
+    await _connected(room)
+    ts = await emu.post_as_user(alice, im, QUESTION)
+    assert await first.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+    assert room.sql("SELECT status FROM outbox WHERE purpose = 'reply'") == [("queued",)]
+    # Slack still shows the session processing (nobody moved it): the person clicks Stop.
+    await room.client("dana").agents_sessions_setStatus(channel_id=im, thread_ts=ts, status="processing")
+    await emu.click_stop(alice, im, ts)
+    second = FleetProcess.start(env_file)
+    try:
+        await second.wait_for_event("posted", within=60)
+        await second.wait_for_event("stop ignored", within=30)
+    finally:
+        assert await second.stop() == 0
+    assert _bot_texts(room, im) == ["The whole answer."]
+    assert _turns(room) == ["done"]
