@@ -25,7 +25,8 @@ Contract with the program:
   one environment string.
   With the fleet's MCP endpoint (``nanoslack.tools.serve``, docs/agents.md) also
   ``NANOSLACK_MCP_URL`` and ``NANOSLACK_MCP_TOKEN``: the turn's host tools
-  (``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``) over
+  (``send_message``, ``read_skill``, ``send_to_agent``, ``message_owner``, ``react``,
+  ``send_file``) over
   streamable HTTP, for a client presenting ``Authorization: Bearer <token>``, valid
   until the turn ends (127.0.0.1 is added to ``NO_PROXY``/``no_proxy``, so a
   proxy in the environment is not asked for it). What the program posts through

@@ -113,6 +113,37 @@ def test_sent_posts_are_pruned_but_queued_posts_and_approval_requests_stay(
     assert store.outbox.get(recent) is not None
 
 
+def test_a_sent_files_bytes_go_with_its_outbox_row_and_a_file_still_to_send_keeps_them(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    def queue(key: str) -> int:
+        file_row = store.outbox.enqueue_file(
+            instance=INSTANCE,
+            dedupe_key=key,
+            turn_id=1,
+            channel=ROOM,
+            thread_ts=None,
+            filename="report.md",
+            title="report.md",
+            content="# Report",
+            comment="",
+        )
+        assert file_row is not None
+        return file_row
+
+    sent, waiting = queue("file:1:0"), queue("file:2:0")
+    store.outbox.file_uploaded(sent, "F0SENT")
+    store.outbox.mark_sent(sent, ROOM, "F0SENT")
+    _backdate(sql, 20)
+
+    report = Retention(store.db, days=14).prune_all()
+
+    assert store.outbox.get(sent) is None and store.outbox.file_of(sent) is None
+    assert report.deleted["outbox_files"] == 1
+    kept = store.outbox.file_of(waiting)
+    assert kept is not None and kept.content == "# Report" and kept.file_id is None
+
+
 def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_transcript_starts(
     store: Store, sql: Callable[[str], int]
 ) -> None:
