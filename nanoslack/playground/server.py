@@ -10,6 +10,11 @@ receives a new snapshot. The server watches the store's ``turns`` table (silent
 turns) and status a few times a second; the page itself never polls. What the crew
 remembers (``/api/memories``, read only) the page reads at start and again when a
 ``memory`` note says a note was kept or forgotten.
+
+Each bot's Home tab (docs/agent-surface.md): the page opens it as the human does in Slack
+(``/api/home/open``: ``app_home_opened`` with ``tab: home``), shows the view the bot
+published (sent with the snapshot and again each time the bot publishes it) and its
+buttons' clicks go to the bot as a Home's do (``/api/home/click``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class PlaygroundServer:
         self._status: JSON = {}
         self._runner: web.AppRunner | None = None
         self._watcher: asyncio.Task[None] | None = None
+        # Each bot's Home view as the human last saw it published (by its hash).
+        self._homes: dict[str, str | None] = {}
         self.url = ""
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -61,6 +68,8 @@ class PlaygroundServer:
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
         app.router.add_post("/api/routine", self._routine)
+        app.router.add_post("/api/home/open", self._home_open)
+        app.router.add_post("/api/home/click", self._home_click)
         PlaygroundFiles(self.stage).routes(app)
         app.router.add_static("/static/", STATIC)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -149,7 +158,13 @@ class PlaygroundServer:
             "messages": {c["id"]: stage.emu.all_messages(c["id"]) for c in convs},
             "notes": [n.to_json() for n in self.notes.notes],
             "status": self.status(),
+            "homes": self.homes(),
         }
+
+    def homes(self) -> dict[str, JSON | None]:
+        """Each bot's Home view as the human sees it (None: never published for them)."""
+        human = self.stage.human.id
+        return {name: self.stage.emu.home_view(name, human) for name in self.stage.apps}
 
     def status(self) -> JSON:
         stage = self.stage
@@ -233,12 +248,21 @@ class PlaygroundServer:
                 self.notes.on_turns(store.turns.recent(limit=50), store.steps.of)
                 self.notes.on_routine_runs(store.routines.recent(limit=50), self._routine_channel)
                 status = self.status()
+                self._send_homes()
             except Exception as exc:  # a busy store must not end the page's updates
                 log.warning("playground watch failed", error=type(exc).__name__)
                 continue
             if status != self._status:
                 self._status = status
                 self._send({"type": "status", "status": status})
+
+    def _send_homes(self) -> None:
+        """A bot published the human's Home again: the page shows the new view."""
+        for name, view in self.homes().items():
+            stamp = view.get("hash") if view else None
+            if self._homes.get(name) != stamp:
+                self._homes[name] = stamp
+                self._send({"type": "home", "bot": name, "view": view})
 
     # ---- HTTP handlers ----------------------------------------------------------------------
     async def _index(self, _req: web.Request) -> web.FileResponse:
@@ -307,6 +331,31 @@ class PlaygroundServer:
                 self.stage.human.id,
                 str(body["channel"]),
                 str(body["ts"]),
+                str(body["action_id"]),
+                str(body["value"]) if body.get("value") is not None else None,
+            )
+        except Exception as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True})
+
+    async def _home_open(self, req: web.Request) -> web.Response:
+        """The human opens a bot's Home tab: ``app_home_opened`` to that bot."""
+        bot = str((await _json_body(req)).get("bot", ""))
+        if bot not in self.stage.apps:
+            return web.json_response({"ok": False, "error": f"no bot {bot!r}"}, status=400)
+        await self.stage.emu.open_app_home(self.stage.human.id, bot)
+        return web.json_response({"ok": True, "view": self.stage.emu.home_view(bot, self.stage.human.id)})
+
+    async def _home_click(self, req: web.Request) -> web.Response:
+        """A button of a bot's Home: a ``block_actions`` from the Home view, like Slack's."""
+        body = await _json_body(req)
+        bot = str(body.get("bot", ""))
+        if bot not in self.stage.apps:
+            return web.json_response({"ok": False, "error": f"no bot {bot!r}"}, status=400)
+        try:
+            await self.stage.emu.click_home_button(
+                self.stage.human.id,
+                bot,
                 str(body["action_id"]),
                 str(body["value"]) if body.get("value") is not None else None,
             )

@@ -38,6 +38,8 @@ log = get_logger(__name__)
 REFUSED = frozenset({"not_enabled", "missing_scope", "not_allowed_token_type", "unknown_method"})
 # At most this many of each list (a view holds at most 100 blocks).
 MAX_LISTED = 15
+# A routine's ``channel`` that means each owner's DM with the bot (docs/routines.md).
+OWNERS_CHANNEL = "owner"
 # How often an owner's Home is read again to see whether it changed (capped by the interval).
 POLL_S = 2.0
 
@@ -150,14 +152,14 @@ def owner_blocks(home: OwnerHome) -> list[Block]:
     blocks: list[Block] = [_header(f"{home.instance} · your Home")]
     blocks += _titled("Rooms", [_room(r.channel, r.name, r.halted) for r in home.rooms], "No rooms yet.")
     blocks += _titled("Waiting for you", [ask_blocks(a) for a in home.asks], "Nothing waits for an owner.")
-    blocks += [_section("*Today's spend* (UTC day)"), _spend(home)]
+    blocks += [{"type": "divider"}, _section("*Today's spend* (UTC day)"), _spend(home)]
     blocks += _titled(
         "Routines",
         [_routine(r.name, r.schedule, r.channel, r.paused, r.last_status) for r in home.routines],
         "No routines.",
     )
     notes = " · ".join(f"{scope}: {n}" for scope, n in home.notes) or "none kept"
-    blocks += [_section("*Notes*"), _context(notes)]
+    blocks += [{"type": "divider"}, _section("*Notes*"), _context(notes)]
     return blocks
 
 
@@ -176,7 +178,7 @@ def _room(channel: str, name: str | None, halted: bool) -> list[Block]:
     shown = f"#{name}" if name else mrkdwn.room(channel)
     if not halted:
         return [_section(f"{shown} · running")]
-    section = _section(f"{shown} · 🛑 halted")
+    section = _section(f"{shown} · *halted*")
     section["accessory"] = _button("resume", "Resume", channel, "primary")
     return [section]
 
@@ -189,8 +191,9 @@ def _spend(home: OwnerHome) -> Block:
 
 
 def _routine(name: str, schedule: str, channel: str, paused: bool, last: str | None) -> list[Block]:
-    state = "⏸️ paused" if paused else "scheduled"
-    text = f"*{name}* · {schedule} → {mrkdwn.room(channel)} · {state}" + (f" · last: {last}" if last else "")
+    state = "*paused*" if paused else "scheduled"
+    where = "the owners' DMs" if channel == OWNERS_CHANNEL else mrkdwn.room(channel)
+    text = f"*{name}* · {schedule} → {where} · {state}" + (f" · last: {last}" if last else "")
     run, pause, resume = ROUTINE.choices
     toggle = resume if paused else pause
     buttons = [_button(c.id, c.label, name, c.style) for c in (run, toggle)]

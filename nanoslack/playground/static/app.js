@@ -11,6 +11,8 @@ const S = {
   // A routine fired from the page: whose post to show when it comes (bot user id, and its
   // room, or "" for the owner's DM); the post it made, highlighted.
   routineWatch: null, highlight: null,
+  // Each bot's Home view as published for the human (null: none yet), and the one shown.
+  homes: new Map(), home: null,
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -45,6 +47,7 @@ function handle(ev) {
   }
   if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
   if (ev.type === "status_line") return onStatusLine(ev);
+  if (ev.type === "home") { S.homes.set(ev.bot, ev.view); if (S.home === ev.bot) renderMain(); }
 }
 
 function lineKey(channel, ts) { return channel + " " + ts; }
@@ -63,6 +66,7 @@ function loadSnapshot(ev) {
   S.me = ev.me; S.room = ev.room; S.notes = ev.notes; S.status = ev.status;
   S.users = new Map(ev.users.map((u) => [u.id, u]));
   S.convs = new Map(ev.conversations.map((c) => [c.id, c]));
+  S.homes = new Map(Object.entries(ev.homes || {}));
   S.msgs = new Map();
   for (const [ch, list] of Object.entries(ev.messages)) S.msgs.set(ch, new Map(list.map((m) => [m.ts, m])));
   if (!S.current || !S.convs.has(S.current)) S.current = ev.room;
@@ -118,11 +122,84 @@ function renderSidebar() {
       li.append(el("span", "", (c.kind === "im" ? "" : "# ") + c.label));
       const n = S.unread.get(c.id) || 0;
       if (n) { li.classList.add("unread"); li.append(el("span", "badge", String(n))); }
-      if (c.id === S.current) li.classList.add("current");
+      if (c.id === S.current && !S.home) li.classList.add("current");
       li.onclick = () => openConversation(c.id);
       ul.append(li);
     }
   }
+  const homes = $("homes");
+  homes.replaceChildren();
+  for (const bot of S.homes.keys()) {
+    const li = el("li", "conv" + (S.home === bot ? " current" : ""));
+    li.dataset.bot = bot;
+    li.append(el("span", "", bot + " · Home"));
+    li.onclick = () => openHome(bot);
+    homes.append(li);
+  }
+}
+
+// A bot's Home tab: opening it is Slack's app_home_opened; the bot publishes the view.
+async function openHome(bot) {
+  S.home = bot; S.thread = null;
+  renderSidebar(); renderMain(); renderThread();
+  try {
+    const r = await fetch("/api/home/open", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ bot }),
+    });
+    if (r.ok) { const answer = await r.json(); if (answer.view) S.homes.set(bot, answer.view); }
+  } catch (_) { /* the stream brings the view when it is published */ }
+  if (S.home === bot) renderMain();
+}
+
+function renderHome() {
+  const bot = S.home, view = S.homes.get(bot);
+  $("conv-title").textContent = bot + " · Home";
+  $("conv-members").textContent = "what " + bot + " publishes for you (views.publish)";
+  $("composer").hidden = true;
+  const box = $("timeline");
+  box.replaceChildren();
+  const page = el("div", "home-view");
+  page.id = "home-view";
+  if (!view) page.append(el("div", "empty", "Opening the Home…"));
+  else for (const b of view.blocks || []) page.append(homeBlockEl(bot, b));
+  box.append(page);
+}
+
+// Block Kit as a Home shows it: header, section (text, fields, a button beside it), divider,
+// context, actions.
+function homeBlockEl(bot, b) {
+  if (b.type === "header") return el("h2", "home-header", (b.text && b.text.text) || "");
+  if (b.type === "divider") return el("hr", "home-divider");
+  if (b.type === "context") return textEl((b.elements || []).map((e) => e.text || "").join(" "), "context");
+  if (b.type === "actions") {
+    const bar = el("div", "actions");
+    for (const e of b.elements || []) if (e.type === "button") bar.append(homeButton(bot, e, bar));
+    return bar;
+  }
+  const row = el("div", "home-section");
+  if (b.text) row.append(textEl(b.text.text || ""));
+  if (b.fields) {
+    const fields = el("div", "home-fields");
+    for (const f of b.fields) fields.append(textEl(f.text || ""));
+    row.append(fields);
+  }
+  if (b.accessory && b.accessory.type === "button") row.append(homeButton(bot, b.accessory, row));
+  return row;
+}
+
+function homeButton(bot, e, bar) {
+  const btn = el("button", "btn" + (e.style ? " " + e.style : ""), (e.text && e.text.text) || e.action_id);
+  btn.type = "button"; btn.dataset.actionId = e.action_id;
+  if (e.value !== undefined) btn.dataset.value = e.value;
+  btn.onclick = async () => {
+    for (const b of bar.querySelectorAll("button")) b.disabled = true;
+    const r = await fetch("/api/home/click", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ bot, action_id: e.action_id, value: e.value }),
+    });
+    if (!r.ok) for (const b of bar.querySelectorAll("button")) b.disabled = false;
+  };
+  return btn;
 }
 
 function renderStatus() {
@@ -204,7 +281,7 @@ function renderMemories() {
 }
 
 function openConversation(id) {
-  S.current = id; S.unread.delete(id);
+  S.current = id; S.unread.delete(id); S.home = null;
   if (S.thread && S.thread.channel !== id) S.thread = null;
   renderSidebar(); renderMain(); renderThread();
 }
@@ -224,6 +301,8 @@ function isTop(m) { return !m.thread_ts || m.thread_ts === m.ts; }
 function sorted(list) { return [...list].sort((a, b) => parseFloat(a.ts) - parseFloat(b.ts)); }
 
 function renderMain() {
+  if (S.home) return renderHome();
+  $("composer").hidden = false;
   const conv = S.convs.get(S.current);
   if (!conv) return;
   $("conv-title").textContent = (conv.kind === "im" ? "" : "# ") + conv.label;
