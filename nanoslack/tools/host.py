@@ -138,7 +138,7 @@ class HostContext:
     # posts nothing in Slack, so it neither hands off nor messages the owners.
     asked_by: str = ""
     # A turn no message woke (a routine's): its posts are joined into one new thread, where
-    # ``send_file`` has no thread to go to.
+    # ``send_file`` has no thread to go to (nor a handoff's answer).
     sourced: bool = False
 
 
@@ -289,6 +289,11 @@ class HostTools:
             return (
                 f"not sent: you are answering {self._ctx.asked_by}'s question, which posts nothing; "
                 "answer them with send_message (ask_agent to consult a teammate)"
+            )
+        if self._ctx.sourced:
+            return (
+                "not sent: a routine's turn has no thread for a handoff's answer yet; to reach a "
+                "teammate from it, use ask_agent (the answer comes back to this turn)"
             )
         if self._ctx.is_dm:
             return (

@@ -323,6 +323,7 @@ class Toolboxes:
                 react_to=react_target(msgs),
                 fleet=settings.instances or None,
                 asked_by=asked.chain[-1] if asked else "",
+                sourced=turn.origin is not None,
             ),
             effects,
         )
