@@ -5,6 +5,7 @@ the emulator's ``views.publish``."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.asks import OwnerAsks
 from nanoslack.emulator import Emulator
 from nanoslack.halts import Halts
+from nanoslack.logs import configure_logging
 from nanoslack.home import HomeSource
 from nanoslack.slack.home import Coalescer, HomePublisher
 from nanoslack.store import Store, sqlite_url
@@ -109,3 +111,20 @@ def test_the_coalescer_allows_one_publish_per_interval() -> None:
     c.published("U1", 0.0)
     assert c.wait("U1", 3.0) == 7.0 and c.wait("U2", 3.0) == 0.0
     assert c.wait("U1", 10.0) == 0.0
+
+
+async def test_a_slack_with_the_home_tab_off_is_one_log_line_and_no_more_publishes(
+    setup: tuple[Emulator, Store, HomePublisher, str, str],
+) -> None:
+    emu, store, publisher, alice, bob = setup
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    emu.fail_next("views.publish", 1, error="not_enabled")
+    publisher.opened({"user": alice})
+    publisher.opened({"user": bob})
+    await publisher.tick(0.0)
+    store.room_halts.halt("C0ROOM", by="cli", instance="dana")
+    await publisher.tick(20.0)
+    refused = [json.loads(line) for line in out.getvalue().splitlines() if '"home refused"' in line]
+    assert [(r["instance"], r["reason"]) for r in refused] == [("dana", "not_enabled")]
+    assert len([c for c in emu.api_calls if c.method == "views.publish"]) == 1
