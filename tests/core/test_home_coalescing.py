@@ -16,8 +16,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.asks import OwnerAsks
 from nanoslack.emulator import Emulator
 from nanoslack.halts import Halts
-from nanoslack.logs import configure_logging
 from nanoslack.home import HomeSource
+from nanoslack.logs import configure_logging
 from nanoslack.slack.home import Coalescer, HomePublisher
 from nanoslack.store import Store, sqlite_url
 
