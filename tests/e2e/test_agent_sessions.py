@@ -19,7 +19,7 @@ from typing import Any
 
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.logs import configure_logging
-from nanoslack.slack.surface import THINKING
+from nanoslack.slack.surface import THINKING, using
 from nanoslack.testing.fleet_env import write_fleet_env
 from nanoslack.testing.llm_server import LLMServer, backend_env, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
@@ -304,3 +304,31 @@ async def test_a_stop_after_the_reply_was_recorded_but_not_yet_sent_posts_it_onc
         assert await second.stop() == 0
     assert _bot_texts(room, im) == ["The whole answer."]
     assert _turns(room) == ["done"]
+
+
+async def test_a_stop_during_an_mcp_tool_call_cancels_the_call_the_mcp_way(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    """The tool would sleep a minute: the Stop cancels the call, and the server hears it
+    (``notifications/cancelled`` interrupts its handler, which notes it)."""
+    emu, alice = room.emu, room.human.id
+    cancel_log = room.tmp / "cancelled.log"
+    teammates = room.tmp / "teammates"
+    (teammates / "dana").mkdir(parents=True)
+    (teammates / "dana" / "SOUL.md").write_text("You are Dana, the planner.\n")
+    write_config(
+        teammates / "dana" / "mcp.json", {"echo": echo_server(env={"ECHO_CANCEL_LOG": str(cancel_log)})}
+    )
+    async with LLMServer() as llm:
+        llm.openai.push(openai_answer(("echo_slow", {"seconds": 60.0})), openai_text())
+        await fleet_factory(["dana"], **openai_env(alice, llm, teammates))
+        im = _im(room)
+        ts = await emu.post_as_user(alice, im, "run the long job")
+        await emu.wait_for(lambda: emu.status_of(im, ts) == using("echo_slow"), timeout=15)
+        await emu.click_stop(alice, im, ts)
+        await emu.wait_for(lambda: _turns(room) == ["stopped"], timeout=STOP_DEADLINE_S)
+        await emu.wait_for(
+            lambda: cancel_log.exists() and "slow cancelled" in cancel_log.read_text(), timeout=5
+        )
+        await emu.wait_for(lambda: _bot_texts(room, im) == ["Stopped."], timeout=5)
+    assert len(llm.openai.requests) == 1  # the model never heard of the tool's result

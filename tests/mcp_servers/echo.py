@@ -3,7 +3,8 @@
 Run as ``python tests/mcp_servers/echo.py`` (stdio) or served over streamable HTTP by a
 test (``build()`` gives the server; ``MCPServer.streamable_http_app()`` the ASGI app).
 Its tools: ``echo`` gives its text back, ``env`` reads one of its environment variables,
-``pid`` says which process serves it, ``slow`` sleeps, ``fail`` raises. ``ECHO_STDERR``
+``pid`` says which process serves it, ``slow`` sleeps (a call the client cancels is
+noted in the file ``ECHO_CANCEL_LOG`` names, when set), ``fail`` raises. ``ECHO_STDERR``
 set: that line is written to stderr first; ``ECHO_EXIT`` set: it writes it and exits
 before speaking MCP (a server that cannot start).
 """
@@ -34,7 +35,11 @@ def build(name: str = "echo") -> MCPServer:
 
     @server.tool(description="Sleep, then answer.")
     async def slow(seconds: float) -> str:
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:  # the client sent notifications/cancelled for the call
+            _note_cancel()
+            raise
         return "awake"
 
     @server.tool(description="Always fails.")
@@ -42,6 +47,13 @@ def build(name: str = "echo") -> MCPServer:
         raise RuntimeError(message)
 
     return server
+
+
+def _note_cancel() -> None:
+    log = os.environ.get("ECHO_CANCEL_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write("slow cancelled\n")
 
 
 def main() -> None:
