@@ -1,8 +1,8 @@
 """Files in the playground page (docs/playground.md), in a real headless Chromium against
 ``nanoslack demo``: alice attaches an image with the file button and drops a CSV on the
 thread; both show in the timeline and reach the fleet as Slack ``file_share`` messages;
-dana's ``send_file`` shows as a chip. ``NANOSLACK_SCREENSHOTS=docs`` saves
-docs/playground-files.png."""
+dana's ``send_file`` shows as a chip; a pasted file waits in the composer.
+``NANOSLACK_SCREENSHOTS=docs`` saves docs/playground-files.png."""
 
 from __future__ import annotations
 
@@ -117,6 +117,18 @@ def test_alice_attaches_an_image_and_drops_a_csv_and_both_show_and_reach_the_fle
     db = tmp_path / "data" / "demo" / "nanoslack.db"
     names = _shared_names(db)
     assert {"burndown.png", "numbers.csv"} <= set(names), names
+    # A pasted file waits in the composer like a picked one; × takes it back, nothing is sent.
+    page.locator("#composer textarea").evaluate(
+        """(ta) => {
+            const dt = new DataTransfer();
+            dt.items.add(new File(["pasted"], "clip.txt", { type: "text/plain" }));
+            const init = { clipboardData: dt, bubbles: true, cancelable: true };
+            ta.dispatchEvent(new ClipboardEvent("paste", init));
+        }"""
+    )
+    expect(page.locator("#composer .attachment .file-chip")).to_contain_text("clip.txt")
+    page.locator("#composer .attachment .remove").click()
+    expect(page.locator("#composer .attachment")).to_be_hidden()
     page.locator("#thread-timeline").evaluate("box => { box.scrollTop = box.scrollHeight; }")
     _shot(page, "playground-files.png")
     assert demo.interrupt() == 0
