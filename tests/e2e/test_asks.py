@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,13 @@ async def test_an_ask_to_a_teammate_whose_model_hangs_times_out_and_its_turn_is_
     assert room.sql("SELECT status, error FROM turns WHERE instance = 'eli'") == [
         ("cancelled", "no answer within 1 s (NANOSLACK_ASK_TIMEOUT): cancelled")
     ]
+    # How a withdrawn ask looks in nanoslack turns: its own thread, status cancelled, the reason.
+    listing = io.StringIO()
+    argv = ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "--instance", "eli"]
+    assert admin.turns_main(argv, out=listing) == 0
+    (row,) = listing.getvalue().splitlines()[1:]
+    assert row.split()[3:5] == [f"ask:{dana_turn_id(room)}:1", "cancelled"]
+    assert "no answer within 1 s" in row
     assert bot_posts(room, "eli") == []
 
 
@@ -382,3 +390,43 @@ async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_tha
     assert not eli[0].startswith("[Asked by") and eli[-1].startswith("[Asked by dana]")
     assert llm.most_in_flight() <= 2  # dana's and one of eli's, never two of eli's
     assert [error for _, error in step_errors(room, "dana")] == [None]
+
+
+async def test_an_ask_to_a_teammate_whose_daily_budget_is_spent_is_refused_before_its_model_is_called(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {"dana": [openai_answer(ask("eli", "When?")), openai_answer(send("eli is out of budget"))]}
+        )
+        env = openai_env(
+            room.human.id,
+            llm,
+            teammates(room),
+            NANOSLACK_A2A_ALLOW="dana>eli",
+            NANOSLACK_DAILY_TOKENS_ELI="100",
+            NANOSLACK_STREAM="0",
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        room.sql(
+            "INSERT INTO agent_usage (instance, day, tokens) VALUES ('eli', ?, 150)",
+            time.strftime("%Y-%m-%d", time.gmtime()),
+        )
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli is out of budget"] and settled(room), timeout=20
+        )
+    assert prompts_of(llm, "eli") == []  # eli's model was never called
+    ((_, error),) = step_errors(room, "dana")
+    assert error == "not answered: eli's daily token budget spent: 150 of 100 tokens used today"
+    assert room.sql("SELECT status FROM turns WHERE instance = 'eli'") == [("budget",)]
+    listing = io.StringIO()
+    argv = ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "--instance", "eli"]
+    assert admin.turns_main(argv, out=listing) == 0
+    (row,) = listing.getvalue().splitlines()[1:]
+    assert row.split()[3:5] == [f"ask:{dana_turn_id(room)}:1", "budget"]
+
+
+def dana_turn_id(room: Room) -> int:
+    ((turn_id,),) = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
+    return int(turn_id)
