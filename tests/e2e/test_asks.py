@@ -430,3 +430,24 @@ async def test_an_ask_to_a_teammate_whose_daily_budget_is_spent_is_refused_befor
 def dana_turn_id(room: Room) -> int:
     ((turn_id,),) = room.sql("SELECT id FROM turns WHERE instance = 'dana'")
     return int(turn_id)
+
+
+async def test_an_ask_to_a_teammate_another_process_runs_is_refused_saying_so(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {"dana": [openai_answer(ask("eli", "When?")), openai_answer(send("eli is elsewhere"))]}
+        )
+        # eli is named by the allowlist but run by another process (several hosts).
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana"], **env)
+        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
+        await room.emu.wait_for(
+            lambda: bot_posts(room, "dana") == ["eli is elsewhere"] and settled(room), timeout=20
+        )
+    ((_, error),) = step_errors(room, "dana")
+    assert error is not None and error.startswith("not asked: eli runs in another process (several hosts)")
+    assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
