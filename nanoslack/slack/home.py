@@ -3,11 +3,12 @@ rendered from the core's ``home.HomeSource`` as Block Kit and published with
 ``views.publish`` (no scope; ``user_id``, ``view`` of type ``home``).
 
 A person opening the Home tab (``app_home_opened`` with ``tab: home``) gets it published;
-an owner's is read again every ``poll`` seconds while the fleet runs and published again
-when what it shows changed, at most once per ``interval`` seconds per person
-(``Coalescer``): a change inside the window is published when the window ends, with
-whatever the Home shows then, so the last change is always published. The view is only
-published when its blocks differ from the last ones Slack accepted for that person.
+an owner's (a visitor's only when they open it) is read again every ``poll`` seconds
+while the fleet runs and published again when what it shows changed, at most once per
+``interval`` seconds per person (``Coalescer``): a change inside the window is published
+when the window ends, with whatever the Home shows then, so the last change is always
+published. The view is only published when its blocks differ from the last ones Slack
+accepted for that person.
 
 A Slack that refuses the Home (``not_enabled``: the app's Home tab is off) turns it off for
 the instance with one log line (``home refused``); another error is a debug line and the
@@ -80,6 +81,8 @@ class HomePublisher:
         self.instance = source.instance
         # Who opened the Home, and the blocks Slack last accepted for each.
         self._shown: dict[str, list[Block] | None] = {}
+        # Who opened it since the last round: a visitor's Home is read only then.
+        self._opened: set[str] = set()
         self._refused = False
         self._kick = asyncio.Event()
 
@@ -88,6 +91,7 @@ class HomePublisher:
         user = event.get("user")
         if isinstance(user, str) and user:
             self._shown.setdefault(user, None)
+            self._opened.add(user)
             self._kick.set()
 
     async def run(self) -> None:
@@ -101,19 +105,25 @@ class HomePublisher:
         """Publish each Home that changed and may go out at ``now``; the seconds until the
         next one that changed may."""
         soonest = self._poll
+        opened, self._opened = self._opened, set()
         for user in list(self._shown):
             if self._refused:
                 break
+            if user not in opened and not self._source.is_owner(user):
+                continue  # what a visitor sees changes only with SOUL.md: read when they open it
             blocks = self.blocks(user)
             if blocks == self._shown[user]:
                 continue
             wait = self._coalescer.wait(user, now)
             if wait > 0:
                 soonest = min(soonest, wait)
+                self._opened.add(user)  # still to publish: read again next round
                 continue
             if await self._publish(user, blocks):
                 self._shown[user] = blocks
                 self._coalescer.published(user, now)
+            else:
+                self._opened.add(user)
         return soonest
 
     def blocks(self, user: str) -> list[Block]:
