@@ -55,6 +55,8 @@ class PlaygroundServer:
         self._watcher: asyncio.Task[None] | None = None
         # Each bot's Home view as the human last saw it published (by its hash).
         self._homes: dict[str, str | None] = {}
+        # The processing sessions the page was last told of (each shows its Stop button).
+        self._sessions: list[JSON] = []
         self.url = ""
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -67,6 +69,7 @@ class PlaygroundServer:
         app.router.add_get("/api/memories", self._memories)
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
+        app.router.add_post("/api/stop", self._stop)
         app.router.add_post("/api/routine", self._routine)
         app.router.add_post("/api/home/open", self._home_open)
         app.router.add_post("/api/home/click", self._home_click)
@@ -159,7 +162,17 @@ class PlaygroundServer:
             "notes": [n.to_json() for n in self.notes.notes],
             "status": self.status(),
             "homes": self.homes(),
+            "sessions": self.sessions(),
         }
+
+    def sessions(self) -> list[JSON]:
+        """The agent sessions processing in the human's conversations: Slack shows each
+        its Stop button (docs/agent-surface.md, "Sessions and Stop")."""
+        found = []
+        for (channel, thread_ts), session in sorted(self.stage.emu.engine.surface.sessions.items()):
+            if session.status == "processing" and self._conversation(channel) is not None:
+                found.append({"channel": channel, "thread_ts": thread_ts})
+        return found
 
     def homes(self) -> dict[str, JSON | None]:
         """Each bot's Home view as the human sees it (None: never published for them)."""
@@ -249,12 +262,19 @@ class PlaygroundServer:
                 self.notes.on_routine_runs(store.routines.recent(limit=50), self._routine_channel)
                 status = self.status()
                 self._send_homes()
+                self._send_sessions()
             except Exception as exc:  # a busy store must not end the page's updates
                 log.warning("playground watch failed", error=type(exc).__name__)
                 continue
             if status != self._status:
                 self._status = status
                 self._send({"type": "status", "status": status})
+
+    def _send_sessions(self) -> None:
+        sessions = self.sessions()
+        if sessions != self._sessions:
+            self._sessions = sessions
+            self._send({"type": "sessions", "sessions": sessions})
 
     def _send_homes(self) -> None:
         """A bot published the human's Home again: the page shows the new view."""
@@ -334,6 +354,15 @@ class PlaygroundServer:
                 str(body["action_id"]),
                 str(body["value"]) if body.get("value") is not None else None,
             )
+        except Exception as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True})
+
+    async def _stop(self, req: web.Request) -> web.Response:
+        """The Stop button of a processing session: Slack's click, ``agent_session_stopped``."""
+        body = await _json_body(req)
+        try:
+            await self.stage.emu.click_stop(self.stage.human.id, str(body["channel"]), str(body["thread_ts"]))
         except Exception as exc:
             return web.json_response({"ok": False, "error": str(exc)}, status=400)
         return web.json_response({"ok": True})

@@ -265,6 +265,38 @@ def test_the_playground_dm_shows_danas_status_line_then_her_streamed_answer(
     assert demo.interrupt() == 0
 
 
+def test_the_playground_dm_shows_a_stop_button_that_stops_danas_running_turn(
+    demo: Demo, browser_page: Any
+) -> None:
+    """alice asks dana for the quarterly report (her rule thinks a minute: a model that does
+    not answer); the thread shows the session's Stop button; a click stops the turn, dana
+    says ``Stopped.`` and the button is gone (docs/agent-surface.md "Sessions and Stop")."""
+    from playwright.sync_api import expect
+
+    url = demo.wait_line(URL_RE, timeout=90).group(1)
+    page = browser_page
+    page.goto(url)
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    page.locator("#show-notes").uncheck()
+    page.locator('#dms .conv[data-kind="im"]', has_text="dana").click()
+    expect(page.locator("#conv-title")).to_have_text("dana")
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially("Write the quarterly report")
+    composer.press("Enter")
+    thread = page.locator("#thread-timeline")
+    stop = thread.locator(".status-line .stop-button")
+    expect(stop).to_be_visible(timeout=STEP_MS)
+    expect(thread.locator(".status-line")).to_contain_text("dana is thinking…")
+    _shot(page, "playground-stop.png")
+    stop.click()
+    answer = thread.locator('.msg[data-author="dana"]')
+    expect(answer).to_have_text(re.compile("Stopped."), timeout=STEP_MS)
+    expect(stop).to_have_count(0, timeout=STEP_MS)
+    expect(thread).not_to_contain_text("The quarterly report")
+    assert demo.interrupt() == 0
+
+
 def test_alice_asks_dana_to_remember_and_the_page_shows_the_note_and_lists_it(
     demo: Demo, browser_page: Any
 ) -> None:

@@ -13,6 +13,8 @@ const S = {
   routineWatch: null, highlight: null,
   // Each bot's Home view as published for the human (null: none yet), and the one shown.
   homes: new Map(), home: null,
+  // Agent sessions processing (Slack shows their Stop button), by channel and thread ts.
+  sessions: new Set(),
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -47,6 +49,7 @@ function handle(ev) {
   }
   if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
   if (ev.type === "status_line") return onStatusLine(ev);
+  if (ev.type === "sessions") return onSessions(ev.sessions);
   if (ev.type === "home") { S.homes.set(ev.bot, ev.view); if (S.home === ev.bot) renderMain(); }
 }
 
@@ -62,11 +65,29 @@ function onStatusLine(ev) {
   renderPanes(ev.channel);
 }
 
+function onSessions(list) {
+  const before = S.sessions;
+  S.sessions = new Set(list.map((x) => lineKey(x.channel, x.thread_ts)));
+  const channels = new Set([...before, ...S.sessions].map((k) => k.split(" ")[0]));
+  for (const ch of channels) renderPanes(ch);
+}
+
+// The session's Stop button: Slack's click, which the app must act on (agent_session_stopped).
+async function stopSession(channel, ts, btn) {
+  btn.disabled = true;
+  const r = await fetch("/api/stop", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ channel, thread_ts: ts }),
+  });
+  if (!r.ok) btn.disabled = false;
+}
+
 function loadSnapshot(ev) {
   S.me = ev.me; S.room = ev.room; S.notes = ev.notes; S.status = ev.status;
   S.users = new Map(ev.users.map((u) => [u.id, u]));
   S.convs = new Map(ev.conversations.map((c) => [c.id, c]));
   S.homes = new Map(Object.entries(ev.homes || {}));
+  S.sessions = new Set((ev.sessions || []).map((x) => lineKey(x.channel, x.thread_ts)));
   S.msgs = new Map();
   for (const [ch, list] of Object.entries(ev.messages)) S.msgs.set(ch, new Map(list.map((m) => [m.ts, m])));
   if (!S.current || !S.convs.has(S.current)) S.current = ev.room;
@@ -350,9 +371,16 @@ function renderThread() {
 
 function statusLineEl(channel, ts) {
   const line = S.lines.get(lineKey(channel, ts));
-  if (!line) return [];
+  const processing = S.sessions.has(lineKey(channel, ts));
+  if (!line && !processing) return [];
   const d = el("div", "status-line");
-  d.append(el("span", "who", line.app), el("span", "text", " " + line.status));
+  if (line) d.append(el("span", "who", line.app), el("span", "text", " " + line.status));
+  if (processing) {
+    const stop = el("button", "stop-button", "■ Stop");
+    stop.title = "Stop this answer";
+    stop.onclick = () => stopSession(channel, ts, stop);
+    d.append(stop);
+  }
   return [d];
 }
 
