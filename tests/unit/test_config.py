@@ -430,3 +430,29 @@ def test_shutdown_grace_takes_seconds_and_warns_on_anything_else(tmp_path: Path)
     with capture_logs() as logs:
         assert load_settings(tmp_path / ".env", {"NANOSLACK_SHUTDOWN_GRACE": "soon"}).shutdown_grace == 20.0
     assert any(e.get("key") == "NANOSLACK_SHUTDOWN_GRACE" for e in logs)
+
+
+def test_the_file_keys_default_parse_and_warn_and_the_downloads_live_beside_the_store(tmp_path: Path) -> None:
+    files = load_settings(tmp_path / ".env", {}).files
+    assert (files.chars, files.max_bytes, files.fetches, files.timeout_s) == (
+        20_000,
+        20 * 1024 * 1024,
+        4,
+        30.0,
+    )
+    assert files.folder == (tmp_path / "data" / "files").resolve()
+    environ = {
+        "NANOSLACK_FILE_CHARS": "500",
+        "NANOSLACK_FILE_MAX_BYTES": "1000",
+        "NANOSLACK_FILE_FETCHES": "2",
+        "NANOSLACK_FILE_TIMEOUT": "5",
+        "NANOSLACK_DB": "state/n.db",
+    }
+    files = load_settings(tmp_path / ".env", environ).files
+    assert (files.chars, files.max_bytes, files.fetches, files.timeout_s) == (500, 1000, 2, 5.0)
+    assert files.folder == (tmp_path / "state" / "files").resolve()
+    with capture_logs() as logs:
+        files = load_settings(tmp_path / ".env", {"NANOSLACK_FILE_FETCHES": "many"}).files
+    assert files.fetches == 4
+    (warning,) = warnings_for(logs, "NANOSLACK_FILE_FETCHES")
+    assert warning["value"] == "many" and warning["using"] == 4
