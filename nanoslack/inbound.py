@@ -236,7 +236,6 @@ PAYLOAD_FIELDS = (
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 _FILES_AT = 1 + PAYLOAD_FIELDS.index("files")  # in the payload, after its version
 _payload_values = operator.attrgetter(*PAYLOAD_FIELDS)  # one C call for every field
-_FILES_AT = 1 + PAYLOAD_FIELDS.index("files")  # after the version
 
 
 @dataclass(frozen=True, slots=True)
