@@ -451,3 +451,39 @@ async def test_an_ask_to_a_teammate_another_process_runs_is_refused_saying_so(
     ((_, error),) = step_errors(room, "dana")
     assert error is not None and error.startswith("not asked: eli runs in another process (several hosts)")
     assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
+
+
+async def test_a_halt_that_cancels_the_asking_turn_cancels_the_asked_turn_too(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    held = asyncio.Event()
+    dana = [openai_answer(ask("eli", "When do we ship?"))]
+
+    def model(request: Request) -> Answer:
+        system = " ".join(
+            str(m.get("content", "")) for m in request.json["messages"] if m["role"] == "system"
+        )
+        if "You are dana," in system:
+            return dana.pop(0) if dana else openai_text()
+        return dataclasses.replace(openai_answer(send("Friday.")), hold=held)  # eli thinks, held
+
+    async with LLMServer() as llm:
+        llm.openai.default = model
+        env = openai_env(room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli")
+        await fleet_factory(["dana", "eli"], **env)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} when do we ship?")
+        await room.emu.wait_for(lambda: len(prompts_of(llm, "eli")) == 1, timeout=20)
+        room.sql(
+            "INSERT INTO room_halts (room, halted_by, halted_at, instance) VALUES (?, 'cli', 0, NULL)",
+            room.channel,
+        )
+        await room.emu.wait_for(
+            lambda: (
+                room.sql("SELECT instance, status FROM turns ORDER BY id")
+                == [("dana", "halted"), ("eli", "cancelled")]
+            ),
+            timeout=20,
+        )
+        held.set()
+    assert room.sql("SELECT error FROM turns WHERE instance = 'eli'") == [("the asking turn was cancelled",)]
+    assert bot_posts(room, "eli") == [] and bot_posts(room, "dana") == []
