@@ -112,6 +112,15 @@ class SurfaceSignals:
             return _StatusSignal(self, waking)
         return self.fallback(waking)
 
+    def settle(self, channel: str, thread_ts: str) -> None:
+        sessions = self.sessions
+        if sessions is not None and sessions.on:
+            keep(asyncio.get_running_loop().create_task(self._settle(sessions, channel, thread_ts)))
+
+    @staticmethod
+    async def _settle(sessions: AgentSessions, channel: str, thread_ts: str) -> None:
+        await sessions.set(channel, thread_ts, "active")
+
     def fallback(self, waking: Waking) -> TurnSignal:
         return _ReactionSignal(self.reaction, waking) if self.reaction is not None else _NoSignal()
 

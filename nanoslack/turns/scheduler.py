@@ -231,7 +231,7 @@ class TurnScheduler:
         """A person clicked Stop on the session of ``thread_ts``: the turn whose agent is
         answering there is cancelled (as a halt cancels one) and recorded ``stopped``. The
         turn's id, or None when no turn's agent runs there (one that finished its answer
-        is being recorded, and posts it)."""
+        is being recorded, and posts it): its session is moved to ``active`` then."""
         for key, answered in list(self._answering.items()):
             if key.channel != channel or answered != thread_ts:
                 continue
@@ -243,6 +243,8 @@ class TurnScheduler:
             self._stopping[key] = by_user
             task.cancel()
             return self._turn_ids.get(key)
+        if self._signals is not None:
+            self._signals.settle(channel, thread_ts)  # a session nothing runs in goes active
         return None
 
     async def _schedule_once(self) -> None:

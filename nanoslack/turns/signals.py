@@ -59,6 +59,11 @@ class TurnSignals(Protocol):
 
     def begin(self, waking: Waking) -> TurnSignal: ...
 
+    def settle(self, channel: str, thread_ts: str) -> None:
+        """A Stop came for a thread with no turn to stop (a crash left its session
+        ``processing``): its session goes ``active``, as Slack asks of every Stop."""
+        ...
+
 
 class SignalledTools:
     """A turn's tools, telling the turn's signal which tool runs."""

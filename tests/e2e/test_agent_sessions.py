@@ -178,6 +178,8 @@ async def test_a_stop_with_no_turn_running_does_nothing(room: Room, fleet_factor
     assert _bot_texts(room, im) == ["Answered."]  # no "Stopped." for a turn that was not there
     [ignored] = _events(out, "stop ignored")
     assert ignored["reason"] == "no turn running there"
+    # Slack asks the app to move the session away from processing after every Stop.
+    await emu.wait_for(lambda: _session(room, im, idle).get("status") == "active", timeout=5)
 
 
 async def test_a_slack_that_refuses_sessions_keeps_the_status_line_with_one_log_line(
@@ -271,6 +273,10 @@ async def test_a_fleet_killed_right_after_a_stop_was_recorded_never_runs_the_sto
         second = FleetProcess.start(env_file)
         try:
             await second.wait_for_event("posted", within=60)
+            # The kill left the session processing: a second click finds no turn and settles it.
+            assert _session(room, im, ts)["status"] == "processing"
+            await emu.click_stop(alice, im, ts)
+            await emu.wait_for(lambda: _session(room, im, ts).get("status") == "active", timeout=10)
         finally:
             assert await second.stop() == 0
         gate.set()
