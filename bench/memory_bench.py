@@ -3,7 +3,9 @@ reports cached tokens the way OpenAI does.
 
 One ``openai`` instance (the real fleet, in process, on the embedded emulator and a
 SQLite store) answers ``--turns`` questions in one thread; each turn makes two model calls
-(a ``send_message``, then a plain answer). The model server counts a request's input
+(a ``send_message``, then a plain answer). Its opening lists one teammate (eli, named by
+``NANOSLACK_A2A_ALLOW``), whose role is edited half way: the thread hears of it as a
+``[Teammates changed]`` line, its opening unchanged. The model server counts a request's input
 tokens (4 characters a token) and, like OpenAI's automatic prompt cache, reports as
 cached the longest prefix it has seen before, in 128-token blocks once it is 1,024 tokens
 or more. Printed, as one JSON object:
@@ -147,6 +149,8 @@ async def run(turns: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="memory-bench-"))
     (tmp / "teammates" / "dana").mkdir(parents=True)
     (tmp / "teammates" / "dana" / "SOUL.md").write_text(PERSONA)
+    (tmp / "teammates" / "eli").mkdir(parents=True)
+    (tmp / "teammates" / "eli" / "SOUL.md").write_text("---\nrole: reviewer\n---\nYou are Eli.\n")
     db = tmp / "nanoslack.db"
     async with Emulator() as emu:
         alice, dana, eli = emu.add_user("alice"), emu.add_app("dana"), emu.add_app("eli")
@@ -166,6 +170,7 @@ async def run(turns: int) -> dict[str, Any]:
                 "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
                 "OPENAI_API_KEY": "sk-bench-000000",
                 "NANOSLACK_TEAMMATES": str(tmp / "teammates"),
+                "NANOSLACK_A2A_ALLOW": "dana>eli",
                 "LOG_LEVEL": "warning",
             },
             replace=True,
@@ -175,6 +180,10 @@ async def run(turns: int) -> dict[str, Any]:
         try:
             top = None
             for i in range(turns):
+                if i == turns // 2:  # a teammate's new role: a line of the next turn, not a new opening
+                    (tmp / "teammates" / "eli" / "SOUL.md").write_text(
+                        "---\nrole: reviewer and release QA\n---\nYou are Eli.\n"
+                    )
                 ts = await emu.post_as_user(
                     alice.id, room, f"<@{dana.bot_user_id}> question {i}: what next?", thread_ts=top
                 )
@@ -200,6 +209,8 @@ async def run(turns: int) -> dict[str, Any]:
         "model_calls": len(model.calls),
         "cached_share_from_turn_3": round(sum(c for _, c in later) / max(1, sum(t for t, _ in later)), 3),
         "input_tokens_last_call": model.calls[-1][0],
+        # eli's new role in the last request: told once, as a line the history replays (1).
+        "teammates_changed_lines": model.seen[-1].count("[Teammates changed] ~ eli"),
         "history_rows": rows,
         "history_bytes_per_1000_turns": int(size / max(1, rows) * 1000),
         "first_turn_cpu_ms": round(sum(first), 2),

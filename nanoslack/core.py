@@ -45,7 +45,7 @@ from nanoslack.agents import (
     build_agent,
     make_http_client,
 )
-from nanoslack.agents.teammates import SKILLS_DIRNAME, TeammateSource
+from nanoslack.agents.teammates import SKILLS_DIRNAME, Roster, TeammateSource
 from nanoslack.asks import OwnerAsks
 from nanoslack.budgets import Budgets, StoreLedger
 from nanoslack.clicks import ClickRouter
@@ -389,6 +389,7 @@ def build_turns(
         owners=owners,
         remembers=getattr(agent, "remembers", True),
         files=files,
+        roster=Roster(services.teammates_dir, tools.teammates_of(instance)),
     )
     return TurnScheduler(
         services,

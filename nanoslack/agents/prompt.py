@@ -14,13 +14,14 @@ The header lists the *other* members (the agent is told its own name on the last
 line); a DM reads ``[Direct message with alice]``. The mission line appears in a room
 that has one (``open-room --mission``); ``… N earlier messages not shown`` when the
 transcript was cut to its bound; the room's notes (a round's cue, open votes) after the
-transcript; the last line only when ``turn.wrapping_up``. Notes written or forgotten
-elsewhere since the thread's opening come first (``[Notes changed] …``, docs/memory.md).
+transcript; the last line only when ``turn.wrapping_up``. Teammates and notes changed
+elsewhere since the thread's opening come first (``[Teammates changed] …``,
+``[Notes changed] …``, docs/memory.md).
 
 The agent's earlier turns in the thread come before this prompt: the LLM back ends
 replay them as model messages (``agents.llm``), the ``command`` back end reads them as
 text (``render_thread``). The opening (``opening``) is the system prompt with the
-notes block; it stays the same inside a thread, so providers' prompt caches hit.
+teammates and notes blocks; it stays the same inside a thread, so providers' prompt caches hit.
 
 A routine's run opens with ``[Routine "<name>"]`` and shows its prompt (and its gate's
 output) as the transcript. A teammate's ask opens with ``[Asked by <name>]`` and shows its
@@ -115,7 +116,7 @@ def render_prompt(turn: Turn) -> str:
 
 def opening(turn: Turn, system: str | None = None) -> str:
     """The request's opening: the system prompt (``system``: a back end's own version of
-    it), then the notes block."""
+    it), then the teammates and notes blocks (``turn.memory``)."""
     base = (turn.system if system is None else system).rstrip()
     notes = "\n".join(turn.memory)
     return f"{base}\n\n{notes}" if base and notes else (base or notes)

@@ -17,6 +17,10 @@
   applies to the next turn. A skill's front matter that does not parse is a ``Problem``
   too (``skill_problems``, a ``doctor`` ✗).
 
+``Roster``: the teammates an instance may reach, each with its role (front matter ``role:``,
+else the first line of its ``SOUL.md``), read again when their files change; the turn's
+opening lists them (``[Teammates]``, docs/agents.md).
+
 The system prompt is the persona first (SOUL body), then AGENTS.md, then the
 skills. An instance without ``SOUL.md`` (typically: no folder at all) gets a plain
 default persona; ``Teammate.is_default`` lets the caller warn at start. How to post
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +46,8 @@ SKILLS_HEADING = "Skills you can use:"
 SKILLS_HOW = "Read a skill's full text with the read_skill tool before you use it."
 # Slack's assistant pane shows at most this many suggested prompts.
 MAX_PROMPTS = 4
+# A role taken from SOUL.md's first line is cut to this: one line of the teammates list.
+ROLE_CHARS = 120
 _YES = frozenset({"true", "yes", "on", "1"})
 _NO = frozenset({"false", "no", "off", "0", ""})
 _FRONT_MATTER_KEY_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
@@ -197,8 +204,10 @@ class TeammateSource:
     turn without a restart (docs/agents.md). What is wrong with a version of the files is
     logged once, when that version is read."""
 
-    def __init__(self, teammates_dir: Path, instance: str) -> None:
+    def __init__(self, teammates_dir: Path, instance: str, *, report: bool = True) -> None:
         self._folder = Path(teammates_dir) / instance
+        # False for a sibling read only for its role: its own process reports its files.
+        self._reports = report
         self._teammates_dir = Path(teammates_dir)
         self._instance = instance
         self._stamps: tuple[tuple[int, int] | None, ...] | None = None
@@ -209,7 +218,8 @@ class TeammateSource:
         if self._teammate is None or stamps != self._stamps:
             self._stamps = stamps
             self._teammate = load_teammate(self._teammates_dir, self._instance)
-            self._report(self._teammate)
+            if self._reports:
+                self._report(self._teammate)
         return self._teammate
 
     def _report(self, mate: Teammate) -> None:
@@ -228,6 +238,48 @@ class TeammateSource:
                 problem=problem.what,
                 using="the file without the broken part",
             )
+
+
+@dataclass(frozen=True)
+class Mate:
+    """One teammate as a turn's opening lists it: ``eli — reviewer (here)``."""
+
+    name: str
+    role: str
+    here: bool = False  # a member of the turn's conversation
+
+    def line(self) -> str:
+        text = f"{self.name} — {self.role}" if self.role else self.name
+        return f"{text} (here)" if self.here else text
+
+
+def role_of(mate: Teammate) -> str:
+    """Front matter ``role:``, else the persona's first non-empty line (a Markdown ``#``
+    removed, cut to ``ROLE_CHARS``); "" for a teammate with no ``SOUL.md`` here."""
+    if mate.role.strip():
+        return mate.role.strip()
+    if mate.is_default:
+        return ""
+    first = next((line.strip() for line in mate.soul.splitlines() if line.strip()), "")
+    first = first.lstrip("#").strip()
+    return first if len(first) <= ROLE_CHARS else first[: ROLE_CHARS - 1].rstrip() + "…"
+
+
+class Roster:
+    """The teammates an instance may reach (``ToolSettings.teammates_of``), with their roles
+    as their files say now (a role edited applies from the next turn)."""
+
+    def __init__(self, teammates_dir: Path, names: Sequence[str]) -> None:
+        self._sources = {name: TeammateSource(teammates_dir, name, report=False) for name in names}
+
+    def mates(self, here: Collection[str]) -> tuple[Mate, ...]:
+        """Each teammate, marked ``here`` when ``here`` (the conversation's member names)
+        names it."""
+        present = {name.lower() for name in here}
+        return tuple(
+            Mate(name, role_of(source.get()), name.lower() in present)
+            for name, source in self._sources.items()
+        )
 
 
 def parse_prompts(value: str) -> tuple[str, ...]:

@@ -102,11 +102,12 @@ class Turn:
     # Lines about the room the agent should know this turn, shown after the transcript:
     # e.g. that everyone is answering at once (a round), the open votes it has not answered.
     notes: tuple[str, ...] = ()
-    # What it remembers (docs/memory.md). ``memory``: the notes block of the opening,
-    # as the thread's opening showed it; ``history``: its earlier turns in this thread
-    # (the first one always), ``history_not_shown`` of them left out after the first;
-    # ``notes_changed``: notes written or forgotten elsewhere since, shown at the head of
-    # the new part; ``session``: a stable id of (instance, conversation, thread).
+    # What it remembers (docs/memory.md). ``memory``: the teammates and notes blocks of the
+    # opening, as the thread's opening showed them; ``history``: its earlier turns in this
+    # thread (the first one always), ``history_not_shown`` of them left out after the first;
+    # ``notes_changed``: teammates and notes changed elsewhere since (``[Teammates changed]``,
+    # ``[Notes changed]`` lines), shown at the head of the new part; ``session``: a stable id
+    # of (instance, conversation, thread).
     memory: tuple[str, ...] = ()
     history: tuple[PastTurn, ...] = ()
     history_not_shown: int = 0

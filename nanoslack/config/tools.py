@@ -50,6 +50,15 @@ class ToolSettings:
             return True
         return (sender, recipient) in self.allow
 
+    def teammates_of(self, me: str) -> tuple[str, ...]:
+        """The teammates ``me`` may reach, as its turns' openings list them (docs/agents.md):
+        the other instances this fleet names (``instances``); when an allowlist or a chief is
+        set, only those it lets ``me`` hand off to, the names a handoff or an ask accepts."""
+        others = [name for name in self.instances if name != me]
+        if self.allow or self.chief is not None:
+            others = [name for name in others if self.may_hand_off(me, name)]
+        return tuple(sorted(others))
+
 
 def parse_tool_settings(
     env: Mapping[str, str], instances: tuple[str, ...], suffix: Any, log: Any

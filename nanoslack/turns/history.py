@@ -8,10 +8,13 @@ see, and says what the turn replays:
   dropped until the rest fits in three quarters of it, so the cut moves seldom and the
   replayed prefix stays the same (and cached) for many turns in between. The window is
   a pure function of the rows' sizes: every turn computes the same one.
-- **the opening**: the system prompt and the notes as the thread's opening showed them.
-  It is rebuilt (current persona, current notes) when the window was just cut, or when
-  the teammate's files changed; otherwise a note written or forgotten elsewhere reaches
-  the turn as a ``[Notes changed]`` line at the head of its new part.
+- **the opening**: the system prompt, the teammates and the notes as the thread's opening
+  showed them. It is rebuilt (current persona, teammates and notes) when the window was
+  just cut, or when the teammate's files changed; otherwise a note written or forgotten
+  elsewhere reaches the turn as a ``[Notes changed]`` line at the head of its new part, and
+  a teammate added, gone, with a new role or now (no longer) in the conversation as a
+  ``[Teammates changed]`` line, once: the row of the turn that showed it keeps the list as
+  the thread now knows it (``Opening.known``), with the opening unchanged.
 
 ``Recall.record`` is the turn's row, written by the recorder in the turn's transaction.
 """
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from nanoslack.agents import PastTurn, Turn, render_prompt
+from nanoslack.agents.teammates import Mate
 from nanoslack.logs import get_logger
 from nanoslack.store import NoteRow, Store
 from nanoslack.store.history import HistoryRow, Unreadable, parse_row
@@ -37,6 +41,8 @@ log = get_logger(__name__)
 CUT_TO = 0.75
 _SESSION_NAMESPACE = uuid.UUID("5b0c4f5e-3c55-4f0e-9a0e-6e616e6f736c")
 NOTES_CHANGED = "[Notes changed]"
+TEAMMATES = "[Teammates]"
+TEAMMATES_CHANGED = "[Teammates changed]"
 HEADINGS = {"self": "[Your notes]", "private": "[Private notes]", "room": "[Notes of this room]"}
 
 
@@ -69,7 +75,7 @@ class Recall:
     history: tuple[PastTurn, ...] = ()
     not_shown: int = 0
     system: str = ""  # the persona in force in this thread
-    memory: tuple[str, ...] = ()  # the opening's notes block
+    memory: tuple[str, ...] = ()  # the opening's teammates and notes blocks
     notes_changed: tuple[str, ...] = ()
     session: str = ""
     opening: str = ""  # JSON of a rebuilt opening, to store with this turn ("" if kept)
@@ -97,15 +103,28 @@ class ThreadMemory:
     # False for a back end that answers without history (``Agent.remembers``).
     enabled: bool = True
 
-    def recall(self, channel: str, thread_key: str, *, persona: str, owner_dm: bool) -> Recall:
+    def recall(
+        self,
+        channel: str,
+        thread_key: str,
+        *,
+        persona: str,
+        owner_dm: bool,
+        teammates: Sequence[Mate] = (),
+        members_known: bool = True,
+    ) -> Recall:
+        """``teammates``: whom the instance may reach now, ``here`` marked from the
+        conversation's members (``members_known`` False: the member list could not be read,
+        so who is here is taken as the thread last knew it)."""
+        mates = tuple(teammates)
         if not self.enabled:
-            return Recall(channel, thread_key, system=persona)
+            return Recall(channel, thread_key, system=persona, memory=teammates_block(mates))
         conversation = f"slack:{channel}"
         notes = self.store.memories.visible(self.instance, conversation, private=owner_dm)
         rows, not_shown, cut_now = self._window(channel, thread_key)
         session = session_id(self.instance, channel, thread_key)
         opened = _latest_opening(rows)
-        if opened is None or cut_now or opened[0] != persona:
+        if opened is None or cut_now or opened.system != persona:
             block = self.notes_block(notes)
             return Recall(
                 channel,
@@ -113,22 +132,27 @@ class ThreadMemory:
                 history=tuple(_past(row) for row in rows),
                 not_shown=not_shown,
                 system=persona,
-                memory=block,
+                memory=(*teammates_block(mates), *block),
                 session=session,
-                opening=json.dumps({"system": persona, "notes": list(block)}, ensure_ascii=False),
+                opening=Opening(persona, block, mates, mates).to_json(),
                 visible=tuple(n.id for n in notes),
                 has_history=bool(rows),
             )
+        if not members_known:
+            mates = _here_as_known(mates, opened.known)
+        told = teammate_changes(opened.known, mates)
         known = set(rows[-1].notes_known)
         return Recall(
             channel,
             thread_key,
             history=tuple(_past(row) for row in rows),
             not_shown=not_shown,
-            system=opened[0],
-            memory=opened[1],
-            notes_changed=self._changes(notes, known),
+            system=opened.system,
+            memory=(*teammates_block(opened.teammates), *opened.notes),
+            notes_changed=(*told, *self._changes(notes, known)),
             session=session,
+            # The opening as it was, with the list as the thread now knows it.
+            opening=dataclasses.replace(opened, known=mates).to_json() if told else "",
             visible=tuple(n.id for n in notes),
             has_history=True,
         )
@@ -210,18 +234,74 @@ class ThreadMemory:
         )
 
 
-def _latest_opening(rows: Sequence[HistoryRow]) -> tuple[str, tuple[str, ...]] | None:
+@dataclass(frozen=True)
+class Opening:
+    """A thread's opening as stored with the turn that built it (``agent_history.opening``):
+    the system prompt, the notes block and the teammates it listed; ``known``, the teammates
+    as the thread was last told of them (the opening's list, then its ``[Teammates changed]``
+    lines), kept again with each turn that showed such a line."""
+
+    system: str
+    notes: tuple[str, ...]
+    teammates: tuple[Mate, ...] = ()
+    known: tuple[Mate, ...] = ()
+
+    def to_json(self) -> str:
+        data: dict[str, object] = {"system": self.system, "notes": list(self.notes)}
+        data["teammates"] = [[m.name, m.role, m.here] for m in self.teammates]
+        if self.known != self.teammates:
+            data["known"] = [[m.name, m.role, m.here] for m in self.known]
+        return json.dumps(data, ensure_ascii=False)
+
+
+def _latest_opening(rows: Sequence[HistoryRow]) -> Opening | None:
     for row in reversed(rows):
         if row.opening:
             try:
                 data = json.loads(row.opening)
                 system, notes = data["system"], data["notes"]
                 if isinstance(system, str) and isinstance(notes, list):
-                    return system, tuple(str(n) for n in notes)
+                    # An opening stored before the teammates were listed has none: the
+                    # thread hears of each once, as a change.
+                    teammates = _mates(data.get("teammates", []))
+                    known = _mates(data["known"]) if "known" in data else teammates
+                    return Opening(system, tuple(str(n) for n in notes), teammates, known)
             except (ValueError, KeyError, TypeError):
                 pass
             return None  # unreadable: rebuilt with this turn
     return None
+
+
+def _mates(raw: object) -> tuple[Mate, ...]:
+    if not isinstance(raw, list):
+        raise TypeError("teammates: expected a list")
+    return tuple(Mate(str(name), str(role), bool(here)) for name, role, here in raw)
+
+
+def teammates_block(mates: Sequence[Mate]) -> tuple[str, ...]:
+    """``[Teammates]`` and one line per teammate; nothing when there is none."""
+    return (TEAMMATES, *(m.line() for m in mates)) if mates else ()
+
+
+def teammate_changes(known: Sequence[Mate], now: Sequence[Mate]) -> tuple[str, ...]:
+    """What changed since the thread was last told: ``[Teammates changed] + eli — reviewer``
+    (new), ``~ eli — QA lead (here)`` (a new role, or in or out of the conversation),
+    ``− eli`` (no longer reachable)."""
+    before = {m.name: m for m in known}
+    after = {m.name for m in now}
+    lines = [
+        f"{TEAMMATES_CHANGED} {'+' if m.name not in before else '~'} {m.line()}"
+        for m in now
+        if before.get(m.name) != m
+    ]
+    lines += [f"{TEAMMATES_CHANGED} − {m.name}" for m in known if m.name not in after]
+    return tuple(lines)
+
+
+def _here_as_known(mates: Sequence[Mate], known: Sequence[Mate]) -> tuple[Mate, ...]:
+    """Who is here as the thread last knew it (the conversation's members could not be read)."""
+    here = {m.name for m in known if m.here}
+    return tuple(dataclasses.replace(m, here=m.name in here) for m in mates)
 
 
 def _past(row: HistoryRow) -> PastTurn:

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, SeenFile, Teammate, Turn, TurnOrigin
-from nanoslack.agents.teammates import TeammateSource
+from nanoslack.agents.teammates import Mate, Roster, TeammateSource
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
 from nanoslack.inbound import FLEET_SENDER, FileRef, Identity, ThreadKey, bot_sender_id
 from nanoslack.store import MessageRow, Store
@@ -65,6 +65,7 @@ class Transcripts:
         owners: Sequence[str] = (),
         remembers: bool = True,
         files: FileSource | None = None,
+        roster: Roster | None = None,
     ) -> None:
         self.instance = identity.instance
         self._me = bot_sender_id(identity.bot_id) if identity.bot_id else identity.instance
@@ -72,6 +73,8 @@ class Transcripts:
         self._teammate = teammate
         self._skills_dir = skills_dir
         self._directory = directory
+        # The teammates the opening lists (``[Teammates]``, docs/agents.md); none when unset.
+        self._roster = roster
         self.notes = list(notes)
         self._owners = tuple(owners)
         self._owner_ids = frozenset(f"slack:{owner}" for owner in owners)
@@ -94,11 +97,14 @@ class Transcripts:
     async def build(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tuple[Turn, Recall]:
         """The turn that answers ``msgs`` (this thread's pending messages, oldest first),
         after what the agent already saw and did in the thread (``Recall``)."""
+        members = await self._directory.member_names(key.channel)
         recall = self.memory.recall(
             key.channel,
             key.thread_key,
             persona=self._persona(),
             owner_dm=not key.thread_key and any(m.sender_id in self._owner_ids for m in msgs),
+            teammates=self._mates(members),
+            members_known=bool(members),
         )
         since = self._store.turns.last_through(self.instance, key.channel, key.thread_key)
         through = msgs[-1].ts
@@ -127,7 +133,6 @@ class Transcripts:
             transcript += self._unsent_posts(key, reply_thread)
         # The files of the messages it answers, after the bound: each is bounded on its own.
         kept, files = await self._with_files(key, msgs, fit(transcript))
-        members = await self._directory.member_names(key.channel)
         room = self._store.room_kinds.get(key.channel) if key.thread_key else None
         turn = Turn(
             instance=self.instance,
@@ -180,12 +185,6 @@ class Transcripts:
         fleet as what woke it; its posts start a thread of their own in ``room`` (``thread_ts``
         empty), or go to the owners' DMs when ``room`` is "". Its turns are a conversation of
         their own (``origin.conversation``): each sees the earlier ones."""
-        recall = self.memory.recall(
-            origin.conversation,
-            "",
-            persona=self._persona(),
-            owner_dm=not room,
-        )
         if not room:
             members = tuple(self._directory.name_of_user(o) or o for o in self._owners)
             channel, room_name, mission = "", "DM", ""
@@ -194,6 +193,14 @@ class Transcripts:
             members = await self._directory.member_names(channel)
             settings = self._store.room_kinds.get(channel)
             room_name, mission = "Group chat", (settings.mission or "" if settings else "")
+        recall = self.memory.recall(
+            origin.conversation,
+            "",
+            persona=self._persona(),
+            owner_dm=not room,
+            teammates=self._mates(members),
+            members_known=bool(members) or not room,
+        )
         turn = Turn(
             instance=self.instance,
             name=self.instance,
@@ -226,7 +233,13 @@ class Transcripts:
         it passed on) is all it is shown of the asker's conversation, after its own persona and
         notes; nothing of the thread the asker is in. Each ask is a conversation of its own
         (``thread_key``), so no ask replays another."""
-        recall = self.memory.recall(channel, thread_key, persona=self._persona(), owner_dm=False)
+        recall = self.memory.recall(
+            channel,
+            thread_key,
+            persona=self._persona(),
+            owner_dm=False,
+            teammates=self._mates((asker,)),  # the asker is the one here
+        )
         turn = Turn(
             instance=self.instance,
             name=self.instance,
@@ -242,6 +255,9 @@ class Transcripts:
             asked_by=asker,
         )
         return recall.apply(turn), recall
+
+    def _mates(self, members: Sequence[str]) -> tuple[Mate, ...]:
+        return self._roster.mates(members) if self._roster is not None else ()
 
     def _reactions(self, key: ThreadKey, since: str | None, through: str) -> list[str]:
         """People's reactions to this instance's posts in the thread since its last turn

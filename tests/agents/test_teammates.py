@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nanoslack.agents import load_teammate
-from nanoslack.agents.teammates import skill_problems, split_front_matter
+from nanoslack.agents.teammates import Mate, Roster, skill_problems, split_front_matter
 
 REPO_TEAMMATES = Path(__file__).resolve().parents[2] / "teammates"
 
@@ -185,3 +185,22 @@ def test_a_serial_value_that_is_no_yes_or_no_is_a_problem_and_not_serial(tmp_pat
     mate = load_teammate(tmp_path, "dana")
     assert not mate.serial
     assert [(p.line, p.what) for p in mate.problems] == [(2, "serial is true or false, not 'maybe'")]
+
+
+def test_the_roster_gives_each_teammate_its_role_or_its_first_line_and_marks_who_is_here(
+    tmp_path: Path,
+) -> None:
+    for name, soul in {
+        "eli": "---\nrole: reviewer\n---\nYou are Eli.\n",
+        "fay": "\n# Fay designs the screens\nMore.\n",
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "SOUL.md").write_text(soul, encoding="utf-8")
+    roster = Roster(tmp_path, ["eli", "fay", "gus"])  # gus: another process's, no folder here
+    assert [m.line() for m in roster.mates(["alice", "Eli"])] == [
+        "eli — reviewer (here)",
+        "fay — Fay designs the screens",
+        "gus",
+    ]
+    (tmp_path / "eli" / "SOUL.md").write_text("---\nrole: QA lead\n---\nYou are Eli.\n", encoding="utf-8")
+    assert roster.mates([])[0] == Mate("eli", "QA lead", False)  # read again when edited

@@ -6,6 +6,8 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from nanoslack.agents import Turn, render_thread
+from nanoslack.agents.prompt import opening
+from nanoslack.agents.teammates import Mate
 from nanoslack.store import Store
 from nanoslack.turns.history import Recall, ThreadMemory, window
 
@@ -111,3 +113,78 @@ def test_a_hand_edited_history_row_is_logged_and_skipped_and_the_turn_goes_on(
     assert [p.prompt for p in recall.history] == ["turn 1"]
     (event,) = [e for e in logs if e["event"] == "agent history unreadable"]
     assert event["channel"] == "C1" and event["thread"] == "1.0"
+
+
+def _mates(*spec: tuple[str, str, bool]) -> tuple[Mate, ...]:
+    return tuple(Mate(name, role, here) for name, role, here in spec)
+
+
+def test_the_opening_lists_the_teammates_with_their_roles_and_who_is_here(store: Store) -> None:
+    memory = _memory(store)
+    recall = memory.recall(
+        "C1",
+        "1.0",
+        persona=PERSONA,
+        owner_dm=False,
+        teammates=_mates(("eli", "reviewer", True), ("fay", "release planner", False)),
+    )
+    assert recall.memory == ("[Teammates]", "eli — reviewer (here)", "fay — release planner")
+    assert "[Teammates]\neli — reviewer (here)\nfay — release planner" in opening(_turn(recall, ""))
+
+
+def test_a_changed_role_reaches_the_thread_once_as_a_line_and_the_opening_stays_byte_for_byte(
+    store: Store,
+) -> None:
+    memory = _memory(store)
+    before = _mates(("eli", "reviewer", True), ("fay", "planner", False))
+    first = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False, teammates=before)
+    _record(memory, first, 1, 100)
+
+    after = _mates(("eli", "QA lead", True), ("gus", "tester", False))
+    second = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False, teammates=after)
+    assert opening(_turn(second, "")) == opening(_turn(first, ""))
+    assert second.notes_changed == (
+        "[Teammates changed] ~ eli — QA lead (here)",
+        "[Teammates changed] + gus — tester",
+        "[Teammates changed] − fay",
+    )
+    _record(memory, second, 2, 100)
+
+    third = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False, teammates=after)
+    assert (third.notes_changed, third.opening) == ((), "")  # told once
+    assert opening(_turn(third, "")) == opening(_turn(first, ""))
+
+
+def test_a_member_list_that_could_not_be_read_changes_nobodys_here_mark(store: Store) -> None:
+    memory = _memory(store)
+    first = memory.recall(
+        "C1", "1.0", persona=PERSONA, owner_dm=False, teammates=_mates(("eli", "reviewer", True))
+    )
+    _record(memory, first, 1, 100)
+    second = memory.recall(
+        "C1",
+        "1.0",
+        persona=PERSONA,
+        owner_dm=False,
+        teammates=_mates(("eli", "reviewer", False)),
+        members_known=False,
+    )
+    assert second.notes_changed == ()
+
+
+def test_a_thread_opened_before_teammates_were_listed_hears_of_them_as_a_change(store: Store) -> None:
+    memory = _memory(store)
+    store.history.add(
+        instance="dana",
+        channel="C1",
+        thread_key="1.0",
+        turn_id=1,
+        prompt="hi",
+        opening='{"system": "You are Dana.", "notes": []}',
+        chars=10,
+    )
+    recall = memory.recall(
+        "C1", "1.0", persona=PERSONA, owner_dm=False, teammates=_mates(("eli", "reviewer", False))
+    )
+    assert recall.memory == ()  # the opening as it was stored
+    assert recall.notes_changed == ("[Teammates changed] + eli — reviewer",)

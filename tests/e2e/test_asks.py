@@ -32,13 +32,14 @@ def teammates(room: Room) -> Path:
 
 def by_instance(scripts: dict[str, Sequence[Answer]]) -> Callable[[Request], Answer]:
     """One model server for the fleet: each instance's requests answered from its own script
-    (told apart by the persona in the system message), then with an empty answer."""
+    (told apart by the persona that opens the system message: the teammates list there
+    names the others), then with an empty answer."""
     queues = {name: list(answers) for name, answers in scripts.items()}
 
     def answer(request: Request) -> Answer:
         messages = (request.json or {}).get("messages", [])
         system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-        who = next((name for name in NAMES if f"You are {name}," in system), "")
+        who = next((name for name in NAMES if system.startswith(f"You are {name},")), "")
         queue = queues.get(who, [])
         return queue.pop(0) if queue else openai_text()
 
@@ -55,7 +56,7 @@ def prompts_of(llm: LLMServer, name: str) -> list[str]:
     for request in llm.openai.requests:
         messages = (request.json or {}).get("messages", [])
         system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-        if f"You are {name}," in system:
+        if system.startswith(f"You are {name},"):
             users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
             found.append(users[-1] if users else "")
     return found
@@ -361,7 +362,7 @@ async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_tha
     def model(request: Request) -> Answer:
         messages = request.json["messages"]
         system = " ".join(str(m.get("content", "")) for m in messages if m["role"] == "system")
-        if "You are dana," in system:
+        if system.startswith("You are dana,"):
             return dana.pop(0) if dana else openai_text()
         if messages[-1]["role"] == "tool":
             return openai_text()

@@ -56,7 +56,7 @@ def _by_instance(scripts: dict[str, list[Answer]]) -> Any:
     def answer(request: Request) -> Answer:
         system = str((request.json or {}).get("messages", [{}])[0].get("content", ""))
         for name, queue in queues.items():
-            if f"You are {name}" in system and queue:
+            if system.startswith(f"You are {name}") and queue:  # its persona opens its system prompt
                 return queue.pop(0)
         return openai_text()
 

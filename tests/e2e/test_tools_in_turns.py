@@ -115,7 +115,7 @@ def _by_instance(dana: list[Answer], eli: list[Answer]) -> Any:
 
     def answer(request: Request) -> Answer:
         system = str((request.json or {}).get("messages", [{}])[0].get("content", ""))
-        who = "dana" if "You are dana" in system else "eli"
+        who = "dana" if system.startswith("You are dana") else "eli"  # the teammates list names the other
         return queues[who].pop(0) if queues[who] else openai_text()
 
     return answer

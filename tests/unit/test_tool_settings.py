@@ -55,3 +55,14 @@ def test_broadcast_and_the_reaction_can_be_switched(tmp_path: Path) -> None:
     tools = _tools(tmp_path, NANOSLACK_ALLOW_BROADCAST="1", NANOSLACK_WORKING_REACTION=":hourglass:")
     assert tools.allow_broadcast and tools.working_reaction == "hourglass"
     assert _tools(tmp_path, NANOSLACK_WORKING_REACTION="").working_reaction == ""
+
+
+def test_the_teammates_an_instance_may_reach_are_its_siblings_or_what_the_allowlist_lets_it(
+    tmp_path: Path,
+) -> None:
+    assert _tools(tmp_path).teammates_of("dana") == ("eli",)  # no allowlist: every sibling
+    tools = _tools(tmp_path, NANOSLACK_A2A_ALLOW="dana>fay", NANOSLACK_CHIEF="gus")
+    # fay and gus run in another process: named by the allowlist and the chief.
+    assert tools.teammates_of("dana") == ("fay", "gus")
+    assert tools.teammates_of("eli") == ("gus",)
+    assert tools.teammates_of("gus") == ("dana", "eli", "fay")
