@@ -86,6 +86,23 @@ async def _share(room: Room, name: str, content: bytes | str, **kw: Any) -> str:
     return str(message["ts"])
 
 
+Shared = tuple[str, bytes | str, dict[str, Any]]
+
+
+async def _each_answered(
+    room: Room, fleet_factory: FleetFactory, shares: list[Shared], **env: str
+) -> LLMServer:
+    """A fleet of dana on the model server; each file shared in turn, each answered by its
+    own turn before the next. The model server, with every request it saw."""
+    async with LLMServer() as llm:
+        _answers(llm, len(shares))
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room), **env))
+        for turn, (name, content, kw) in enumerate(shares, 1):
+            await _share(room, name, content, **kw)
+            await _turns_done(room, turn)
+    return llm
+
+
 async def test_an_image_a_person_shares_reaches_the_model_as_an_image(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
@@ -127,13 +144,7 @@ async def test_a_long_text_file_is_cut_with_a_line_saying_how_much_was_not_shown
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     log = "".join(f"line {i}\n" for i in range(5000))
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(
-            ["dana"], **openai_env(room.human.id, llm, _teammates(room), NANOSLACK_FILE_CHARS="100")
-        )
-        await _share(room, "app.log", log)
-        await _turns_done(room, 1)
+    llm = await _each_answered(room, fleet_factory, [("app.log", log, {})], NANOSLACK_FILE_CHARS="100")
     prompt = _prompt(llm)
     assert log[:100] in prompt
     assert log[:101] not in prompt
@@ -143,15 +154,12 @@ async def test_a_long_text_file_is_cut_with_a_line_saying_how_much_was_not_shown
 async def test_files_that_cannot_be_had_each_become_a_line_and_the_turn_still_answers(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 3)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
-        await _share(room, "big.bin", b"\0" * (30 * 1024 * 1024))
-        await _turns_done(room, 1)
-        await _share(room, "secret.txt", "no", fault="refused")
-        await _turns_done(room, 2)
-        await _share(room, "old.txt", "gone", fault="gone")
-        await _turns_done(room, 3)
+    shares: list[Shared] = [
+        ("big.bin", b"\0" * (30 * 1024 * 1024), {}),
+        ("secret.txt", "no", {"fault": "refused"}),
+        ("old.txt", "gone", {"fault": "gone"}),
+    ]
+    llm = await _each_answered(room, fleet_factory, shares)
     assert "[file: big.bin: could not be fetched: too big (30.0 MB; the limit is 20.0 MB" in _prompt(llm, 0)
     assert "[file: secret.txt: could not be fetched: Slack refused the download (HTTP 403)]" in _prompt(
         llm, 1
@@ -196,21 +204,15 @@ async def test_the_bot_token_never_follows_a_redirect_to_another_host(
 async def test_bad_files_each_become_a_clear_line_and_the_turn_still_answers(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 4)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
-        await _share(room, "photo.png", b"this is not a png at all", mimetype="image/png")
-        await _turns_done(room, 1)
-        await _share(room, "empty.txt", b"")
-        await _turns_done(room, 2)
-        await _share(room, "latin.txt", "café crème".encode("latin-1"))
-        await _turns_done(room, 3)
-        await _share(
-            room, "report.pdf", b"%PDF-1.4\nthis is not really a pdf\n%%EOF", mimetype="application/pdf"
-        )
-        await _turns_done(room, 4)
-        prompts = [_prompt(llm, i) for i in range(4)]
-        assert _first(llm, 0).images() == []
+    shares: list[Shared] = [
+        ("photo.png", b"this is not a png at all", {"mimetype": "image/png"}),
+        ("empty.txt", b"", {}),
+        ("latin.txt", "café crème".encode("latin-1"), {}),
+        ("report.pdf", b"%PDF-1.4\nthis is not really a pdf\n%%EOF", {"mimetype": "application/pdf"}),
+    ]
+    llm = await _each_answered(room, fleet_factory, shares)
+    prompts = [_prompt(llm, i) for i in range(4)]
+    assert _first(llm, 0).images() == []
     assert "[file: photo.png: said to be image/png, but its bytes are not such an image]" in prompts[0]
     assert "[file: empty.txt: the file is empty]" in prompts[1]
     assert "[file: latin.txt: text in an encoding not readable here" in prompts[2]
@@ -266,13 +268,11 @@ def _file_share(room: Room, ts: str, files: list[dict[str, Any]]) -> dict[str, A
 async def test_a_pdf_arrives_as_its_text_and_a_file_shared_by_id_is_looked_up_with_files_info(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 2)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
-        await _share(room, "q3.pdf", pdf("Quarterly revenue 4242"))
-        await _turns_done(room, 1)
-        await _share(room, "connect.txt", "shared from another org", check_file_info=True)
-        await _turns_done(room, 2)
+    shares: list[Shared] = [
+        ("q3.pdf", pdf("Quarterly revenue 4242"), {}),
+        ("connect.txt", "shared from another org", {"check_file_info": True}),
+    ]
+    llm = await _each_answered(room, fleet_factory, shares)
     assert "[file: q3.pdf (" in _prompt(llm, 0)
     assert "PDF, 1 pages)]\nQuarterly revenue 4242" in _prompt(llm, 0)
     assert "[file: connect.txt (23 B)]\nshared from another org" in _prompt(llm, 1)
