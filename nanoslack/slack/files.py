@@ -150,10 +150,12 @@ class FileFetcher:
     async def _fetch(self, ref: FileRef, path: Path, token: Secret, instance: str) -> Fetched:
         try:
             size = await self._download(ref, path, token)
-        except Refused as exc:
+        except (Refused, OSError) as exc:
+            # A disk that cannot take the file is a reason too: never a failed turn.
+            reason = str(exc) if isinstance(exc, Refused) else f"it could not be saved here ({exc.strerror})"
             self.counters.failed += 1
-            log.warning("file not fetched", instance=instance, file=ref.id, name=ref.name, reason=str(exc))
-            return Fetched(ref, failure=str(exc))
+            log.warning("file not fetched", instance=instance, file=ref.id, name=ref.name, reason=reason)
+            return Fetched(ref, failure=reason)
         self.counters.downloaded += 1
         log.info("file fetched", instance=instance, file=ref.id, name=ref.name, bytes=size)
         return Fetched(ref, path)
@@ -322,8 +324,10 @@ class SlackFiles:
             )
             log.warning("file not fetched", instance=self.instance, file=ref.id, reason=reason)
             return Fetched(ref, failure=reason)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Fetched(ref, failure=f"files.info failed ({type(exc).__name__})")
+        except Exception as exc:  # noqa: BLE001 — the network, the SDK: each a reason, never a failed turn
+            reason = f"files.info failed ({type(exc).__name__})"
+            log.warning("file not fetched", instance=self.instance, file=ref.id, reason=reason)
+            return Fetched(ref, failure=reason)
         file = answer.get("file")
         if not isinstance(file, dict):
             return Fetched(ref, failure="files.info answered no file")

@@ -140,3 +140,13 @@ async def test_one_file_two_instances_answer_is_downloaded_once(host: Host, tmp_
     await fetcher.close()
     assert first.path == second.path
     assert len(host.headers) == 1
+
+
+async def test_a_data_folder_that_cannot_take_the_file_is_a_reason_not_a_failed_turn(
+    host: Host, tmp_path: Path
+) -> None:
+    (tmp_path / "files").write_text("a file where the folder should be")
+    fetcher = _fetcher(host, tmp_path)
+    got = await fetcher.fetch(_ref(6, f"{host.url}/chunked/300"), TOKEN, instance="dana")
+    await fetcher.close()
+    assert got.path is None and got.failure.startswith("it could not be saved here")
