@@ -30,6 +30,7 @@ from typing import Literal
 
 from nanoslack import failpoints
 from nanoslack.control import Effect, RoomControl
+from nanoslack.edits import MessageChanges
 from nanoslack.features import RoomFeature
 from nanoslack.frozen import quick_init
 from nanoslack.gate import Decision, Gate, Verdict
@@ -89,6 +90,7 @@ class Pipeline:
         self.control = control
         self.guard = guard
         self.gate = gate
+        self.changes = MessageChanges(store, instance=identity.instance, bot_user_id=identity.bot_user_id)
         self._store = store
         self._router = router
         self._features = tuple(features)
@@ -210,17 +212,31 @@ class Pipeline:
 
     def _process_one(self, msg: Inbound, finished: list[Finish]) -> Outcome:
         if msg.is_change:
-            # Not a message of its own: never a hop, an engagement or a turn here.
-            finished.append((msg.key, "dropped", "edit or deletion not applied"))
-            return Outcome("dropped", "edit or deletion not applied")
+            return self._change(msg, finished)
         control = self.control.decide(msg)
         if control is not None:
             status = "done" if control.status == "processed" else "dropped"
             finished.append((msg.key, status, control.reason))
             return Outcome(control.status, control.reason, control=control.effect)
+        return self._judge(msg, msg.key, finished)
+
+    def _change(self, msg: Inbound, finished: list[Finish]) -> Outcome:
+        """An edit or a deletion (``nanoslack.edits``): applied to the store, never a hop;
+        only an edit that newly names the instance goes on, as a mention would."""
+        change = self.changes.apply(msg)
+        if change.route is None:
+            finished.append((msg.key, "done" if change.status == "processed" else "dropped", change.reason))
+            return Outcome(change.status, change.reason)
+        outcome = self._judge(change.route, msg.key, finished)
+        if change.edit_of is not None:
+            self._store.messages.mark_edit(change.route.key, change.edit_of)
+        return outcome
+
+    def _judge(self, msg: Inbound, key: InboxKey, finished: list[Finish]) -> Outcome:
+        """Guard, router and gate; ``key``: the inbox entry to close."""
         decision = self.guard.decide(msg)
         if isinstance(decision, Drop):
-            finished.append((msg.key, "dropped", decision.reason))
+            finished.append((key, "dropped", decision.reason))
             return Outcome("dropped", decision.reason)
         admitted = decision.msg
         route = self._router.route(admitted)
@@ -229,7 +245,7 @@ class Pipeline:
             for feature in self._features:
                 feature.allowed(admitted, route.room, route.reason)
         reason = verdict.reason if verdict else route.reason
-        finished.append((msg.key, "done", reason))
+        finished.append((key, "done", reason))
         return Outcome("processed", reason, decision, route, verdict)
 
     def _after_commit(self, msg: Inbound, outcome: Outcome) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Sequence
@@ -53,6 +54,13 @@ _UNFINISHED = text(
 _COUNTS = text("SELECT status, count(*) FROM inbox GROUP BY status")
 _PAYLOAD = text("SELECT payload FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
 _STATUS = text("SELECT status FROM inbox WHERE instance = :instance AND channel = :channel AND ts = :ts")
+# A deleted message's entry and those of its edits (their payloads name it as ``item_ts``);
+# ``like`` narrows the read, the payload decides.
+_NAMING = text(
+    "SELECT ts, payload FROM inbox WHERE instance = :instance AND channel = :channel"
+    " AND (ts = :ts OR payload LIKE :like)"
+)
+_SET_PAYLOAD = text(update_sql("inbox", ["payload"]))
 _NEWEST = text(
     "SELECT max(ts) FROM inbox WHERE instance = :instance AND channel = :channel AND received_at <= :by"
 )
@@ -150,6 +158,24 @@ class Inbox:
         with self._db.transaction() as conn:
             row = hot_first(conn, _PAYLOAD, key._asdict())
         return Inbound.from_payload(row[0]) if row else None
+
+    def scrub(self, key: InboxKey) -> int:
+        """A deleted message's words leave the inbox too (docs/agents.md, "Edits and
+        deletes"): its entry's and its edits' payloads keep everything but the text. How
+        many entries were scrubbed."""
+        params = {**key._asdict(), "like": f'%"{key.ts}"%'}
+        scrubbed = 0
+        with self._db.transaction() as conn:
+            for ts, payload in conn.execute(_NAMING, params).all():
+                msg = Inbound.from_payload(payload)
+                if (msg.ts != key.ts and msg.item_ts != key.ts) or not (
+                    msg.text or msg.mentions or msg.files
+                ):
+                    continue
+                blank = dataclasses.replace(msg, text="", mentions=(), previous_mentions=(), files=())
+                conn.execute(_SET_PAYLOAD, {**key._asdict(), "ts": ts, "payload": blank.to_payload()})
+                scrubbed += 1
+        return scrubbed
 
     def newest_ts(self, instance: str, channel: str, *, received_by: float) -> str | None:
         """The newest Slack ts the instance had recorded in ``channel`` by ``received_by``

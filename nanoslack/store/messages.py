@@ -25,7 +25,7 @@ from nanoslack.store.writebehind import WriteBehind
 _MESSAGE = Row(MessageRow, empty=("handoff_depth",))
 _ADD_VALUES = {"messaging_group_id": ":group_id", "created_at": ":now"}
 _ADD = in_order(
-    text(_MESSAGE.insert(skip=("handoff_depth",), values=_ADD_VALUES) + " ON CONFLICT DO NOTHING"),
+    text(_MESSAGE.insert(skip=("handoff_depth", "edit_of"), values=_ADD_VALUES) + " ON CONFLICT DO NOTHING"),
     # The order ``Messages.add`` gives the values in.
     ("instance", "channel", "ts", "thread_key", "group_id", "sender_id", "text", "status", "hop", "hop_limit")
     + ("now",),
@@ -33,6 +33,7 @@ _ADD = in_order(
 # What the fleet itself writes (a handoff, a wake): pending, of no group, no hop.
 _FLEET_WRITTEN = {
     "messaging_group_id": "NULL",
+    "edit_of": "NULL",
     "status": "'pending'",
     "hop": "0",
     "hop_limit": "0",
@@ -71,7 +72,7 @@ _MOVE_HELD = text(
 _THREAD = text(
     f"SELECT {_MESSAGE.sql} FROM messages WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND ts >= :thread_key AND ts > :since AND ts <= :until"
-    " AND status IN ('context', 'pending', 'done')"
+    " AND status IN ('context', 'pending', 'done', 'deleted')"
     " ORDER BY ts DESC LIMIT :limit"
 )
 _CONSUME_EVERYONES = text(
@@ -115,8 +116,16 @@ _LAST_HUMAN = text(
 _THREAD_COUNT = text(
     "SELECT count(*) FROM messages WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND ts > :since AND ts <= :until"
-    " AND status IN ('context', 'pending', 'done')"
+    " AND status IN ('context', 'pending', 'done', 'deleted')"
 )
+# Edits and deletes (docs/agents.md): a message's text replaced before a turn showed it; an
+# edit made after, as a row of its own; a deleted message's text gone, its row a tombstone
+# (its ts keeps its place in the thread), the rows of its later edits gone with it.
+_SET_TEXT = text(_MESSAGE.update(["text"], also="status <> 'deleted'"))
+_MARK_EDIT = text(_MESSAGE.update(["edit_of"]))
+_TOMBSTONE = text(_MESSAGE.update({"text": "''", "status": "'deleted'"}))
+_DROP_EDITS = text("DELETE FROM messages WHERE instance = :instance AND channel = :channel AND edit_of = :ts")
+_DROP = text("DELETE FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts")
 # Later than any ts Slack mints (compared as text, like every ts here).
 _LAST_TS = "999999999999.999999999"
 _PENDING_COUNT = text("SELECT count(*) FROM messages WHERE status = 'pending'")
@@ -181,6 +190,34 @@ class Messages:
                 )
                 for k in keys
             )
+
+    def set_text(self, key: InboxKey, text: str) -> bool:
+        """An edit before any turn showed the message: the turn shows the newest text."""
+        self.flush()
+        with self._db.transaction() as conn:
+            return hot_execute(conn, _SET_TEXT, {**key._asdict(), "text": text}) == 1
+
+    def mark_edit(self, key: InboxKey, edit_of: str) -> None:
+        """The row at ``key`` is the edit of the message ``edit_of`` (its later turn's
+        ``[edited]`` line)."""
+        self.flush()
+        with self._db.transaction() as conn:
+            conn.execute(_MARK_EDIT, {**key._asdict(), "edit_of": edit_of})
+
+    def forget(self, key: InboxKey) -> None:
+        """Remove the row (an unseen edit routes its message again, with the new text)."""
+        self.flush()
+        with self._db.transaction() as conn:
+            conn.execute(_DROP, key._asdict())
+
+    def tombstone(self, key: InboxKey) -> bool:
+        """A deleted message: its text and its edits' rows gone, the row kept as ``deleted``
+        (never answered; a later transcript shows that a message was deleted). False when
+        the instance never stored it."""
+        self.flush()
+        with self._db.transaction() as conn:
+            conn.execute(_DROP_EDITS, key._asdict())
+            return hot_execute(conn, _TOMBSTONE, key._asdict()) == 1
 
     def pending(self, instance: str) -> list[MessageRow]:
         self.flush()

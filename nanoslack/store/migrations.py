@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -206,6 +206,14 @@ def _v15_routine_source(conn: Connection) -> None:
         )
 
 
+def _v18_message_edits(conn: Connection) -> None:
+    """Version 18: an edit made after the answer is a message row of its own (``messages.edit_of``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("messages")}
+    if "edit_of" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN edit_of VARCHAR")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -217,6 +225,7 @@ def _v15_routine_source(conn: Connection) -> None:
 # Version 13: ``_v13_handoff_trace``. Version 14: ``reactions`` (``_create_tables``).
 # Version 15: ``_v15_routine_source``.
 # Version 16: ``outbox_files`` (``_create_tables``). Version 17: ``feedback`` (``_create_tables``).
+# Version 18: ``_v18_message_edits``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -235,6 +244,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _v15_routine_source,
     _create_tables,
     _create_tables,
+    _v18_message_edits,
 ]
 
 

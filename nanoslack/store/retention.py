@@ -50,7 +50,7 @@ _INBOX = text(
 _MESSAGES = text(
     "DELETE FROM messages WHERE (instance, channel, ts) IN ("
     " SELECT instance, channel, ts FROM messages"
-    " WHERE status IN ('context', 'done', 'refused') AND created_at < :cutoff LIMIT :batch)"
+    " WHERE status IN ('context', 'done', 'refused', 'deleted') AND created_at < :cutoff LIMIT :batch)"
 )
 # A message's files go with it (their downloads after: ``FileFetcher.prune``).
 _MESSAGE_FILES = text(

@@ -164,7 +164,8 @@ class MessageRow:
 
     ``status``: ``context`` (not engaged: room context for later turns), ``pending``
     (engaged and allowed: waiting for a turn), ``held`` (waiting for an approval),
-    ``refused`` (the gate said no), ``done`` (a turn consumed it).
+    ``refused`` (the gate said no), ``done`` (a turn consumed it), ``deleted`` (its author
+    deleted it: ``text`` is empty, the row keeps its place in the thread; docs/agents.md).
     """
 
     instance: str
@@ -181,6 +182,9 @@ class MessageRow:
     # here (0: a Slack message).
     handoff_depth: Annotated[int, Col(server_default="0")]
     created_at: float
+    # An edit made after a turn had shown the message (docs/agents.md, "Edits and deletes"):
+    # the edited message's ts; this row (at the edit's own ts) is its new text.
+    edit_of: str | None = None
 
     @property
     def key(self) -> InboxKey:

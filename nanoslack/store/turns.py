@@ -65,6 +65,12 @@ _LAST_THROUGH = text(
     "SELECT max(through_ts) FROM turns WHERE instance = :instance AND channel = :channel"
     " AND thread_key = :thread_key AND status IN ('done', 'silent', 'failed', 'budget')"
 )
+# Whether a turn (under way or finished) was shown the message ``ts`` of this thread: an
+# abandoned turn's messages run again, so it showed nothing that counts.
+_SHOWN = text(
+    "SELECT 1 FROM turns WHERE instance = :instance AND channel = :channel"
+    " AND thread_key = :thread_key AND through_ts >= :ts AND status <> 'abandoned' LIMIT 1"
+)
 _RECENT = text(f"SELECT {_TURN.sql} FROM turns ORDER BY id DESC LIMIT :limit")
 _RECENT_OF = text(f"SELECT {_TURN.sql} FROM turns WHERE instance = :instance ORDER BY id DESC LIMIT :limit")
 _GET = text(f"SELECT {_TURN.sql} FROM turns WHERE id = :id")
@@ -157,6 +163,13 @@ class Turns:
         with self._db.read() as conn:
             row = hot_first(conn, _LAST_THROUGH, params)
         return None if row is None or row[0] is None else str(row[0])
+
+    def shown(self, instance: str, channel: str, thread_key: str, ts: str) -> bool:
+        """Whether a turn of this thread, under way or finished, was shown the message ``ts``
+        (an edit of it is then news for the next turn: docs/agents.md, "Edits and deletes")."""
+        params = {"instance": instance, "channel": channel, "thread_key": thread_key, "ts": ts}
+        with self._db.read() as conn:
+            return hot_first(conn, _SHOWN, params) is not None
 
     def get(self, turn_id: int) -> TurnRow | None:
         with self._db.transaction() as conn:

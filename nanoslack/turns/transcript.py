@@ -36,6 +36,10 @@ from nanoslack.turns.history import Recall, ThreadMemory
 MAX_MESSAGES = 100
 MAX_CHARS = 24_000
 CUT_NOTE = " … [cut]"
+# Edits and deletes (docs/agents.md): how a turn is shown an edit made after an earlier
+# turn saw the message, and a message deleted since.
+EDITED_TAG = "[edited]"
+DELETED_LINE = "[a message was deleted]"
 
 
 # Lines a room adds to a turn's prompt (the room features' notes, the open votes), given the turn's
@@ -270,10 +274,14 @@ class Transcripts:
         ]
 
     def _line(self, row: MessageRow) -> Line:
+        name = self._name(row.sender_id)
+        if row.status == "deleted":  # its words are gone; that it was there is not (docs/agents.md)
+            return Line(ts=row.ts, sender_id=row.sender_id, sender_name=name, text=DELETED_LINE)
         return Line(
             ts=row.ts,
             sender_id=row.sender_id,
-            sender_name=self._name(row.sender_id),
+            # An edit made after a turn was shown the message: "[edited] ana: <new text>".
+            sender_name=f"{EDITED_TAG} {name}" if row.edit_of else name,
             text=self._readable(row.text),
             handoff=row.internal,
         )

@@ -1,0 +1,199 @@
+"""Edits and deletes (docs/agents.md, "Edits and deletes"), end to end against the emulator
+with the fleet's real Slack clients and the local model server: a turn shows a message's
+newest words, a message deleted before its turn is not answered and its words leave the
+store, an edit after the answer is news for the thread's next turn and wakes a turn only
+when it newly names the instance; a bot's edits and deletes wake nobody and cost no hop.
+
+A turn that has not run yet is made so by a held model: the thread's first turn waits on
+it, and the thread's next message waits for that turn (one turn at a time per thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+
+from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import openai_env
+
+
+def _teammates(room: Room) -> Path:
+    root = room.tmp / "teammates"
+    (root / "dana").mkdir(parents=True, exist_ok=True)
+    (root / "dana" / "SOUL.md").write_text("You are Dana.\n")
+    return root
+
+
+def _turns(room: Room) -> list[str]:
+    return [str(r[0]) for r in room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")]
+
+
+async def _turns_done(room: Room, n: int) -> None:
+    await room.emu.wait_for(lambda: len(_turns(room)) == n and "running" not in _turns(room), timeout=20)
+
+
+def _prompts(llm: LLMServer) -> list[str]:
+    """Each turn's user prompt (its first request's last message), as text."""
+    firsts = [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"]
+    return [str(r.json["messages"][-1]["content"]) for r in firsts]
+
+
+def _row(room: Room, ts: str) -> list[tuple[object, ...]]:
+    return room.sql("SELECT text, status FROM messages WHERE instance = 'dana' AND ts = ?", ts)
+
+
+def _settled(room: Room) -> bool:
+    """Every envelope dana recorded is processed and no message waits for a turn."""
+    received = room.sql("SELECT count(*) FROM inbox WHERE status = 'received'")
+    pending = room.sql("SELECT count(*) FROM messages WHERE status = 'pending'")
+    return received == [(0,)] and pending == [(0,)] and "running" not in _turns(room)
+
+
+def _answers(llm: LLMServer, turns: int, hold: asyncio.Event | None = None) -> None:
+    for i in range(turns):
+        first = openai_answer(send(f"answer {i}"))
+        llm.openai.push(dataclasses.replace(first, hold=hold) if i == 0 else first, openai_text())
+
+
+async def _first_turn_held(room: Room, llm: LLMServer, hold: asyncio.Event) -> str:
+    """The thread's first turn asked the model, which holds it; the thread's root ts."""
+    root = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hello")
+    await room.emu.wait_for(lambda: len(llm.openai.requests) == 1, timeout=20)
+    return root
+
+
+async def test_an_edit_before_the_turn_is_what_the_turn_shows(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    hold = asyncio.Event()
+    async with LLMServer() as llm:
+        _answers(llm, 2, hold)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        root = await _first_turn_held(room, llm, hold)
+        dana = room.mention("dana")
+        ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what is 2+2?", thread_ts=root)
+        await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 2+2?", "pending")], timeout=20)
+        await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} what is 3+3?")
+        await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 3+3?", "pending")], timeout=20)
+        hold.set()
+        await _turns_done(room, 2)
+        prompt = _prompts(llm)[1]
+    assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
+    assert "[edited]" not in prompt
+
+
+async def test_a_message_deleted_before_its_turn_is_not_answered_and_its_words_leave_the_store(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    hold = asyncio.Event()
+    async with LLMServer() as llm:
+        _answers(llm, 2, hold)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        root = await _first_turn_held(room, llm, hold)
+        dana = room.mention("dana")
+        secret = await room.emu.post_as_user(
+            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
+        )
+        await room.emu.wait_for(
+            lambda: _row(room, secret) and _row(room, secret)[0][1] == "pending", timeout=20
+        )
+        await room.emu.delete_as_user(room.human.id, room.channel, secret)
+        await room.emu.wait_for(lambda: _row(room, secret) == [("", "deleted")], timeout=20)
+        hold.set()
+        await _turns_done(room, 1)
+        await room.emu.wait_for(lambda: _settled(room), timeout=20)
+        assert _turns(room) == ["done"], "the deleted message was answered"
+        assert llm.openai.requests and all("hunter2" not in r.body.decode() for r in llm.openai.requests[1:])
+        for table in ("messages", "inbox"):
+            column = "text" if table == "messages" else "payload"
+            assert room.sql(f"SELECT count(*) FROM {table} WHERE {column} LIKE '%hunter2%'") == [(0,)], table
+        # A later turn in the thread is shown that a message was deleted, not what it said.
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
+        await _turns_done(room, 2)
+        prompt = _prompts(llm)[1]
+    assert "[a message was deleted]" in prompt and "hunter2" not in prompt, prompt
+
+
+async def test_an_edit_after_the_answer_reaches_the_next_turn_as_edited_and_wakes_nobody(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 2)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} we ship on Friday")
+        await _turns_done(room, 1)
+        # Still naming dana, as before: not newly named, so no turn.
+        await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} we ship on Monday")
+        edits = "SELECT status FROM messages WHERE instance = 'dana' AND edit_of = ?"
+        await room.emu.wait_for(lambda: room.sql(edits, ask) == [("context",)], timeout=20)
+        await room.emu.wait_for(lambda: _settled(room), timeout=20)
+        assert _turns(room) == ["done"], "an edit that does not newly name dana woke her"
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} when again?", thread_ts=ask)
+        await _turns_done(room, 2)
+        prompt = _prompts(llm)[1]
+    assert re.search(r"^\[edited\] alice: @dana we ship on Monday$", prompt, re.M), prompt
+
+
+async def test_an_edit_that_newly_names_the_instance_before_its_turn_wakes_it(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana, eli = room.mention("dana"), room.mention("eli")
+        note = await room.emu.post_as_user(room.human.id, room.channel, f"{eli} the build broke")
+        await room.emu.wait_for(
+            lambda: _row(room, note) == [(f"{eli} the build broke", "context")], timeout=20
+        )
+        await room.emu.edit_as_user(room.human.id, room.channel, note, f"{eli} {dana} the build broke")
+        await _turns_done(room, 1)
+        prompt = _prompts(llm)[0]
+    # The message itself, with its new words, is what the turn answers.
+    assert "@dana the build broke" in prompt and "[edited]" not in prompt, prompt
+
+
+async def test_an_edit_after_the_answer_that_newly_names_the_instance_wakes_it(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 2)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana, eli = room.mention("dana"), room.mention("eli")
+        note = await room.emu.post_as_user(room.human.id, room.channel, f"{eli} the build broke")
+        await room.emu.wait_for(lambda: _row(room, note) != [], timeout=20)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} seen this?", thread_ts=note)
+        await _turns_done(room, 1)
+        assert "the build broke" in _prompts(llm)[0]  # the turn was shown the note
+        await room.emu.edit_as_user(
+            room.human.id, room.channel, note, f"{eli} {dana} the build broke, fix it"
+        )
+        await _turns_done(room, 2)
+        prompt = _prompts(llm)[1]
+    assert re.search(r"^\[edited\] alice: \S+ @dana the build broke, fix it$", prompt, re.M), prompt
+
+
+async def test_a_bots_edit_and_delete_wake_nobody_and_cost_no_hop(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        _, rec = await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        post = await room.bot_post("eli", "working on it…")
+        await room.emu.wait_for(lambda: _settled(room) and rec.outcomes, timeout=20)
+        hops = room.sql("SELECT count(*) FROM a2a_hops")
+        eli = room.client("eli")
+        await eli.chat_update(channel=room.channel, ts=post, text=f"{room.mention('dana')} done, your turn")
+        await eli.chat_delete(channel=room.channel, ts=post)
+
+        def changes() -> list[str]:
+            return [
+                o.reason for _, m, o in rec.outcomes if m.subtype in ("message_changed", "message_deleted")
+            ]
+
+        await room.emu.wait_for(lambda: len(changes()) == 2 and _settled(room), timeout=20)
+    assert room.sql("SELECT count(*) FROM a2a_hops") == hops
+    assert _turns(room) == [] and llm.openai.requests == []
+    assert room.sql("SELECT count(*) FROM messages WHERE text LIKE '%your turn%'") == [(0,)]
