@@ -372,10 +372,11 @@ def describe_failure(error: BaseException, *, url: str, backend: str, secrets: t
         return f"request to {url} timed out"
     if isinstance(error, ModelConnectionError):
         return f"cannot reach {url}: {_clean(error.message, secrets)}"
-    if isinstance(error, ModelAPIError):
-        return f"{backend} request failed: {_clean(error.message, secrets)}"
+    # Before ModelAPIError: pydantic-ai ≥ 2.78 reports a response it cannot read as both.
     if isinstance(error, UnexpectedModelBehavior):
         return f"{backend} response has an unexpected shape: {_clean(error.message, secrets)}"
+    if isinstance(error, ModelAPIError):
+        return f"{backend} request failed: {_clean(error.message, secrets)}"
     if isinstance(error, AgentRunError):
         return f"{backend} run failed: {_clean(str(error), secrets)}"
     return f"{backend} request failed ({type(error).__name__})"
