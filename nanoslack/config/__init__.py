@@ -32,6 +32,7 @@ from nanoslack.config.settings import (
     env_suffix,
     instance_key,
     load_settings,
+    teammates_dir,
 )
 from nanoslack.config.tools import ToolSettings
 from nanoslack.config.values import ConfigError, read_env_file, split_list
@@ -69,4 +70,5 @@ __all__ = [
     "parse_rooms",
     "read_env_file",
     "split_list",
+    "teammates_dir",
 ]

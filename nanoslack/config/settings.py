@@ -386,6 +386,18 @@ def _resolve(base: Path, value: str) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+def _teammates(env: Mapping[str, str], base: Path) -> Path:
+    return _resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES)
+
+
+def teammates_dir(env_file: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The teammates folder as ``run`` finds it, for a command that needs nothing else of the
+    configuration (``manifest``): ``NANOSLACK_TEAMMATES`` from the environment over ``.env``
+    (default: the cwd's), relative to the ``.env``'s folder; default ``teammates``."""
+    path = (Path(env_file) if env_file is not None else Path.cwd() / ".env").expanduser().resolve()
+    return _teammates(_merged_env(path, dict(os.environ if environ is None else environ)), path.parent)
+
+
 def database_url(env: Mapping[str, str], base: Path) -> str:
     """The store's URL, the one rule every command follows: ``DATABASE_URL`` (an
     SQLAlchemy URL), else ``NANOSLACK_DB`` (default ``data/nanoslack.db``), an SQLite file
@@ -429,7 +441,7 @@ def load_settings(
         log_level=_parse_choice(env, "LOG_LEVEL", LOG_LEVELS, "info", report),
         log_format=cast(LogFormat, _parse_choice(env, "LOG_FORMAT", LOG_FORMATS, "console", report)),
         env_file=path,
-        teammates_dir=_resolve(base, env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES),
+        teammates_dir=_teammates(env, base),
         max_turns=positive_int(env, "NANOSLACK_MAX_TURNS", DEFAULT_MAX_TURNS, report),
         retention_days=positive_int(env, "NANOSLACK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, report),
         post_rate=_post_rate(env, report),

@@ -7,8 +7,9 @@ keeps the two identical. Render one per instance with
 
 The app is an agent (``features.agent_view``, Slack's Agent messaging; docs/agent-surface.md):
 its ``agent_description`` is the teammate's (``SOUL.md`` front matter ``description:``, else
-``role:``), read from ``--teammates`` (default ``./teammates``). The Home tab is on: owners
-see and act on the instance there.
+``role:``), read from ``--teammates``, else the folder ``run`` uses (``NANOSLACK_TEAMMATES``
+from the environment or ``.env``, relative to the ``.env``'s folder; default ``teammates``).
+The Home tab is on: owners see and act on the instance there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nanoslack.agents.describe import default_description, teammate_description
-from nanoslack.config import INSTANCE_NAME_RE
+from nanoslack.config import INSTANCE_NAME_RE, ConfigError, teammates_dir
 from nanoslack.slack_app import BOT_EVENTS, BOT_SCOPES
 
 PLACEHOLDER_NAME = "fleet-bot"
@@ -87,20 +88,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--teammates",
         type=Path,
-        default=Path("teammates"),
-        help="the teammates folder: the agent's description is its SOUL.md's (default ./teammates)",
+        default=None,
+        help="the teammates folder: the agent's description is its SOUL.md's "
+        "(default: NANOSLACK_TEAMMATES from the environment or .env, as run reads it)",
     )
+    p.add_argument("--env-file", type=Path, default=None, help="read this file instead of ./.env")
     args = p.parse_args(argv)
     try:
         # Read only for a valid name: the name is a path under the teammates folder.
         valid = INSTANCE_NAME_RE.match(args.instance)
-        description = teammate_description(args.teammates, args.instance) if valid else None
+        description = _description(args) if valid else None
         manifest = render_manifest(args.instance, description)
-    except ValueError as e:
+    except (ValueError, ConfigError) as e:
         print(f"manifest: {e}", file=sys.stderr)
         return 1
     sys.stdout.write(dumps(manifest))
     return 0
+
+
+def _description(args: argparse.Namespace) -> str:
+    # The folder the fleet reads the teammate from, so the app describes the agent that runs.
+    folder: Path = args.teammates or teammates_dir(args.env_file)
+    return teammate_description(folder, args.instance)
 
 
 if __name__ == "__main__":

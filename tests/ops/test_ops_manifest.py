@@ -6,10 +6,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nanoslack.ops.manifest import PLACEHOLDER_NAME, dumps, main, render_manifest
+from tests.ops.conftest import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,6 +72,51 @@ def test_the_agent_description_is_the_teammates_description_else_its_role(
         assert main([name, "--teammates", str(tmp_path)]) == 0
         printed = json.loads(capsys.readouterr().out)
         assert printed["features"]["agent_view"]["agent_description"] == described
+
+
+def _soul(folder: Path, name: str, description: str) -> None:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "SOUL.md").write_text(f"---\nrole: planner\ndescription: {description}\n---\nDana.\n")
+
+
+def _manifest_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    r = subprocess.run(
+        [sys.executable, "-m", "nanoslack", "manifest", "dana", *args],
+        cwd=cwd,
+        env=clean_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    printed: dict[str, Any] = json.loads(r.stdout)
+    return printed
+
+
+def test_the_description_comes_from_the_teammates_folder_of_nanoslack_teammates(tmp_path: Path) -> None:
+    # The folder run and doctor read, not ./teammates of wherever the command runs.
+    _soul(tmp_path / "crew", "dana", "Plans the fleet's week")
+    elsewhere = tmp_path / "elsewhere"
+    _soul(elsewhere / "teammates", "dana", "the wrong dana")
+    printed = _manifest_cli(elsewhere, env={"NANOSLACK_TEAMMATES": str(tmp_path / "crew")})
+    assert printed["features"]["agent_view"]["agent_description"] == "Plans the fleet's week"
+
+
+def test_nanoslack_teammates_in_the_env_file_is_relative_to_its_folder(tmp_path: Path) -> None:
+    home = tmp_path / "fleet"
+    _soul(home / "crew", "dana", "Keeps the roadmap")
+    (home / ".env").write_text("NANOSLACK_TEAMMATES=crew\n")
+    for cwd, args in ((home, ()), (tmp_path, ("--env-file", str(home / ".env")))):
+        printed = _manifest_cli(cwd, *args)
+        assert printed["features"]["agent_view"]["agent_description"] == "Keeps the roadmap", cwd
+
+
+def test_the_teammates_option_wins_over_nanoslack_teammates(tmp_path: Path) -> None:
+    _soul(tmp_path / "crew", "dana", "from the environment")
+    _soul(tmp_path / "given", "dana", "from the option")
+    env = {"NANOSLACK_TEAMMATES": str(tmp_path / "crew")}
+    printed = _manifest_cli(tmp_path, "--teammates", str(tmp_path / "given"), env=env)
+    assert printed["features"]["agent_view"]["agent_description"] == "from the option"
 
 
 def test_instance_name_names_the_app_and_its_bot_user() -> None:
