@@ -14,10 +14,11 @@ most one batch. What is never pruned:
 - hop rows and engaged threads: they are state, not history, and a human message
   clears the former.
 
-A pruned turn takes its steps (``turn_steps``) with it; handoffs go by age, answered
-owner asks once their DMs are gone. Rooms' work goes once it is over: closed or stopped
-rounds (with their members), closed or stale tasks not reported on since, closed votes
-(with their ballots) once no outbox row names them. A round, task or vote still under way
+A pruned turn takes its steps (``turn_steps``) and people's 👍 / 👎 on its reply
+(``feedback``) with it; handoffs go by age, answered owner asks once their DMs are gone.
+Rooms' work goes once it is over: closed or stopped rounds (with their members), closed or
+stale tasks not reported on since, closed votes (with their ballots) once no outbox row
+names them. A round, task or vote still under way
 never goes, nor a board (one message per room, edited for as long as the room lives).
 An agent's own conversation (``agent_history``) goes by age like the messages it showed;
 notes (``memories``) never do, only the drafts of turns that will never be recorded.
@@ -87,6 +88,11 @@ _STEPS = text(
     "DELETE FROM turn_steps WHERE id IN ("
     " SELECT s.id FROM turn_steps s WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = s.turn_id)"
     " LIMIT :batch)"
+)
+# People's 👍 / 👎 on a turn's reply (docs/agent-surface.md): only counted next to the turn.
+_FEEDBACK = text(
+    "DELETE FROM feedback WHERE (instance, turn_id, user_id) IN (SELECT f.instance, f.turn_id, f.user_id"
+    " FROM feedback f WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = f.turn_id) LIMIT :batch)"
 )
 _HANDOFFS = text(
     "DELETE FROM handoffs WHERE id IN (SELECT id FROM handoffs WHERE created_at < :cutoff LIMIT :batch)"
@@ -171,6 +177,7 @@ TABLES: dict[str, TextClause] = {
     "outbox_files": _OUTBOX_FILES,
     "turns": _TURNS,
     "turn_steps": _STEPS,
+    "feedback": _FEEDBACK,
     "handoffs": _HANDOFFS,
     "owner_asks": _ASKS,
     "rounds": _ROUNDS,

@@ -178,6 +178,36 @@ def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_tra
     assert [len(store.steps.of(t)) for t in (first, second, running)] == [0, 1, 1]
 
 
+def test_peoples_feedback_on_a_pruned_turn_goes_with_it_and_a_kept_turns_stays(
+    store: Store, sql: Callable[[str], int]
+) -> None:
+    def turn(through: str) -> int:
+        turn_id = store.turns.start(
+            instance=INSTANCE,
+            channel=ROOM,
+            thread_key="1700000000.000001",
+            reply_thread_ts="1700000000.000001",
+            sender_id="slack:U0HUMAN",
+            through_ts=through,
+            messages=1,
+            wrapping_up=False,
+        )
+        store.turns.finish(turn_id, "done")
+        return turn_id
+
+    old, newest = turn("1700000000.000002"), turn("1700000000.000005")
+    for turn_id in (old, newest):
+        assert store.feedback.record(INSTANCE, turn_id, "U0A", "positive")
+        assert store.feedback.record(INSTANCE, turn_id, "U0B", "negative")
+    _backdate(sql, 30)
+
+    report = Retention(store.db, days=14).prune_all()
+
+    assert store.turns.get(old) is None and store.turns.get(newest) is not None
+    assert report.deleted["feedback"] == 2
+    assert store.feedback.counts([old, newest]) == {newest: {"positive": 1, "negative": 1}}
+
+
 def test_the_background_prune_yields_to_the_loop_between_batches(
     store: Store, sql: Callable[[str], int]
 ) -> None:
