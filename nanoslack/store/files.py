@@ -31,15 +31,17 @@ class MessageFiles:
         """In the transaction that stores ``msg`` (a message without files writes nothing)."""
         if not msg.files:
             return
-        row = {
-            "instance": msg.instance,
-            "channel": msg.channel,
-            "ts": msg.ts,
-            "files": json.dumps([list(f) for f in msg.files], ensure_ascii=False),
-            "created_at": time.time(),
-        }
         with self._db.transaction() as conn:
-            hot_execute(conn, _ADD, row)
+            hot_execute(conn, _ADD, _row(msg.instance, msg.channel, msg.ts, msg.files))
+
+    def add_refs(self, *, instance: str, channel: str, ts: str, refs: Sequence[FileRef]) -> None:
+        """Files the fleet gives a message it wrote itself (a handoff that passes on files a
+        turn saw, docs/agents.md ``send_to_agent``), in the transaction that stores it: the
+        recipient's turn fetches and shows them as it would a person's message's files."""
+        if not refs:
+            return
+        with self._db.transaction() as conn:
+            conn.execute(_ADD, _row(instance, channel, ts, refs))
 
     def of(self, instance: str, channel: str, ts: Sequence[str]) -> dict[str, tuple[FileRef, ...]]:
         """The files of the messages ``ts`` of a channel, by ts (those without files absent)."""
@@ -54,6 +56,11 @@ class MessageFiles:
         with self._db.read() as conn:
             rows = conn.execute(_IDS).all()
         return {ref.id for (files,) in rows for ref in _refs(str(files))}
+
+
+def _row(instance: str, channel: str, ts: str, refs: Sequence[FileRef]) -> dict[str, object]:
+    files = json.dumps([list(f) for f in refs], ensure_ascii=False)
+    return {"instance": instance, "channel": channel, "ts": ts, "files": files, "created_at": time.time()}
 
 
 def _refs(raw: str) -> tuple[FileRef, ...]:

@@ -28,7 +28,7 @@ from nanoslack import tracing
 from nanoslack.agents import SeenFile, ToolResult
 from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.logs import get_logger
-from nanoslack.tools.host import unknown_teammate
+from nanoslack.tools.host import MAX_PASSED_FILES, passed_files_refusal, unknown_teammate
 
 log = get_logger(__name__)
 
@@ -37,7 +37,7 @@ ASK_AGENT = "ask_agent"
 MAX_ASK_DEPTH = 2
 MAX_ANSWER_CHARS = 4_000
 MAX_ASKS = 3  # a turn's asks, as a turn's handoffs
-MAX_FILES = 10
+MAX_FILES = MAX_PASSED_FILES
 
 ASK_AGENT_DESCRIPTION = (
     "Ask another AI teammate a question and wait for the answer, privately (nobody in Slack sees "
@@ -175,14 +175,7 @@ class AskTools:
             return f"not asked: {me} may not ask {to} (NANOSLACK_A2A_ALLOW does not list {me}>{to})"
         if self._sent >= MAX_ASKS:
             return f"not asked: a turn asks at most {MAX_ASKS} times"
-        if len(files) > MAX_FILES:
-            return f"not asked: at most {MAX_FILES} files an ask"
-        seen = {f.name for f in ctx.files_seen}
-        unseen = [f for f in files if f not in seen]
-        if unseen:
-            listed = ", ".join(sorted(seen)) or "none"
-            return f"not asked: you were shown no file named {unseen[0]!r}; the files you saw: {listed}"
-        return None
+        return passed_files_refusal(files, ctx.files_seen, verb="asked", what="an ask")
 
 
 def cut_answer(text: str) -> str:

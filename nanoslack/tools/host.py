@@ -2,10 +2,12 @@
 
 - ``send_message(text)``: a post to the conversation (at most ``MAX_POSTS`` a turn);
 - ``read_skill(name)``: ``teammates/_skills/<name>.md``, read fresh;
-- ``send_to_agent(to, message)``: hand a scoped task to a sibling instance
+- ``send_to_agent(to, message, files)``: hand a scoped task to a sibling instance
   (a configured one, else the refusal lists those it may reach; ``NANOSLACK_A2A_ALLOW``,
   the chief exempt both ways, never to itself, a relay two deep at most, group
-  conversations only: in a DM the refusal names ``ask_agent``, ``nanoslack.tools.ask``);
+  conversations only: in a DM the refusal names ``ask_agent``, ``nanoslack.tools.ask``),
+  with the files the turn saw that it names (a name it was not shown is refused with
+  those it was);
 - ``message_owner(text)``: a DM to every owner from this instance, once a turn;
 - ``react(emoji)``: a reaction on the message the turn answers (no post, no hop);
 - ``send_file(filename, content, title, comment)``: a text file the agent wrote, uploaded
@@ -26,7 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from nanoslack import tracing
-from nanoslack.agents import ToolResult
+from nanoslack.agents import SeenFile, ToolResult
 from nanoslack.agents.teammates import list_skills
 from nanoslack.agents.tool import (
     READ_SKILL,
@@ -56,6 +58,8 @@ _EMOJI_NAME = re.compile(r"[a-z0-9_+'-]{1,100}")
 # A relay goes two hops at most: a dispatch and a reply.
 MAX_RELAY_DEPTH = 2
 MAX_HANDOFFS = 3
+# The files a handoff (or an ask, ``nanoslack.tools.ask``) may pass on.
+MAX_PASSED_FILES = 10
 _SKILL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # A file's name: no directory (a slash or a backslash), no control characters.
 _FILENAME = re.compile(r"[^/\\\x00-\x1f\x7f]+")
@@ -64,6 +68,9 @@ _FILENAME = re.compile(r"[^/\\\x00-\x1f\x7f]+")
 class SendToAgent(Arguments):
     to: str = Field(description="The teammate's name, e.g. eli.")
     message: str = Field(description="What you need from them, self-contained.")
+    files: list[str] = Field(
+        default_factory=list, description="Names of files of this conversation they should see (optional)."
+    )
 
 
 class React(Arguments):
@@ -88,6 +95,9 @@ class Handoff:
     # The handing turn's trace (W3C ``traceparent``; None while traces are off): the
     # recipient's turn continues it (docs/operations.md "Traces").
     traceparent: str | None = None
+    # The files the handing turn saw that it passes on: the recipient's turn is shown them
+    # as the handing turn was (``turns.record``: by reference, through ``message_files``).
+    files: tuple[SeenFile, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,8 @@ class HostContext:
     # A turn no message woke (a routine's): its posts are joined into one new thread, where
     # ``send_file`` has no thread to go to (nor a handoff's answer).
     sourced: bool = False
+    # The files the turn saw (``Turn.files``): those a handoff may pass on.
+    files_seen: tuple[SeenFile, ...] = ()
 
 
 class HostTools:
@@ -189,7 +201,7 @@ class HostTools:
         return self._read_skill(args.name)
 
     async def _hand_off(self, args: SendToAgent) -> ToolResult:
-        return self._send_to_agent(args.to, args.message)
+        return self._send_to_agent(args.to, args.message, args.files)
 
     async def _tell_owners(self, args: MessageOwner) -> ToolResult:
         return self._message_owner(args.text)
@@ -267,13 +279,20 @@ class HostTools:
         listed = ", ".join(known) or "none"
         return ToolResult(f"no skill named {name!r}; the skills are: {listed}", is_error=True)
 
-    def _send_to_agent(self, to: str, message: str) -> ToolResult:
+    def _send_to_agent(self, to: str, message: str, files: Sequence[str] = ()) -> ToolResult:
         me, to = self._ctx.instance, to.strip().lstrip("@").lower()
-        refusal = self._handoff_refusal(me, to, message)
+        names = tuple(dict.fromkeys(f.strip() for f in files if f.strip()))
+        refusal = self._handoff_refusal(me, to, message) or self._files_refusal(names)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
-        self.effects.handoffs.append(Handoff(to, message.strip(), tracing.traceparent()))
-        return ToolResult(f"handed to {to}: they answer in this thread (or hand back to you)")
+        passed = tuple(next(f for f in self._ctx.files_seen if f.name == name) for name in names)
+        self.effects.handoffs.append(Handoff(to, message.strip(), tracing.traceparent(), passed))
+        with_files = f" with {', '.join(names)}" if names else ""
+        return ToolResult(f"handed to {to}{with_files}: they answer in this thread (or hand back to you)")
+
+    def _files_refusal(self, names: Sequence[str]) -> str | None:
+        """Only a file the turn was shown may be passed on (docs/agents.md ``send_to_agent``)."""
+        return passed_files_refusal(names, self._ctx.files_seen, verb="sent", what="a handoff")
 
     def _handoff_refusal(self, me: str, to: str, message: str) -> str | None:
         if not to:
@@ -324,6 +343,22 @@ class HostTools:
             return ToolResult("not sent: the text is empty", is_error=True)
         self.effects.owner_messages.append(text.strip())
         return ToolResult("sent to the owners")
+
+
+def passed_files_refusal(
+    names: Sequence[str], seen: Sequence[SeenFile], *, verb: str, what: str
+) -> str | None:
+    """Why the files ``names`` may not be passed on to a teammate (None: they may): too many,
+    or a name the turn was not shown (the refusal lists the names it was). ``verb``: "sent"
+    or "asked"; ``what``: "a handoff" or "an ask"."""
+    if len(names) > MAX_PASSED_FILES:
+        return f"not {verb}: at most {MAX_PASSED_FILES} files {what}"
+    shown = {f.name for f in seen}
+    unseen = [name for name in names if name not in shown]
+    if unseen:
+        listed = ", ".join(sorted(shown)) or "none"
+        return f"not {verb}: you were shown no file named {unseen[0]!r}; the files you saw: {listed}"
+    return None
 
 
 def unknown_teammate(to: str, teammates: tuple[str, ...]) -> str:

@@ -324,6 +324,7 @@ class Toolboxes:
                 fleet=settings.instances or None,
                 asked_by=asked.chain[-1] if asked else "",
                 sourced=turn.origin is not None,
+                files_seen=turn.files,
             ),
             effects,
         )

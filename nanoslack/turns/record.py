@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from nanoslack import failpoints, tracing
-from nanoslack.agents import Reply, Turn
+from nanoslack.agents import Reply, SeenFile, Turn
 from nanoslack.budgets import UNITS, USD, InstanceBudget
 from nanoslack.control import ACK_FILTERED, is_acknowledgement
 from nanoslack.features import RoomFeature
 from nanoslack.halts import Halts
-from nanoslack.inbound import Identity, bot_sender_id
+from nanoslack.inbound import FileRef, Identity, bot_sender_id, file_label
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.replies import MAX_CHARS, MAX_POSTS, link_mentions, prepare_posts, quiet_broadcasts
@@ -162,7 +162,7 @@ class TurnRecorder:
         room features' tools meant to do (``TurnEffects.acts``: reports, votes, ballots)."""
         depth = 1 + max((m.handoff_depth for m in msgs), default=0)
         for handoff in effects.handoffs:
-            self._hand_off(turn_id, turn, handoff, depth)
+            self._hand_off(turn_id, turn, handoff, depth, msgs)
         for text in effects.owner_messages:
             text = text if self._allow_broadcast else quiet_broadcasts(text)
             for owner in self._owners:
@@ -194,10 +194,16 @@ class TurnRecorder:
             text=name,
         )
 
-    def _hand_off(self, turn_id: int, turn: Turn, handoff: Handoff, depth: int) -> None:
+    def _hand_off(
+        self, turn_id: int, turn: Turn, handoff: Handoff, depth: int, msgs: Sequence[MessageRow]
+    ) -> None:
         """The recipient's pending message, in this conversation and thread: its scheduler
-        (in whichever process holds it) runs a turn for it like for any message."""
+        (in whichever process holds it) runs a turn for it like for any message. The files it
+        passes on go with it by reference (``message_files``, the ``[file: name]`` lines in
+        its text), so the recipient's turn, in any process, fetches and shows them as it would
+        a person's message's."""
         text = HANDOFF_TEXT.format(sender=self.instance, room=turn.room, message=handoff.text)
+        text = "\n".join([text, *(file_label(f.name) for f in handoff.files)])
         # The recipient's transcript names the sender by its users row, which a bot that
         # has not posted in Slack yet does not have.
         self._store.users.ensure(self._sender_id, kind="bot", display_name=self.instance)
@@ -210,6 +216,9 @@ class TurnRecorder:
             text=text,
             depth=depth,
         )
+        self._store.message_files.add_refs(
+            instance=handoff.to, channel=turn.channel, ts=ts, refs=self._refs(turn, msgs, handoff.files)
+        )
         self._store.handoffs.add(
             from_instance=self.instance,
             to_instance=handoff.to,
@@ -221,7 +230,26 @@ class TurnRecorder:
             ts=ts,
             traceparent=handoff.traceparent,
         )
-        log.info("handoff recorded", instance=self.instance, turn=turn_id, to=handoff.to, depth=depth)
+        log.info(
+            "handoff recorded",
+            instance=self.instance,
+            turn=turn_id,
+            to=handoff.to,
+            depth=depth,
+            files=len(handoff.files),
+        )
+
+    def _refs(self, turn: Turn, msgs: Sequence[MessageRow], files: Sequence[SeenFile]) -> list[FileRef]:
+        """The stored refs (Slack's URL among them) of the files a handoff passes on, from the
+        messages the turn answered; one not found there (none should be) is looked up by id
+        with ``files.info`` by the recipient."""
+        if not files:
+            return []
+        stored = self._store.message_files.of(self.instance, turn.channel, [m.ts for m in msgs])
+        by_id = {ref.id: ref for refs in stored.values() for ref in refs}
+        return [
+            by_id.get(f.id) or FileRef(f.id, f.name, f.mimetype, f.size, "", "check_file_info") for f in files
+        ]
 
     def _woke(self, handoffs: Sequence[Handoff]) -> None:
         for to in dict.fromkeys(h.to for h in handoffs):

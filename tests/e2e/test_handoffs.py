@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.conftest import Room
+from nanoslack.testing.llm_server import LLMServer, Request, openai_answer, send
+from tests.e2e.conftest import FleetFactory, Room
+from tests.e2e.helpers import openai_env
+from tests.e2e.test_asks import by_instance, teammates
+from tests.e2e.test_files_in import png
 
 
 def _rules(room: Room, name: str, rules: list[dict[str, Any]]) -> dict[str, str]:
@@ -173,3 +177,57 @@ async def test_a_third_relay_hop_is_refused(room: Room, fleet_factory) -> None:
     ]
     errors = [error for name, error in _steps(room, "dana") if name == "send_to_agent" and error]
     assert len(errors) == 1 and errors[0].startswith("not sent: this turn answers a relay of 2 handoffs")
+
+
+def _requests_of(llm: LLMServer, name: str) -> list[Request]:
+    """The model requests of ``name``'s turns (told apart by the persona opening the system
+    message), in order."""
+    return [
+        r
+        for r in llm.openai.requests
+        if " ".join(
+            str(m.get("content", "")) for m in (r.json or {}).get("messages", []) if m.get("role") == "system"
+        ).startswith(f"You are {name},")
+    ]
+
+
+async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_did_not_see(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    image = png()
+    hand = ("send_to_agent", {"to": "eli", "message": "What is wrong here?", "files": ["shot.png"]})
+    unseen = ("send_to_agent", {"to": "eli", "message": "And this?", "files": ["secret.png"]})
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [openai_answer(hand, unseen), openai_answer(send("eli will look at it"))],
+                "eli": [openai_answer(send("The save button is cut off."))],
+            }
+        )
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        shared = await room.emu.share_file(
+            room.human.id, room.channel, "shot.png", image, text=f"{room.mention('dana')} what is wrong?"
+        )
+        ts = str(shared["ts"])
+        await room.emu.wait_for(lambda: len(_thread(room, ts)) == 2 and _settled(room), timeout=20)
+
+    assert [m["text"] for m in _thread(room, ts)] == ["eli will look at it", "The save button is cut off."]
+    (eli_first, *_) = _requests_of(llm, "eli")
+    # eli is shown the screenshot itself, and the words the handoff came with.
+    assert eli_first.images() == [("image/png", image)]
+    assert "What is wrong here?" in json.dumps(eli_first.json)
+    assert "[file: shot.png (" in json.dumps(eli_first.json)
+    # It travelled by reference, through the store: eli's own files row for the handoff.
+    ((files,),) = room.sql(
+        "SELECT f.files FROM message_files f JOIN messages m ON (m.instance, m.channel, m.ts) ="
+        " (f.instance, f.channel, f.ts) WHERE f.instance = 'eli' AND m.handoff_depth = 1"
+    )
+    assert json.loads(files)[0][1:3] == ["shot.png", "image/png"]
+    assert [error for name, error in _steps(room, "dana") if name == "send_to_agent"] == [
+        None,
+        "not sent: you were shown no file named 'secret.png'; the files you saw: shot.png",
+    ]
+    assert room.sql("SELECT count(*) FROM handoffs") == [(1,)]
