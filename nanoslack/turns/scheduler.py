@@ -541,7 +541,7 @@ class TurnScheduler:
 
     async def _sourced_turn(self, sourced: SourcedTurn) -> None:
         try:
-            async with self.slot.turn():  # a serial instance's routine waits its turn too
+            async with self.slot.turn():  # a serial instance's sourced turn waits its turn too
                 await self._sourced_in_slot(sourced)
         except asyncio.CancelledError:
             if self._sourced_halting:

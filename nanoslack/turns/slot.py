@@ -3,7 +3,7 @@
 A teammate whose ``SOUL.md`` front matter says ``serial: true`` drives something only one
 turn can use at once (a browser, a stateful MCP server): at most one of its turns runs at a
 time, across all its threads, the one that has waited longest first. ``TurnSlot`` is that
-rule as one small piece: every kind of turn of the instance (a thread's, a routine's, an
+rule as one small piece: every kind of turn of the instance (a thread's, a feature's own, an
 asked one) holds the instance's slot while it runs. Without ``serial`` the slot holds
 nobody back; the scheduler's own rule (one turn per thread) is all there is.
 
