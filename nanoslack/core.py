@@ -255,7 +255,15 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         *services.extra_features(identity),
     ]
     # Room control, guard, router and gate, in one transaction per batch (``nanoslack.pipeline``).
-    pipeline = build_pipeline(identity, services, asks=asks, halts=halts, features=features, fence=edge.fence)
+    pipeline = build_pipeline(
+        identity,
+        services,
+        asks=asks,
+        halts=halts,
+        features=features,
+        fence=edge.fence,
+        discard_files=edge.files.discard if edge.files is not None else None,
+    )
     turns = build_turns(
         identity,
         agent,
@@ -330,6 +338,7 @@ def build_pipeline(
     halts: Halts,
     features: Sequence[RoomFeature],
     fence: Callable[[], bool] | None = None,
+    discard_files: Callable[[Sequence[str]], None] | None = None,
 ) -> Pipeline:
     """Room control, guard with the A2A policy installed, router and gate for one instance,
     from the services and the parts its core shares with the turns: the owners' questions
@@ -355,6 +364,7 @@ def build_pipeline(
         gate=Gate(store, asks),
         features=features,
         fence=fence,
+        discard_files=discard_files,
     )
 
 

@@ -9,7 +9,8 @@ already posted does, before the guard and in the pipeline's transaction.
   ``[edited] <name>: <new text>``. It wakes a turn only when the edit newly names the
   instance: then it is routed as a mention would be (guard, router, gate).
 - A deleted message's row stays as a tombstone (its ts keeps its place; its text, its
-  edits' rows and the words in its inbox entries go): never answered, shown to later
+  edits' rows, its files (their rows, and their downloads unless another stored message
+  names the same file) and the words in its inbox entries go): never answered, shown to later
   turns as ``[a message was deleted]``. A deleted thread parent leaves its thread as it
   is: the replies stay, and are answered, as Slack keeps them.
 - A bot's edit or deletion never reaches the guard: no hop is counted and nothing wakes.
@@ -42,6 +43,9 @@ class Change:
     reason: str
     route: Inbound | None = None
     edit_of: str | None = None
+    # A deleted message's files no stored message names any more: their downloads go
+    # once the change is committed (``Pipeline``).
+    files_gone: tuple[str, ...] = ()
 
 
 class MessageChanges:
@@ -65,13 +69,17 @@ class MessageChanges:
         return change
 
     def _delete(self, msg: Inbound, key: InboxKey) -> Change:
-        stored = self._store.messages.tombstone(key)
-        self._store.inbox.scrub(key)
-        return (
-            Change("processed", "message deleted")
-            if stored
-            else Change("dropped", "deleted message not stored")
+        store = self._store
+        # Its edits' rows go with it, and the files any of them carried.
+        rows = [key.ts, *store.messages.edits_of(key)]
+        gone = tuple(
+            dict.fromkeys(i for ts in rows for i in store.message_files.drop(key.instance, key.channel, ts))
         )
+        stored = store.messages.tombstone(key)
+        store.inbox.scrub(key)
+        if not stored:
+            return Change("dropped", "deleted message not stored", files_gone=gone)
+        return Change("processed", "message deleted", files_gone=gone)
 
     def _edit(self, msg: Inbound, key: InboxKey) -> Change:
         messages = self._store.messages

@@ -16,12 +16,21 @@ bytes are up and its file id recorded, the file not yet completed: not shared), 
 (``slack/streams.py``): ``stream.started`` and ``draft.started`` (Slack answered
 ``chat.startStream`` of a post or of a live draft, its ts not yet in the store),
 ``stream.appended`` and ``draft.appended`` (a piece appended to one).
+
+A test that runs the fleet in its own process may instead hold a turn at a point until it
+lets it go (``paused``): ``turn.built`` (a turn's transcript is built, its files fetched,
+its turn row not yet written). Nothing is armed in production: a pause point costs one
+dict lookup too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 ENV_KEY = "NANOSLACK_FAILPOINTS"
 
@@ -47,3 +56,40 @@ def hit(name: str, n: int = 1) -> None:
     _passed[name] = _passed.get(name, 0) + n
     if _passed[name] >= _armed[name]:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class Pause:
+    """One pause point armed by a test: ``reached`` once a task got there, which then waits
+    until ``release``. It holds one task once: a second pass goes straight on."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.go.set()
+
+
+_pauses: dict[str, Pause] = {}
+
+
+@contextlib.contextmanager
+def paused(name: str) -> Iterator[Pause]:
+    """Arm the pause point ``name`` in this process while the block runs (tests)."""
+    pause = _pauses[name] = Pause()
+    try:
+        yield pause
+    finally:
+        _pauses.pop(name, None)
+        pause.release()
+
+
+async def pause_point(name: str) -> None:
+    """Wait here while a test holds the point ``name`` (``paused``)."""
+    if not _pauses:
+        return
+    pause = _pauses.pop(name, None)
+    if pause is None:
+        return
+    pause.reached.set()
+    await pause.go.wait()

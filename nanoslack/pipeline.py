@@ -66,6 +66,8 @@ class Outcome:
     verdict: Verdict | None = None
     # Room control took the message (a halt, a resume, a bot in a halted room).
     control: Effect | None = None
+    # A deletion's files no stored message names any more (``nanoslack.edits``).
+    files_gone: tuple[str, ...] = ()
 
     @property
     def msg(self) -> Inbound | None:
@@ -84,6 +86,7 @@ class Pipeline:
         gate: Gate,
         features: Sequence[RoomFeature],
         fence: Callable[[], bool] | None = None,
+        discard_files: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.identity = identity
         self.instance = identity.instance
@@ -97,6 +100,9 @@ class Pipeline:
         # Several hosts (docs/operations.md): whether this process still holds the instance's
         # lease, asked inside each batch's transaction.
         self._fence = fence
+        # Removes the downloads of a deleted message's files, once the deletion is committed
+        # (the edge's ``FileSource.discard``; None: the instance downloads nothing).
+        self._discard_files = discard_files
 
     def accept_many(self, msgs: Sequence[Inbound]) -> list[bool]:
         """Record before ack, a burst in one commit (the intake's group commit);
@@ -226,7 +232,7 @@ class Pipeline:
         change = self.changes.apply(msg)
         if change.route is None:
             finished.append((msg.key, "done" if change.status == "processed" else "dropped", change.reason))
-            return Outcome(change.status, change.reason)
+            return Outcome(change.status, change.reason, files_gone=change.files_gone)
         outcome = self._judge(change.route, msg.key, finished)
         if change.edit_of is not None:
             self._store.messages.mark_edit(change.route.key, change.edit_of)
@@ -253,6 +259,8 @@ class Pipeline:
             self._record_failure(msg, outcome.reason)
         elif outcome.admitted is not None:
             outcome.admitted.accepted()
+        if outcome.files_gone and self._discard_files is not None:
+            self._discard_files(outcome.files_gone)
 
     def _record_failure(self, msg: Inbound, error: str) -> None:
         try:

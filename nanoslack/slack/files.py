@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import time
@@ -235,6 +236,23 @@ class FileFetcher:
             with contextlib.suppress(FileNotFoundError):
                 part.unlink()
 
+    def discard(self, file_ids: Sequence[str], *, instance: str = "") -> int:
+        """A deleted message's files (docs/agents.md, "Edits and deletes"): their downloads
+        go now, whatever their age; one still downloading goes once it lands (a turn built
+        as the message was deleted started it). How many copies went now."""
+        removed = 0
+        for file_id in file_ids:
+            path = self._path(file_id)
+            if path is None:
+                continue
+            task = self._inflight.get(file_id)
+            if task is not None:
+                task.add_done_callback(functools.partial(_unlink_landed, path))
+            if _unlink(path):
+                removed += 1
+            log.info("file discarded", instance=instance, file=file_id, reason="its message was deleted")
+        return removed
+
     def prune(self, keep: set[str], *, older_than_s: float = 600.0) -> int:
         """Remove downloads no stored message names any more (retention took their
         messages); a file written in the last ``older_than_s`` stays (a turn may be reading it)."""
@@ -248,6 +266,18 @@ class FileFetcher:
                         os.unlink(entry.path)
                         removed += 1
         return removed
+
+
+def _unlink_landed(path: Path, _task: asyncio.Future[Fetched]) -> None:
+    _unlink(path)
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _check(resp: aiohttp.ClientResponse, ref: FileRef) -> None:
@@ -290,6 +320,9 @@ class SlackFiles:
     @property
     def chars(self) -> int:
         return self._fetcher.settings.chars
+
+    def discard(self, file_ids: Sequence[str]) -> None:
+        self._fetcher.discard(file_ids, instance=self.instance)
 
     async def fetch(self, refs: Sequence[FileRef]) -> list[Fetched]:
         cap = MAX_FILES_PER_MESSAGE

@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import Connection, bindparam, text
 
 from nanoslack.inbound import FileRef, Inbound
 from nanoslack.store.database import Database
@@ -21,6 +21,10 @@ _OF = text(
     "SELECT ts, files FROM message_files WHERE instance = :instance AND channel = :channel AND ts IN :ts"
 ).bindparams(bindparam("ts", expanding=True))
 _IDS = text("SELECT files FROM message_files")
+_ONE = text("SELECT files FROM message_files WHERE instance = :instance AND channel = :channel AND ts = :ts")
+_DROP = text("DELETE FROM message_files WHERE instance = :instance AND channel = :channel AND ts = :ts")
+# The rows that may name a file id (``like`` narrows the read, the parsed row decides).
+_NAMING = text("SELECT files FROM message_files WHERE files LIKE :like")
 
 
 class MessageFiles:
@@ -51,6 +55,19 @@ class MessageFiles:
             rows = conn.execute(_OF, {"instance": instance, "channel": channel, "ts": list(ts)}).all()
         return {str(r[0]): _refs(str(r[1])) for r in rows}
 
+    def drop(self, instance: str, channel: str, ts: str) -> tuple[str, ...]:
+        """A deleted message's files leave the store (docs/agents.md, "Edits and deletes"):
+        its row goes; the ids of its files no other stored message names any more, whose
+        downloads may go too."""
+        key = {"instance": instance, "channel": channel, "ts": ts}
+        with self._db.transaction() as conn:
+            row = conn.execute(_ONE, key).first()
+            if row is None:
+                return ()
+            conn.execute(_DROP, key)
+            ids = dict.fromkeys(ref.id for ref in _refs(str(row[0])) if ref.id)
+            return tuple(i for i in ids if not _named(conn, i))
+
     def file_ids(self) -> set[str]:
         """Every file id a stored message still names: what the download cache may keep."""
         with self._db.read() as conn:
@@ -61,6 +78,13 @@ class MessageFiles:
 def _row(instance: str, channel: str, ts: str, refs: Sequence[FileRef]) -> dict[str, object]:
     files = json.dumps([list(f) for f in refs], ensure_ascii=False)
     return {"instance": instance, "channel": channel, "ts": ts, "files": files, "created_at": time.time()}
+
+
+def _named(conn: Connection, file_id: str) -> bool:
+    """Whether a stored message still names ``file_id`` (another instance's copy of the
+    message, another message sharing the same file)."""
+    rows = conn.execute(_NAMING, {"like": f'%"{file_id}"%'}).all()
+    return any(ref.id == file_id for (files,) in rows for ref in _refs(str(files)))
 
 
 def _refs(raw: str) -> tuple[FileRef, ...]:

@@ -125,6 +125,9 @@ _SET_TEXT = text(_MESSAGE.update(["text"], also="status <> 'deleted'"))
 _MARK_EDIT = text(_MESSAGE.update(["edit_of"]))
 _TOMBSTONE = text(_MESSAGE.update({"text": "''", "status": "'deleted'"}))
 _DROP_EDITS = text("DELETE FROM messages WHERE instance = :instance AND channel = :channel AND edit_of = :ts")
+_EDITS_OF = text(
+    "SELECT ts FROM messages WHERE instance = :instance AND channel = :channel AND edit_of = :ts"
+)
 _DROP = text("DELETE FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts")
 # Later than any ts Slack mints (compared as text, like every ts here).
 _LAST_TS = "999999999999.999999999"
@@ -141,6 +144,18 @@ class Messages:
         self._db = db
         self._added = WriteBehind(db, _ADD)
         self._files = MessageFiles(db)
+        # How many times stored words of a conversation changed in this process (an edit,
+        # a deletion), by (instance, channel): a turn whose transcript was built across
+        # such a change builds it again (``TurnScheduler``; docs/agents.md, "Edits and deletes").
+        self._changed: dict[tuple[str, str], int] = {}
+
+    def changes(self, instance: str, channel: str) -> int:
+        """The count of edits and deletions applied in the conversation so far (this process)."""
+        return self._changed.get((instance, channel), 0)
+
+    def _changing(self, key: InboxKey) -> None:
+        where = (key.instance, key.channel)
+        self._changed[where] = self._changed.get(where, 0) + 1
 
     def batched(self) -> contextlib.AbstractContextManager[None]:
         """Inside one transaction (a pipeline batch): ``add`` keeps its rows, written in one
@@ -193,6 +208,7 @@ class Messages:
 
     def set_text(self, key: InboxKey, text: str) -> bool:
         """An edit before any turn showed the message: the turn shows the newest text."""
+        self._changing(key)
         self.flush()
         with self._db.transaction() as conn:
             return hot_execute(conn, _SET_TEXT, {**key._asdict(), "text": text}) == 1
@@ -206,14 +222,22 @@ class Messages:
 
     def forget(self, key: InboxKey) -> None:
         """Remove the row (an unseen edit routes its message again, with the new text)."""
+        self._changing(key)
         self.flush()
         with self._db.transaction() as conn:
             conn.execute(_DROP, key._asdict())
+
+    def edits_of(self, key: InboxKey) -> list[str]:
+        """The ts of the rows of the message's edits made after a turn was shown it."""
+        self.flush()
+        with self._db.read() as conn:
+            return [str(r[0]) for r in conn.execute(_EDITS_OF, key._asdict()).all()]
 
     def tombstone(self, key: InboxKey) -> bool:
         """A deleted message: its text and its edits' rows gone, the row kept as ``deleted``
         (never answered; a later transcript shows that a message was deleted). False when
         the instance never stored it."""
+        self._changing(key)
         self.flush()
         with self._db.transaction() as conn:
             conn.execute(_DROP_EDITS, key._asdict())

@@ -84,12 +84,15 @@ class Fetched:
 
 class FileSource(Protocol):
     """The edge's downloads (``slack.files.SlackFiles``): one ``Fetched`` per ref, in order;
-    ``chars``: ``NANOSLACK_FILE_CHARS``."""
+    ``chars``: ``NANOSLACK_FILE_CHARS``; ``discard``: the downloads of files no stored
+    message names any more (a deleted message's) go now, one still downloading once it lands."""
 
     @property
     def chars(self) -> int: ...
 
     async def fetch(self, refs: Sequence[FileRef]) -> list[Fetched]: ...
+
+    def discard(self, file_ids: Sequence[str]) -> None: ...
 
 
 async def seen_files(

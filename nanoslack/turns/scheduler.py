@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from nanoslack import tracing
+from nanoslack import failpoints, tracing
 from nanoslack.agents import Agent, BudgetExhausted, Turn, TurnFailed
 from nanoslack.agents.drafts import drafting
 from nanoslack.agents.waits import owner_waits
@@ -52,6 +52,7 @@ from nanoslack.store import MessageRow
 from nanoslack.store.outage import StoreOutage, until_stored
 from nanoslack.tools import Toolboxes
 from nanoslack.turns.asked import AskedTurns
+from nanoslack.turns.history import Recall
 from nanoslack.turns.record import TurnRecorder
 from nanoslack.turns.signals import Outcome, SignalledTools, TurnSignals, Waking
 from nanoslack.turns.slot import TurnSlot
@@ -63,6 +64,8 @@ CRASH_BACKOFF_S = 5.0
 # More turns than this under way or waiting in an instance: its turns yield between
 # stages (ack p99 while 5,000 queued turns drain).
 SLICE_WHEN_BUSY = 8
+# Builds of one turn's transcript at most, when its conversation keeps changing as it is built.
+REBUILDS = 3
 
 
 @dataclass(frozen=True)
@@ -405,13 +408,16 @@ class TurnScheduler:
                 self._wake.set()  # a source's turn waiting behind this one may start now
             # Read once the slot is ours: what arrived while the turn waited for it
             # is answered now, and the transcript ends at the same message.
-            msgs = self._answerable(
-                self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key),
-                self._held(),
-            )
+            changes = self._store.messages.changes(self.instance, key.channel)
+            msgs = self._pending(key)
             if msgs:
                 with self._traced(key, msgs):
-                    await self._run(key, msgs)
+                    await self._run(key, msgs, changes)
+
+    def _pending(self, key: ThreadKey) -> list[MessageRow]:
+        return self._answerable(
+            self._store.messages.pending_in_thread(self.instance, key.channel, key.thread_key), self._held()
+        )
 
     def _traced(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> tracing.Span | tracing.OffSpan:
         """The turn's trace span (docs/operations.md "Traces"): woken by a handoff, it
@@ -432,10 +438,47 @@ class TurnScheduler:
             parent=parent,
         )
 
-    async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow]) -> None:
-        await self._slice()
-        turn, recall = await self._transcripts.build(key, msgs)
-        await self._slice()
+    async def _built(
+        self, key: ThreadKey, msgs: Sequence[MessageRow], changes: int
+    ) -> tuple[Turn, Recall, Sequence[MessageRow]] | None:
+        """The turn that answers ``msgs``, built again while a message of its conversation
+        was edited or deleted as it was built (its downloads, the member list are awaited):
+        what the turn shows and answers is the store as it is when its row is written, no
+        await after (docs/agents.md, "Edits and deletes"). None: its messages were deleted."""
+        messages = self._store.messages
+        attempt = 0
+        while True:
+            attempt += 1
+            await self._slice()
+            turn, recall = await self._transcripts.build(key, msgs)
+            await failpoints.pause_point("turn.built")
+            await self._slice()
+            now = messages.changes(self.instance, key.channel)
+            # A conversation that keeps changing as fast as it is built: the last build stands.
+            if now == changes or attempt == REBUILDS:
+                return turn, recall, msgs
+            changes, msgs = now, self._pending(key)
+            log.info(
+                "turn rebuilt",
+                instance=self.instance,
+                channel=key.channel,
+                reason="a message was edited or deleted as its transcript was built",
+                messages=len(msgs),
+            )
+            if not msgs:
+                log.info(
+                    "turn not started",
+                    instance=self.instance,
+                    channel=key.channel,
+                    reason="its messages were deleted",
+                )
+                return None
+
+    async def _run(self, key: ThreadKey, msgs: Sequence[MessageRow], changes: int) -> None:
+        built = await self._built(key, msgs, changes)
+        if built is None:
+            return
+        turn, recall, msgs = built
         turn_id = self._store.turns.start(
             instance=self.instance,
             channel=key.channel,

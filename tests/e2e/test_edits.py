@@ -14,6 +14,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from nanoslack import failpoints
 from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
@@ -38,6 +39,28 @@ def _prompts(llm: LLMServer) -> list[str]:
     """Each turn's user prompt (its first request's last message), as text."""
     firsts = [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"]
     return [str(r.json["messages"][-1]["content"]) for r in firsts]
+
+
+def _requests(llm: LLMServer) -> str:
+    """Every request the model server was sent, as one text."""
+    return "\n".join(r.body.decode() for r in llm.openai.requests)
+
+
+def _files_of(room: Room, ts: str) -> list[tuple[object, ...]]:
+    return room.sql("SELECT files FROM message_files WHERE instance = 'dana' AND ts = ?", ts)
+
+
+def _copy(room: Room, file_id: str) -> Path:
+    """Where the fleet keeps its download of a file (docs/agents.md "Files")."""
+    return room.db.parent / "files" / file_id
+
+
+async def _share(room: Room, text: str, content: str, thread_ts: str | None = None) -> tuple[str, str]:
+    """A person shares ``secret.txt``; the message's ts and the file's id."""
+    message = await room.emu.share_file(
+        room.human.id, room.channel, "secret.txt", content, text=text, thread_ts=thread_ts
+    )
+    return str(message["ts"]), str(message["files"][0]["id"])
 
 
 def _row(room: Room, ts: str) -> list[tuple[object, ...]]:
@@ -197,3 +220,80 @@ async def test_a_bots_edit_and_delete_wake_nobody_and_cost_no_hop(
     assert room.sql("SELECT count(*) FROM a2a_hops") == hops
     assert _turns(room) == [] and llm.openai.requests == []
     assert room.sql("SELECT count(*) FROM messages WHERE text LIKE '%your turn%'") == [(0,)]
+
+
+async def test_a_shared_file_deleted_before_its_turn_is_never_shown_and_leaves_the_store(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    hold = asyncio.Event()
+    async with LLMServer() as llm:
+        _answers(llm, 2, hold)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        root = await _first_turn_held(room, llm, hold)
+        dana = room.mention("dana")
+        shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
+        await room.emu.wait_for(lambda: _files_of(room, shared) != [], timeout=20)
+        await room.emu.delete_as_user(room.human.id, room.channel, shared)
+        await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+        assert _files_of(room, shared) == []
+        hold.set()
+        await _turns_done(room, 1)
+        await room.emu.wait_for(lambda: _settled(room), timeout=20)
+        # A later turn of the thread is shown that a message was deleted, not its file.
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
+        await _turns_done(room, 2)
+        prompt = _prompts(llm)[1]
+        sent = _requests(llm)
+    assert _turns(room) == ["done", "done"]
+    assert "[a message was deleted]" in prompt and "secret.txt" not in prompt, prompt
+    assert "4455" not in sent
+    assert not _copy(room, file_id).exists()
+
+
+async def test_a_message_deleted_as_its_turn_is_built_is_not_answered_and_its_download_goes(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
+        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+        with failpoints.paused("turn.built") as built:
+            # Held with its transcript built and its file downloaded, its turn not started.
+            shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
+            await room.emu.wait_for(built.reached.is_set, timeout=20)
+            assert _copy(room, file_id).exists()
+            await room.emu.delete_as_user(room.human.id, room.channel, shared)
+            await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+            assert not _copy(room, file_id).exists()
+            built.release()
+            # The thread's next turn starts only once the held one is over (one at a time).
+            await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
+            await _turns_done(room, 1)
+        prompt = _prompts(llm)[0]
+        sent = _requests(llm)
+    assert _turns(room) == ["done"], "the deleted message had a turn of its own"
+    assert "[a message was deleted]" in prompt and "still there?" in prompt, prompt
+    assert "4455" not in sent and "see this" not in sent
+    assert not _copy(room, file_id).exists()
+
+
+async def test_an_edit_as_the_turn_is_built_is_what_the_turn_shows(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 1)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        with failpoints.paused("turn.built") as built:
+            ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what is 2+2?")
+            await room.emu.wait_for(built.reached.is_set, timeout=20)
+            await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} what is 3+3?")
+            await room.emu.wait_for(
+                lambda: _row(room, ask) == [(f"{dana} what is 3+3?", "pending")], timeout=20
+            )
+            built.release()
+            await _turns_done(room, 1)
+        prompt = _prompts(llm)[0]
+    assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
