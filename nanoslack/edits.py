@@ -10,7 +10,8 @@ already posted does, before the guard and in the pipeline's transaction.
   instance: then it is routed as a mention would be (guard, router, gate).
 - A deleted message's row stays as a tombstone (its ts keeps its place; its text, its
   edits' rows, its files (their rows, and their downloads unless another stored message
-  names the same file) and the words in its inbox entries go): never answered, shown to later
+  names the same file), the words in its inbox entries and its lines in the agent's kept
+  history of the turns that were shown it go): never answered, shown to later
   turns as ``[a message was deleted]``. A deleted thread parent leaves its thread as it
   is: the replies stay, and are answered, as Slack keeps them.
 - A bot's edit or deletion never reaches the guard: no hop is counted and nothing wakes.
@@ -27,6 +28,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from nanoslack.agents.prompt import DELETED_LINE
 from nanoslack.inbound import DELETED, Inbound, InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
@@ -70,11 +72,15 @@ class MessageChanges:
 
     def _delete(self, msg: Inbound, key: InboxKey) -> Change:
         store = self._store
+        row = store.messages.get(key)
         # Its edits' rows go with it, and the files any of them carried.
         rows = [key.ts, *store.messages.edits_of(key)]
         gone = tuple(
             dict.fromkeys(i for ts in rows for i in store.message_files.drop(key.instance, key.channel, ts))
         )
+        if row is not None:
+            # What the turns that were shown it keep of it: its line says it was deleted.
+            store.history.scrub(key.instance, key.channel, row.thread_key, rows, DELETED_LINE)
         stored = store.messages.tombstone(key)
         store.inbox.scrub(key)
         if not stored:

@@ -66,6 +66,11 @@ HANDOFF_GUIDE = (
     "thread with send_message; if it is only for your information, staying silent is fine."
 )
 EARLIER_NOT_SHOWN = "… {n} earlier messages not shown"
+# Edits and deletes (docs/agents.md): how a turn is shown an edit made after an earlier
+# turn saw the message, and a message deleted since (in its transcript, and in place of
+# its words in the kept history of the turns that were shown it).
+EDITED_TAG = "[edited]"
+DELETED_LINE = "[a message was deleted]"
 
 
 def render_line(line: Line) -> str:

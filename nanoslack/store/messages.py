@@ -125,6 +125,9 @@ _SET_TEXT = text(_MESSAGE.update(["text"], also="status <> 'deleted'"))
 _MARK_EDIT = text(_MESSAGE.update(["edit_of"]))
 _TOMBSTONE = text(_MESSAGE.update({"text": "''", "status": "'deleted'"}))
 _DROP_EDITS = text("DELETE FROM messages WHERE instance = :instance AND channel = :channel AND edit_of = :ts")
+_STATUSES = text(
+    "SELECT ts, status FROM messages WHERE instance = :instance AND channel = :channel AND ts IN :ts"
+).bindparams(bindparam("ts", expanding=True))
 _EDITS_OF = text(
     "SELECT ts FROM messages WHERE instance = :instance AND channel = :channel AND edit_of = :ts"
 )
@@ -226,6 +229,15 @@ class Messages:
         self.flush()
         with self._db.transaction() as conn:
             conn.execute(_DROP, key._asdict())
+
+    def statuses(self, instance: str, channel: str, ts: Sequence[str]) -> dict[str, str]:
+        """The status of each of the messages ``ts`` still stored, by ts."""
+        if not ts:
+            return {}
+        self.flush()
+        with self._db.read() as conn:
+            rows = conn.execute(_STATUSES, {"instance": instance, "channel": channel, "ts": list(ts)}).all()
+        return {str(r[0]): str(r[1]) for r in rows}
 
     def edits_of(self, key: InboxKey) -> list[str]:
         """The ts of the rows of the message's edits made after a turn was shown it."""

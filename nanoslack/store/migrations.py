@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -214,6 +214,15 @@ def _v18_message_edits(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN edit_of VARCHAR")
 
 
+def _v19_history_shown(conn: Connection) -> None:
+    """Version 19: where each message a turn was shown sits in its history row's prompt
+    (``agent_history.shown``), so a message deleted after its answer can leave it."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("agent_history")}
+    if "shown" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE agent_history ADD COLUMN shown VARCHAR")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -225,7 +234,7 @@ def _v18_message_edits(conn: Connection) -> None:
 # Version 13: ``_v13_handoff_trace``. Version 14: ``reactions`` (``_create_tables``).
 # Version 15: ``_v15_routine_source``.
 # Version 16: ``outbox_files`` (``_create_tables``). Version 17: ``feedback`` (``_create_tables``).
-# Version 18: ``_v18_message_edits``.
+# Version 18: ``_v18_message_edits``. Version 19: ``_v19_history_shown``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -245,6 +254,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _create_tables,
     _v18_message_edits,
+    _v19_history_shown,
 ]
 
 

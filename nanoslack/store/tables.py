@@ -754,6 +754,11 @@ class HistoryRow:
     notes_known: Annotated[tuple[int, ...], _TEXT_LIST]
     chars: int
     created_at: float
+    # Where each message the turn was shown sits in ``prompt`` (schema version 19): a JSON
+    # list of ``[ts, start, end, head]`` (``head``: the ``name: `` before its words), so a
+    # message deleted later is replaced there and in ``messages`` by ``[a message was
+    # deleted]`` (docs/agents.md, "Edits and deletes"). NULL on rows written before.
+    shown: str | None = None
 
 
 @table(

@@ -28,11 +28,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nanoslack.agents import PastTurn, Turn, render_prompt
+from nanoslack.agents import Line, PastTurn, Turn, render_prompt
+from nanoslack.agents.prompt import DELETED_LINE, EDITED_TAG, render_line
 from nanoslack.agents.teammates import Mate
 from nanoslack.logs import get_logger
 from nanoslack.store import NoteRow, Store
-from nanoslack.store.history import HistoryRow, Unreadable, parse_row
+from nanoslack.store.history import HistoryRow, Span, Unreadable, parse_row, scrub_shown, spans_json
 from nanoslack.tools.memory import NoteChanges, asker_label
 
 log = get_logger(__name__)
@@ -81,6 +82,9 @@ class Recall:
     opening: str = ""  # JSON of a rebuilt opening, to store with this turn ("" if kept)
     visible: tuple[int, ...] = ()  # the note ids the turn knows of as it starts
     has_history: bool = False
+    # The conversation's edits and deletions so far (``Messages.changes``) as the turn was
+    # built: one since means a message it showed may have been deleted as it ran.
+    changes: int = 0
 
     def apply(self, turn: Turn) -> Turn:
         return dataclasses.replace(
@@ -120,6 +124,7 @@ class ThreadMemory:
         if not self.enabled:
             return Recall(channel, thread_key, system=persona, memory=teammates_block(mates))
         conversation = f"slack:{channel}"
+        changes = self.store.messages.changes(self.instance, channel)
         notes = self.store.memories.visible(self.instance, conversation, private=owner_dm)
         rows, not_shown, cut_now = self._window(channel, thread_key)
         session = session_id(self.instance, channel, thread_key)
@@ -137,6 +142,7 @@ class ThreadMemory:
                 opening=Opening(persona, block, mates, mates).to_json(),
                 visible=tuple(n.id for n in notes),
                 has_history=bool(rows),
+                changes=changes,
             )
         if not members_known:
             mates = _here_as_known(mates, opened.known)
@@ -155,6 +161,7 @@ class ThreadMemory:
             opening=dataclasses.replace(opened, known=mates).to_json() if told else "",
             visible=tuple(n.id for n in notes),
             has_history=True,
+            changes=changes,
         )
 
     def _window(self, channel: str, thread_key: str) -> tuple[list[HistoryRow], int, bool]:
@@ -220,6 +227,11 @@ class ThreadMemory:
         prompt = render_prompt(turn)
         changes = changes or NoteChanges()
         known = (set(recall.visible) | set(changes.written)) - set(changes.forgotten)
+        shown = shown_spans(prompt, turn.transcript)
+        gone = self._deleted_since(recall, turn)
+        if gone:
+            # Deleted as the turn ran: the model read it, the kept history does not.
+            prompt, messages, shown = scrub_shown(prompt, messages, shown, gone, DELETED_LINE)
         self.store.history.add(
             instance=self.instance,
             channel=recall.channel,
@@ -231,7 +243,24 @@ class ThreadMemory:
             opening=recall.opening,
             notes_known=sorted(known),
             chars=chars or len(prompt) + sum(len(p) for p in posts),
+            shown=spans_json(shown),
         )
+
+    def _deleted_since(self, recall: Recall, turn: Turn) -> set[str]:
+        """The messages the turn showed that were deleted since it was built (their rows
+        tombstones; an edit's row gone with its message). One read, and only when the
+        conversation had an edit or deletion since."""
+        messages = self.store.messages
+        if messages.changes(self.instance, recall.channel) == recall.changes:
+            return set()
+        lines = [line for line in turn.transcript if line.ts]
+        statuses = messages.statuses(self.instance, recall.channel, [line.ts for line in lines])
+        return {
+            line.ts
+            for line in lines
+            if statuses.get(line.ts) == "deleted"
+            or (line.ts not in statuses and line.sender_name.startswith(EDITED_TAG))
+        }
 
 
 @dataclass(frozen=True)
@@ -302,6 +331,23 @@ def _here_as_known(mates: Sequence[Mate], known: Sequence[Mate]) -> tuple[Mate, 
     """Who is here as the thread last knew it (the conversation's members could not be read)."""
     here = {m.name for m in known if m.here}
     return tuple(dataclasses.replace(m, here=m.name in here) for m in mates)
+
+
+def shown_spans(prompt: str, transcript: Sequence[Line]) -> list[Span]:
+    """Where each message line of ``transcript`` sits in ``prompt`` (``render_prompt``
+    writes them in order): what ``agent_history.shown`` keeps."""
+    found: list[Span] = []
+    at = 0
+    for line in transcript:
+        if not line.ts:
+            continue
+        rendered = render_line(line)
+        start = prompt.find(rendered, at)
+        if start < 0:
+            continue
+        at = start + len(rendered)
+        found.append((line.ts, start, at, len(line.sender_name) + 2))
+    return found
 
 
 def _past(row: HistoryRow) -> PastTurn:

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from nanoslack import mrkdwn
 from nanoslack.agents import Line, SeenFile, Teammate, Turn, TurnOrigin
+from nanoslack.agents.prompt import DELETED_LINE, EDITED_TAG
 from nanoslack.agents.teammates import Mate, Roster, TeammateSource
 from nanoslack.config.memory import DEFAULT_HISTORY_CHARS
 from nanoslack.inbound import FLEET_SENDER, FileRef, Identity, ThreadKey, bot_sender_id
@@ -36,10 +37,6 @@ from nanoslack.turns.history import Recall, ThreadMemory
 MAX_MESSAGES = 100
 MAX_CHARS = 24_000
 CUT_NOTE = " … [cut]"
-# Edits and deletes (docs/agents.md): how a turn is shown an edit made after an earlier
-# turn saw the message, and a message deleted since.
-EDITED_TAG = "[edited]"
-DELETED_LINE = "[a message was deleted]"
 
 
 # Lines a room adds to a turn's prompt (the room features' notes, the open votes), given the turn's

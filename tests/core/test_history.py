@@ -3,10 +3,13 @@ turn kept, a cut that moves seldom, notes changed elsewhere, a corrupt row skipp
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from structlog.testing import capture_logs
 
-from nanoslack.agents import Turn, render_thread
-from nanoslack.agents.prompt import opening
+from nanoslack.agents import Line, Turn, render_prompt, render_thread
+from nanoslack.agents.prompt import DELETED_LINE, opening
 from nanoslack.agents.teammates import Mate
 from nanoslack.store import Store
 from nanoslack.turns.history import Recall, ThreadMemory, window
@@ -188,3 +191,32 @@ def test_a_thread_opened_before_teammates_were_listed_hears_of_them_as_a_change(
     )
     assert recall.memory == ()  # the opening as it was stored
     assert recall.notes_changed == ("[Teammates changed] + eli — reviewer",)
+
+
+def test_a_deleted_messages_lines_leave_the_kept_prompt_and_model_messages_and_the_others_stay(
+    store: Store,
+) -> None:
+    memory = _memory(store)
+    recall = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False)
+    lines = (
+        Line("1.1", "slack:U1", "alice", "the password is\nhunter2"),
+        Line("1.2", "slack:U2", "bob", "noted"),
+        Line("1.3", "slack:U1", "[edited] alice", "it is hunter3"),
+        Line("1.4", "slack:U2", "bob", "ok, hunter2 it is"),
+    )
+    turn = dataclasses.replace(_turn(recall, ""), transcript=lines)
+    prompt = render_prompt(turn)
+    model = json.dumps([{"parts": [{"content": prompt, "part_kind": "user-prompt"}]}])
+    memory.record(recall, turn_id=1, turn=turn, posts=["sure"], messages=model)
+
+    assert store.history.scrub("dana", "C1", "1.0", ["1.1", "1.3"], DELETED_LINE) == 1
+
+    row = memory.recall("C1", "1.0", persona=PERSONA, owner_dm=False).history[0]
+    kept = (
+        "alice: [a message was deleted]\nbob: noted\n[edited] alice: [a message was deleted]\n"
+        "bob: ok, hunter2 it is\n"
+    )
+    assert kept in row.prompt and "hunter3" not in row.prompt
+    assert json.loads(row.messages)[0]["parts"][0]["content"] == row.prompt
+    # Done again (a redelivered deletion), nothing changes.
+    assert store.history.scrub("dana", "C1", "1.0", ["1.1", "1.3"], DELETED_LINE) == 0

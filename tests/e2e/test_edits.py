@@ -297,3 +297,78 @@ async def test_an_edit_as_the_turn_is_built_is_what_the_turn_shows(
             await _turns_done(room, 1)
         prompt = _prompts(llm)[0]
     assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
+
+
+def _kept(room: Room, words: str) -> list[tuple[object, ...]]:
+    """The stored rows, in any table that holds words, that still hold ``words``."""
+    like = f"%{words}%"
+    return [
+        *room.sql(
+            "SELECT 'agent_history', id FROM agent_history WHERE prompt LIKE ? OR messages LIKE ?", like, like
+        ),
+        *room.sql("SELECT 'messages', ts FROM messages WHERE text LIKE ?", like),
+        *room.sql("SELECT 'inbox', ts FROM inbox WHERE payload LIKE ?", like),
+    ]
+
+
+async def test_a_message_deleted_after_its_answer_is_shown_as_deleted_and_its_words_reach_no_later_request(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 4)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        root = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} hello")
+        await _turns_done(room, 1)
+        secret = await room.emu.post_as_user(
+            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
+        )
+        await _turns_done(room, 2)
+        # Edited after its answer: the thread's next turn is shown the edit.
+        await room.emu.edit_as_user(room.human.id, room.channel, secret, f"{dana} the password is hunter3")
+        await room.emu.wait_for(
+            lambda: room.sql("SELECT count(*) FROM messages WHERE edit_of = ?", secret) == [(1,)], timeout=20
+        )
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} got it?", thread_ts=root)
+        await _turns_done(room, 3)
+        assert "[edited] alice: @dana the password is hunter3" in _prompts(llm)[2]
+        assert [t for t, _ in _kept(room, "hunter") if t == "agent_history"] != []
+        await room.emu.delete_as_user(room.human.id, room.channel, secret)
+        await room.emu.wait_for(lambda: _kept(room, "hunter") == [], timeout=20)
+        before = len(llm.openai.requests)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I say?", thread_ts=root)
+        await _turns_done(room, 4)
+        later = "\n".join(r.body.decode() for r in llm.openai.requests[before:])
+        replayed = llm.openai.requests[before].json["messages"]
+    assert "hunter" not in later
+    # Its line, and its edit's line, in the turns that were shown them say it was deleted.
+    shown = "\n".join(str(m.get("content")) for m in replayed if m["role"] == "user")
+    assert len(re.findall(r"^alice: \[a message was deleted\]$", shown, re.M)) == 1, shown
+    assert len(re.findall(r"^\[edited\] alice: \[a message was deleted\]$", shown, re.M)) == 1, shown
+
+
+async def test_a_message_deleted_while_its_turn_runs_leaves_the_history_that_turn_keeps(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    hold = asyncio.Event()
+    async with LLMServer() as llm:
+        _answers(llm, 2, hold)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
+        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+        secret = await room.emu.post_as_user(
+            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
+        )
+        # The model is answering it (held): its turn runs, and keeps what it read.
+        await room.emu.wait_for(lambda: len(llm.openai.requests) == 1, timeout=20)
+        await room.emu.delete_as_user(room.human.id, room.channel, secret)
+        await room.emu.wait_for(lambda: _row(room, secret) == [("", "deleted")], timeout=20)
+        hold.set()
+        await _turns_done(room, 1)
+        assert "hunter2" in llm.openai.requests[0].body.decode()
+        assert _kept(room, "hunter") == []
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I say?", thread_ts=root)
+        await _turns_done(room, 2)
+        later = "\n".join(r.body.decode() for r in llm.openai.requests[2:])
+    assert "hunter" not in later and "alice: [a message was deleted]" in later
