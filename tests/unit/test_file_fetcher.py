@@ -27,6 +27,7 @@ class Host:
     headers: list[dict[str, str]] = field(default_factory=list)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     three_held: asyncio.Event = field(default_factory=asyncio.Event)
+    one_held: asyncio.Event = field(default_factory=asyncio.Event)
     active: int = 0
     most_active: int = 0
 
@@ -48,6 +49,7 @@ async def host() -> AsyncIterator[Host]:
     async def held(request: web.Request) -> web.Response:
         found.active += 1
         found.most_active = max(found.most_active, found.active)
+        found.one_held.set()
         if found.active >= 3:
             found.three_held.set()
         await found.gate.wait()
@@ -150,3 +152,20 @@ async def test_a_data_folder_that_cannot_take_the_file_is_a_reason_not_a_failed_
     got = await fetcher.fetch(_ref(6, f"{host.url}/chunked/300"), TOKEN, instance="dana")
     await fetcher.close()
     assert got.path is None and got.failure.startswith("it could not be saved here")
+
+
+async def test_a_file_discarded_while_it_downloads_is_removed_once_it_lands(
+    host: Host, tmp_path: Path
+) -> None:
+    fetcher = _fetcher(host, tmp_path)
+    ref = _ref(7, f"{host.url}/held/10")
+    fetching = asyncio.ensure_future(fetcher.fetch(ref, TOKEN, instance="dana"))
+    async with asyncio.timeout(10):
+        await host.one_held.wait()  # the download reached the server, and waits there
+    # Its message was deleted as its turn was built: nothing on disk to remove yet.
+    assert fetcher.discard([ref.id], instance="dana") == 0
+    host.gate.set()
+    got = await fetching
+    await fetcher.close()
+    assert got.path is not None and not got.path.exists()
+    assert list((tmp_path / "files").iterdir()) == []
