@@ -152,6 +152,7 @@ class InstanceCore:
         tool_approvals: OwnerToolApprover,
         clocks: Mapping[str, Clock],
         tally: Tally,
+        wake_teammate: Callable[[str], None] | None = None,
     ) -> None:
         self.identity = identity
         self.name = identity.instance
@@ -170,6 +171,9 @@ class InstanceCore:
         self.clicks = clicks
         self._clocks = dict(clocks)
         self._tally = tally
+        # Wakes a teammate's turns (this process's), for a handoff the edge delivered: a
+        # routine's, when the poster sent the run's post (docs/routines.md).
+        self.wake_teammate: Callable[[str], None] = wake_teammate or (lambda _name: None)
         self._tasks: list[asyncio.Task[None]] = []
 
     def wake(self) -> None:
@@ -315,6 +319,7 @@ def build_instance(identity: Identity, agent: Agent, services: Services, edge: E
         tool_approvals=tool_approvals,
         clocks={what: clock for feature in features for what, clock in feature.clocks().items()},
         tally=tally,
+        wake_teammate=services.wake,
     )
 
 

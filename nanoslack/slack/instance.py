@@ -123,6 +123,7 @@ class SlackInstance:
             pacer=ChannelPacer(rate=options.post_rate),
             tally=tally,
             streams=intro.streams,
+            on_delivered=core.wake_teammate,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -102,8 +102,12 @@ class Poster:
         tally: Tally | None = None,
         streams: ReplyStreams | None = None,
         backoff: Callable[[], Backoff] = Backoff,
+        on_delivered: Callable[[str], None] | None = None,
     ) -> None:
         self.instance = instance
+        # Wakes a teammate a routine handed off to, once the run's post is sent (its
+        # handoff delivered into that post's thread; docs/routines.md).
+        self._on_delivered = on_delivered or (lambda _name: None)
         # While Slack fails (its own failures), no row is sent before ``_resume_at``.
         self._new_backoff = backoff
         self._backoff: Backoff | None = None
@@ -263,11 +267,19 @@ class Poster:
 
     def _sent(self, row: OutboxRow, channel: str, ts: str) -> None:
         """Recorded as sent; a turn's top-level post in a room (a routine's) engages the
-        instance in the thread it starts, so replies to it are answered (docs/routines.md)."""
+        instance in the thread it starts, so replies to it are answered, and delivers the
+        handoffs its run made into that thread (docs/routines.md), in the same transaction:
+        exactly once, a post recovered after a crash included."""
+        delivered: list[str] = []
         with self._store.transaction():
             self._store.outbox.mark_sent(row.id, channel, ts)
             if row.purpose == "reply" and row.kind == "post" and not row.thread_ts and not row.dm_user:
                 self._store.groups.engage_own_post(channel, self.instance, ts)
+                store = self._store
+                delivered = store.handoffs.deliver_waiting(row.dedupe_key, ts, store.messages)
+        for to in dict.fromkeys(delivered):
+            log.info("handoff delivered", instance=self.instance, to=to, thread_ts=ts)
+            self._on_delivered(to)
 
     def _updated_ts(self, row: OutboxRow) -> str | None:
         """The ts of the post an update was written for before Slack had answered it
@@ -301,7 +313,7 @@ class Poster:
             self._tally.post("resent")
             log.info("post recovered: not found, resending", instance=self.instance, key=row.dedupe_key)
         else:
-            self._store.outbox.mark_sent(row.id, row.posted_channel, found)
+            self._sent(row, row.posted_channel, found)
             self._tally.post("recovered")
             log.info("post recovered: already posted", instance=self.instance, key=row.dedupe_key, ts=found)
 
@@ -315,7 +327,7 @@ class Poster:
         if not ts:
             return False
         await self._streams.finish(row, ts, _metadata(row))
-        self._store.outbox.mark_sent(row.id, str(row.posted_channel), ts)
+        self._sent(row, str(row.posted_channel), ts)
         self._tally.post("recovered")
         log.info("post recovered: stream finished", instance=self.instance, key=row.dedupe_key, ts=ts)
         return True

@@ -6,12 +6,19 @@ import time
 
 from sqlalchemy import text
 
+from nanoslack.inbound import InboxKey
 from nanoslack.store.database import Database
+from nanoslack.store.messages import Messages
 from nanoslack.store.rows import Row
 from nanoslack.store.tables import HandoffRow as HandoffRow
 
 _HANDOFF = Row(HandoffRow)
 _ADD = text(_HANDOFF.insert(skip=("id",), values={"created_at": ":now"}))
+_WAITING = text(f"SELECT {_HANDOFF.sql} FROM handoffs WHERE waits_on = :key ORDER BY id")
+_DELIVERED = text(
+    "UPDATE handoffs SET ts = :ts, thread_key = :thread_key, waits_on = NULL"
+    " WHERE id = :id AND waits_on IS NOT NULL"
+)
 _RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
 # The trace a recipient's turn continues: the handoff that wrote its waking message.
 _TRACE_OF = text(
@@ -36,7 +43,10 @@ class Handoffs:
         turn_id: int,
         ts: str,
         traceparent: str | None = None,
+        waits_on: str | None = None,
     ) -> None:
+        """``waits_on``: a routine's handoff, the outbox key of the post whose thread its
+        answer goes to (``deliver_waiting``)."""
         params = {
             "from_instance": from_instance,
             "to_instance": to_instance,
@@ -47,10 +57,27 @@ class Handoffs:
             "turn_id": turn_id,
             "ts": ts,
             "traceparent": traceparent,
+            "waits_on": waits_on,
             "now": time.time(),
         }
         with self._db.transaction() as conn:
             conn.execute(_ADD, params)
+
+    def deliver_waiting(self, post_key: str, thread_ts: str, messages: Messages) -> list[str]:
+        """The handoffs waiting for the post ``post_key`` (a routine's run, docs/routines.md),
+        delivered into its thread now that it has its ts: each recipient's message made
+        pending there; the recipients. In the transaction that records the post sent, so
+        a crash leaves both or neither, and a post recorded twice delivers nothing twice."""
+        delivered: list[str] = []
+        with self._db.transaction() as conn:
+            for row in _HANDOFF.all(conn.execute(_WAITING, {"key": post_key}).all()):
+                key = InboxKey(row.to_instance, row.channel, row.ts)
+                ts = messages.deliver(key, thread_ts)
+                if ts is not None:
+                    delivered.append(row.to_instance)
+                params = {"id": row.id, "ts": ts or row.ts, "thread_key": thread_ts}
+                conn.execute(_DELIVERED, params)
+        return delivered
 
     def recent(self, limit: int = 50) -> list[HandoffRow]:
         with self._db.transaction() as conn:

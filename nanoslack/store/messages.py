@@ -83,6 +83,15 @@ _CONSUME_EVERYONES = text(
 _ADD_HANDOFF = text(
     _MESSAGE.insert(values={**_FLEET_WRITTEN, "handoff_depth": ":depth"}) + " ON CONFLICT DO NOTHING"
 )
+# A routine's handoff before the run's post has its ts (docs/routines.md): no turn reads it.
+_ADD_WAITING = text(
+    _MESSAGE.insert(values={**_FLEET_WRITTEN, "status": "'waiting'", "handoff_depth": ":depth"})
+    + " ON CONFLICT DO NOTHING"
+)
+_DROP_WAITING = text(
+    "DELETE FROM messages WHERE instance = :instance AND channel = :channel AND ts = :ts"
+    " AND status = 'waiting'"
+)
 # A message in Slack that an instance must answer though nothing mentioned it (a vote put
 # to the room wakes its bots): pending, whether or not the instance stored it yet.
 _WAKE = text(
@@ -270,20 +279,48 @@ class Messages:
             return int(conn.execute(_CONSUME_EVERYONES, {"channel": channel, "ts": ts}).rowcount)
 
     def add_internal(
-        self, *, instance: str, channel: str, thread_key: str, sender_id: str, text: str, depth: int
+        self,
+        *,
+        instance: str,
+        channel: str,
+        thread_key: str,
+        sender_id: str,
+        text: str,
+        depth: int,
+        waiting: bool = False,
     ) -> str:
         """A message the fleet itself gives ``instance`` (a handoff from a sibling, ``depth``
         > 0; a round's closing brief for the chief), pending for its turn; its ts (minted
-        here, after every ts Slack gave so far: a turn answers in ts order)."""
+        here, after every ts Slack gave so far: a turn answers in ts order). ``waiting``: a
+        routine's handoff, kept from every turn until ``deliver`` gives it its thread."""
         now = time.time()
+        stmt = _ADD_WAITING if waiting else _ADD_HANDOFF
         self.flush()
         with self._db.transaction() as conn:
             for bump in range(1000):  # two handoffs in the same microsecond: the next one
                 ts = f"{now + bump * 1e-6:.6f}"
                 params = _fleet_params(instance, channel, ts, thread_key, sender_id, text, now)
-                if conn.execute(_ADD_HANDOFF, {**params, "depth": depth}).rowcount == 1:
+                if conn.execute(stmt, {**params, "depth": depth}).rowcount == 1:
                     return ts
         raise RuntimeError("no free ts for a message of the fleet")
+
+    def deliver(self, key: InboxKey, thread_key: str) -> str | None:
+        """A ``waiting`` message made pending in ``thread_key``, at a ts minted now (after the
+        post that started that thread: a turn shows its thread up to the message it answers);
+        its new ts, or None when it is not waiting (delivered already, or pruned)."""
+        with self._db.transaction() as conn:
+            row = _MESSAGE.first(conn.execute(_GET, key._asdict()).first())
+            if row is None or row.status != "waiting":
+                return None
+            conn.execute(_DROP_WAITING, key._asdict())
+            return self.add_internal(
+                instance=row.instance,
+                channel=row.channel,
+                thread_key=thread_key,
+                sender_id=row.sender_id,
+                text=row.text,
+                depth=row.handoff_depth,
+            )
 
     def wake(
         self, *, instance: str, channel: str, ts: str, thread_key: str, sender_id: str, text: str

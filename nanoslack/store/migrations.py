@@ -15,7 +15,7 @@ from nanoslack.store import tables
 from nanoslack.store.engine import PG_LOCK_MIGRATE, PG_LOCK_SPACE, parse_url
 from nanoslack.store.errors import StoreError
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 # Tables whose rows the router and the gate cache; writes to them bump cache_version
 # on PostgreSQL. engaged_threads only matters when a row disappears.
@@ -223,6 +223,14 @@ def _v19_history_shown(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE agent_history ADD COLUMN shown VARCHAR")
 
 
+def _v20_handoff_waits(conn: Connection) -> None:
+    """Version 20: a routine's handoff waits for the run's post (``handoffs.waits_on``)."""
+    _create_tables(conn)
+    have = {c["name"] for c in inspect(conn).get_columns("handoffs")}
+    if "waits_on" not in have:  # a fresh database has it from create_all
+        conn.exec_driver_sql("ALTER TABLE handoffs ADD COLUMN waits_on VARCHAR")
+
+
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
 # release: the tables as declared in ``tables``. Version 2 adds tables (``turns``,
 # ``agent_usage``, ``cache_version``, ``instance_leases``: ``create_all`` creates the
@@ -235,6 +243,7 @@ def _v19_history_shown(conn: Connection) -> None:
 # Version 15: ``_v15_routine_source``.
 # Version 16: ``outbox_files`` (``_create_tables``). Version 17: ``feedback`` (``_create_tables``).
 # Version 18: ``_v18_message_edits``. Version 19: ``_v19_history_shown``.
+# Version 20: ``_v20_handoff_waits``.
 _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v2_cache_version,
@@ -255,6 +264,7 @@ _MIGRATIONS: list[Callable[[Connection], None]] = [
     _create_tables,
     _v18_message_edits,
     _v19_history_shown,
+    _v20_handoff_waits,
 ]
 
 
@@ -325,6 +335,8 @@ _INDEXES = (
     " ON outbox (instance, posted_channel, (coalesce(thread_ts, '')), posted_ts)",
     "CREATE INDEX IF NOT EXISTS outbox_unsent"
     " ON outbox (instance, status, channel, (coalesce(thread_ts, '')))",
+    # The handoffs waiting for a routine's post, looked up as the poster records it sent.
+    "CREATE INDEX IF NOT EXISTS handoffs_waiting ON handoffs (waits_on) WHERE waits_on IS NOT NULL",
 )
 
 

@@ -165,7 +165,8 @@ class MessageRow:
     ``status``: ``context`` (not engaged: room context for later turns), ``pending``
     (engaged and allowed: waiting for a turn), ``held`` (waiting for an approval),
     ``refused`` (the gate said no), ``done`` (a turn consumed it), ``deleted`` (its author
-    deleted it: ``text`` is empty, the row keeps its place in the thread; docs/agents.md).
+    deleted it: ``text`` is empty, the row keeps its place in the thread; docs/agents.md),
+    ``waiting`` (a routine's handoff before the run's post has its ts: ``HandoffRow.waits_on``).
     """
 
     instance: str
@@ -535,6 +536,11 @@ class HandoffRow:
     # The sender's turn's trace as W3C ``traceparent`` when traces are on (schema version
     # 13): the recipient's turn continues it, in whichever process (docs/operations.md).
     traceparent: str | None
+    # A routine's handoff (schema version 19, docs/routines.md): the outbox key of the run's
+    # post, whose thread the answer goes to. Until that post is sent the recipient's message
+    # waits (status ``waiting``, ``ts`` and ``thread_key`` not final); the poster delivers it
+    # when it records the post sent, in that transaction, and clears this. NULL otherwise.
+    waits_on: str | None
 
 
 @table("a2a_rooms", key=("platform_id",))

@@ -148,7 +148,8 @@ class HostContext:
     # posts nothing in Slack, so it neither hands off nor messages the owners.
     asked_by: str = ""
     # A turn no message woke (a routine's): its posts are joined into one new thread, where
-    # ``send_file`` has no thread to go to (nor a handoff's answer).
+    # ``send_file`` has no thread to go to; a handoff's answer goes to that thread
+    # (``turns.record``: the handoff waits for the post).
     sourced: bool = False
     # The files the turn saw (``Turn.files``): those a handoff may pass on.
     files_seen: tuple[SeenFile, ...] = ()
@@ -288,6 +289,8 @@ class HostTools:
         passed = tuple(next(f for f in self._ctx.files_seen if f.name == name) for name in names)
         self.effects.handoffs.append(Handoff(to, message.strip(), tracing.traceparent(), passed))
         with_files = f" with {', '.join(names)}" if names else ""
+        if self._ctx.sourced:  # the run's post is not in Slack yet: the answer goes under it
+            return ToolResult(f"handed to {to}{with_files}: they answer in the thread of this run's post")
         return ToolResult(f"handed to {to}{with_files}: they answer in this thread (or hand back to you)")
 
     def _files_refusal(self, names: Sequence[str]) -> str | None:
@@ -308,11 +311,6 @@ class HostTools:
             return (
                 f"not sent: you are answering {self._ctx.asked_by}'s question, which posts nothing; "
                 "answer them with send_message (ask_agent to consult a teammate)"
-            )
-        if self._ctx.sourced:
-            return (
-                "not sent: a routine's turn has no thread for a handoff's answer yet; to reach a "
-                "teammate from it, use ask_agent (the answer comes back to this turn)"
             )
         if self._ctx.is_dm:
             return (

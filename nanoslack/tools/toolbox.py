@@ -317,7 +317,8 @@ class Toolboxes:
                 instance=self.instance,
                 skills_dir=self.skills_dir,
                 owners=services.owners,
-                is_dm=not turn.thread_ts,
+                # A routine's turn in a room has no thread yet, and is no DM for it.
+                is_dm=not turn.thread_ts and not (turn.origin is not None and turn.channel),
                 handoff_depth=max((m.handoff_depth for m in msgs), default=0),
                 may_hand_off=settings.may_hand_off,
                 react_to=react_target(msgs),

@@ -41,6 +41,9 @@ BUDGET_TEXT = "I've used up today's token budget, so I'll stay quiet until tomor
 BUDGET_USD_TEXT = "I've used up today's dollar budget, so I'll stay quiet until tomorrow."
 STOPPED_TEXT = "Stopped."
 HANDOFF_TEXT = "[agent] A message just arrived from {sender} (in {room}): {message}"
+# A routine's run that handed off but wrote nothing: its post, whose thread the answer goes to
+# (docs/routines.md). The names are plain words: a mention would wake the teammate twice.
+HANDED_TEXT = "Handed to {names}; the answer follows in this thread."
 
 # How a turn no message woke ended, inside its transaction: (status, reason, tokens).
 SourcedEnded = Callable[[str, str, int], None]
@@ -128,13 +131,17 @@ class TurnRecorder:
         for i, text in enumerate(texts):
             self._store.outbox.enqueue(
                 instance=self.instance,
-                dedupe_key=f"turn:{self.instance}:{turn_id}:{i}",
+                dedupe_key=self._post_key(turn_id, i),
                 purpose="reply",
                 turn_id=turn_id,
                 channel=turn.channel,
                 thread_ts=turn.thread_ts or None,
                 text=text,
             )
+
+    def _post_key(self, turn_id: int, i: int) -> str:
+        """The outbox key of the turn's ``i``-th post."""
+        return f"turn:{self.instance}:{turn_id}:{i}"
 
     def _files(self, turn_id: int, turn: Turn, files: Sequence[FileOut]) -> None:
         """``send_file``: each file an outbox row (``kind = file``) that the poster uploads into
@@ -156,13 +163,21 @@ class TurnRecorder:
             )
 
     def _side_effects(
-        self, turn_id: int, turn: Turn, msgs: Sequence[MessageRow], effects: TurnEffects
+        self,
+        turn_id: int,
+        turn: Turn,
+        msgs: Sequence[MessageRow],
+        effects: TurnEffects,
+        *,
+        waits_on: str | None = None,
     ) -> None:
         """Inside the turn's transaction: its handoffs, its DMs to the owners, and what the
-        room features' tools meant to do (``TurnEffects.acts``: reports, votes, ballots)."""
+        room features' tools meant to do (``TurnEffects.acts``: reports, votes, ballots).
+        ``waits_on``: the outbox key of the post whose thread the handoffs' answers go to
+        (a routine's run): they wait for it."""
         depth = 1 + max((m.handoff_depth for m in msgs), default=0)
         for handoff in effects.handoffs:
-            self._hand_off(turn_id, turn, handoff, depth, msgs)
+            self._hand_off(turn_id, turn, handoff, depth, msgs, waits_on)
         for text in effects.owner_messages:
             text = text if self._allow_broadcast else quiet_broadcasts(text)
             for owner in self._owners:
@@ -195,13 +210,21 @@ class TurnRecorder:
         )
 
     def _hand_off(
-        self, turn_id: int, turn: Turn, handoff: Handoff, depth: int, msgs: Sequence[MessageRow]
+        self,
+        turn_id: int,
+        turn: Turn,
+        handoff: Handoff,
+        depth: int,
+        msgs: Sequence[MessageRow],
+        waits_on: str | None = None,
     ) -> None:
         """The recipient's pending message, in this conversation and thread: its scheduler
         (in whichever process holds it) runs a turn for it like for any message. The files it
         passes on go with it by reference (``message_files``, the ``[file: name]`` lines in
         its text), so the recipient's turn, in any process, fetches and shows them as it would
-        a person's message's."""
+        a person's message's. ``waits_on``: a routine's handoff, whose thread is the run's
+        post's: the message waits until the poster has that post's ts
+        (``Handoffs.deliver_waiting``)."""
         text = HANDOFF_TEXT.format(sender=self.instance, room=turn.room, message=handoff.text)
         text = "\n".join([text, *(file_label(f.name) for f in handoff.files)])
         # The recipient's transcript names the sender by its users row, which a bot that
@@ -215,6 +238,7 @@ class TurnRecorder:
             sender_id=self._sender_id,
             text=text,
             depth=depth,
+            waiting=waits_on is not None,
         )
         self._store.message_files.add_refs(
             instance=handoff.to, channel=turn.channel, ts=ts, refs=self._refs(turn, msgs, handoff.files)
@@ -229,6 +253,7 @@ class TurnRecorder:
             turn_id=turn_id,
             ts=ts,
             traceparent=handoff.traceparent,
+            waits_on=waits_on,
         )
         log.info(
             "handoff recorded",
@@ -237,6 +262,7 @@ class TurnRecorder:
             to=handoff.to,
             depth=depth,
             files=len(handoff.files),
+            waits_on=waits_on,
         )
 
     def _refs(self, turn: Turn, msgs: Sequence[MessageRow], files: Sequence[SeenFile]) -> list[FileRef]:
@@ -271,8 +297,12 @@ class TurnRecorder:
         """A turn no message woke (``nanoslack.features.SourcedTurn``, docs/architecture.md):
         its posts joined into one, which starts a thread of its own in the room (or goes to
         each owner's DM); its source is told how it ended in the same transaction.
-        ``stopped``: why it ended early (a spent budget)."""
+        ``stopped``: why it ended early (a spent budget). Its handoffs' answers go to the
+        thread of that post (docs/routines.md): a run that handed off and wrote nothing
+        posts ``HANDED_TEXT``."""
         posts = self._without_acknowledgements(turn_id, [*effects.posts, *posts])
+        if not posts and effects.handoffs and not to_owners:
+            posts = [HANDED_TEXT.format(names=", ".join(dict.fromkeys(h.to for h in effects.handoffs)))]
         joined = ["\n\n".join(posts)] if posts else []
         texts = prepare_posts(joined, self._siblings(), allow_broadcast=self._allow_broadcast)
         with self._store.transaction():
@@ -289,14 +319,16 @@ class TurnRecorder:
                 for owner in self._owners if to_owners else ("",):
                     self._store.outbox.enqueue(
                         instance=self.instance,
-                        dedupe_key=f"turn:{self.instance}:{turn_id}:{i}" + (f":{owner}" if owner else ""),
+                        dedupe_key=self._post_key(turn_id, i) + (f":{owner}" if owner else ""),
                         purpose="reply",
                         turn_id=turn_id,
                         channel=None if owner else turn.channel,
                         dm_user=owner or None,
                         text=text,
                     )
-            self._side_effects(turn_id, turn, (), effects)
+            # Its first post starts the thread the handoffs' answers go to.
+            root = self._post_key(turn_id, 0) if texts and not to_owners else None
+            self._side_effects(turn_id, turn, (), effects, waits_on=root)
             self._remember(recall, turn_id, turn, texts, effects, reply)
             ended(status, stopped, effects.tokens)
         self._ended(status, effects.tokens, effects.cached_tokens, effects.cost_usd)
@@ -307,7 +339,6 @@ class TurnRecorder:
             origin=turn.origin.conversation if turn.origin else "",
             posts=len(texts),
         )
-        self._woke(effects.handoffs)
 
     def sourced_failure(self, turn_id: int, error: str, *, ended: SourcedEnded, tokens: int) -> None:
         with self._store.transaction():

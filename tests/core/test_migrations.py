@@ -150,6 +150,7 @@ def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace
         store.handoffs.add(**hand, text="build it", depth=1, turn_id=7, ts="2.0")
     conn = sqlite3.connect(old)
     conn.executescript(
+        "DROP INDEX handoffs_waiting; ALTER TABLE handoffs DROP COLUMN waits_on;"  # version 19's
         "ALTER TABLE handoffs DROP COLUMN traceparent;"
         "UPDATE schema_meta SET value = '12' WHERE key = 'version';"
     )
@@ -159,6 +160,48 @@ def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace
         store.handoffs.add(**hand, text="test it", depth=1, turn_id=8, ts="3.0", traceparent=parent)
         assert store.handoffs.traceparent("eli", "C0ROOM", "2.0") is None
         assert store.handoffs.traceparent("eli", "C0ROOM", "3.0") == parent
+    assert _columns(fresh, "handoffs") == _columns(old, "handoffs")
+
+
+def test_a_version_18_database_keeps_its_handoffs_and_a_routines_handoff_waits_for_its_post(
+    tmp_path: Path,
+) -> None:
+    """Version 19 adds ``handoffs.waits_on``: an older handoff stays (delivered, waiting on
+    nothing), a routine's new one waits for the run's post and is delivered into its thread
+    when the post is sent, and the table has a fresh one's columns."""
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    with Store.open(sqlite_url(str(fresh))):
+        pass
+    hand = {"from_instance": "dana", "to_instance": "eli", "channel": "C0ROOM", "depth": 1}
+    with Store.open(sqlite_url(str(old))) as store:
+        store.handoffs.add(**hand, thread_key="1.0", text="build it", turn_id=7, ts="2.0")
+    conn = sqlite3.connect(old)
+    conn.executescript(
+        "DROP INDEX handoffs_waiting; ALTER TABLE handoffs DROP COLUMN waits_on;"
+        "UPDATE schema_meta SET value = '18' WHERE key = 'version';"
+    )
+    conn.close()
+    with Store.open(sqlite_url(str(old))) as store:
+        waiting = store.messages.add_internal(
+            instance="eli",
+            channel="C0ROOM",
+            thread_key="",
+            sender_id="slack:bot:B1",
+            text="cue",
+            depth=1,
+            waiting=True,
+        )
+        store.handoffs.add(
+            **hand, thread_key="", text="test it", turn_id=8, ts=waiting, waits_on="turn:dana:8:0"
+        )
+        assert store.messages.pending_threads("eli") == []
+        assert store.handoffs.deliver_waiting("turn:dana:8:0", "5.0", store.messages) == ["eli"]
+        assert store.handoffs.deliver_waiting("turn:dana:8:0", "5.0", store.messages) == []
+        assert store.messages.pending_threads("eli") == [("C0ROOM", "5.0")]
+        rows = sorted(store.handoffs.recent(), key=lambda r: r.id)
+        assert [(r.thread_key, r.waits_on) for r in rows] == [("1.0", None), ("5.0", None)]
+        (pending,) = store.messages.pending_in_thread("eli", "C0ROOM", "5.0")
+        assert (pending.ts, pending.text) == (rows[1].ts, "cue") and float(pending.ts) > float(waiting)
     assert _columns(fresh, "handoffs") == _columns(old, "handoffs")
 
 

@@ -316,10 +316,7 @@ async def test_a_routines_turn_asks_a_teammate_and_posts_the_combined_answer(
         llm.openai.default = by_instance(
             {
                 "dana": [
-                    openai_answer(
-                        ("send_to_agent", {"to": "eli", "message": "How is the build?"}),
-                        ask("eli", "How is the build?"),
-                    ),
+                    openai_answer(ask("eli", "How is the build?")),
                     openai_answer(send("Morning report: plan on track; eli says the build is green.")),
                 ],
                 "eli": [openai_answer(send("The build is green."))],
@@ -337,9 +334,6 @@ async def test_a_routines_turn_asks_a_teammate_and_posts_the_combined_answer(
     assert bot_posts(room, "eli") == []
     assert "[Asked by dana]" in prompts_of(llm, "eli")[0]
     assert [error for _, error in step_errors(room, "dana")] == [None]
-    # A handoff has no thread to be answered in yet: its refusal points to ask_agent.
-    ((handoff,),) = room.sql("SELECT error FROM turn_steps WHERE name = 'send_to_agent'")
-    assert handoff.startswith("not sent: a routine's turn has no thread") and "use ask_agent" in handoff
     ((status,),) = room.sql("SELECT status FROM routine_runs WHERE routine = 'morning'")
     assert status == "done"
 

@@ -5,12 +5,13 @@ the two-hop relay limit decide what may be handed on, and a refusal says why."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from nanoslack.testing.llm_server import LLMServer, Request, openai_answer, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
-from tests.e2e.test_asks import by_instance, teammates
+from tests.e2e.test_asks import by_instance, prompts_of, routine_cli, teammates
 from tests.e2e.test_files_in import png
 
 
@@ -231,3 +232,84 @@ async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_d
         "not sent: you were shown no file named 'secret.png'; the files you saw: shot.png",
     ]
     assert room.sql("SELECT count(*) FROM handoffs") == [(1,)]
+
+
+def _routine(room: Room, prompt: str) -> Path:
+    root = teammates(room)
+    (root / "dana" / "routines.toml").write_text(
+        f'[[routine]]\nname = "morning"\nevery = "1d"\nchannel = "{room.channel}"\nprompt = "{prompt}"\n'
+    )
+    return root
+
+
+def _top_level(room: Room, name: str) -> list[dict[str, Any]]:
+    bot_id = room.apps[name].bot_id
+    return [m for m in room.emu.conversation_messages(room.channel) if m.get("bot_id") == bot_id]
+
+
+async def _run_routine(room: Room, fleet_factory: FleetFactory, env: dict[str, str], done: Any) -> None:
+    await fleet_factory(["dana", "eli"], **env)
+    await room.emu.wait_for(
+        lambda: room.sql("SELECT count(*) FROM routines WHERE instance = 'dana'") == [(1,)]
+    )
+    assert "asked for now" in routine_cli("run", "dana", "morning", db=room.db)
+    await room.emu.wait_for(lambda: done() and _settled(room), timeout=20)
+
+
+async def test_a_routines_handoff_is_answered_once_in_the_thread_of_the_runs_post(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = _routine(room, "Report the release status and have eli add the build's.")
+    hand = ("send_to_agent", {"to": "eli", "message": "Add the build status under my report."})
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [openai_answer(send("Morning report: the plan is on track."), hand)],
+                "eli": [openai_answer(send("Build: green."))],
+            }
+        )
+        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli")
+        await _run_routine(room, fleet_factory, env, lambda: _top_level(room, "dana") and _eli_answered(room))
+
+    (post,) = _top_level(room, "dana")
+    assert post["text"] == "Morning report: the plan is on track."
+    assert [m["text"] for m in _thread(room, str(post["ts"]))] == ["Build: green."]
+    assert _top_level(room, "eli") == []
+    assert [error for name, error in _steps(room, "dana") if name == "send_to_agent"] == [None]
+    (handoff,) = room.sql("SELECT thread_key, waits_on, depth FROM handoffs")
+    assert handoff == (post["ts"], None, 1)
+    # eli was shown the run's post the handoff hangs under, then the handoff.
+    eli_prompt = prompts_of(llm, "eli")[0]
+    assert eli_prompt.index("Morning report: the plan is on track.") < eli_prompt.index(
+        "[agent] A message just arrived from dana"
+    )
+    ((status,),) = room.sql("SELECT status FROM routine_runs WHERE routine = 'morning'")
+    assert status == "done"
+
+
+async def test_a_routine_that_only_hands_off_posts_that_it_did_and_the_answer_follows_under_it(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = _routine(room, "Have eli report the build status.")
+    hand = ("send_to_agent", {"to": "eli", "message": "Report the build status, please."})
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {"dana": [openai_answer(hand)], "eli": [openai_answer(send("Build: green."))]}
+        )
+        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli")
+        await _run_routine(room, fleet_factory, env, lambda: _top_level(room, "dana") and _eli_answered(room))
+
+    (post,) = _top_level(room, "dana")
+    assert post["text"] == "Handed to eli; the answer follows in this thread."
+    assert [m["text"] for m in _thread(room, str(post["ts"]))] == ["Build: green."]
+    # Named in plain words: eli is woken once, by the handoff.
+    assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(1,)]
+
+
+def _eli_answered(room: Room) -> bool:
+    bot_id = room.apps["eli"].bot_id
+    return any(
+        m.get("bot_id") == bot_id
+        for top in room.emu.conversation_messages(room.channel)
+        for m in top["replies"]
+    )
