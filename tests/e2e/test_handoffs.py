@@ -5,10 +5,14 @@ the two-hop relay limit decide what may be handed on, and a refusal says why."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
-from nanoslack.testing.llm_server import LLMServer, Request, openai_answer, send
+from nanoslack.emulator import App, Emulator
+from nanoslack.fleetproc import FleetProcess
+from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
+from nanoslack.testing.llm_server import LLMServer, Request, backend_env, openai_answer, send
 from tests.e2e.conftest import FleetFactory, Room
 from tests.e2e.helpers import openai_env
 from tests.e2e.test_asks import by_instance, prompts_of, routine_cli, teammates
@@ -313,3 +317,81 @@ def _eli_answered(room: Room) -> bool:
         for top in room.emu.conversation_messages(room.channel)
         for m in top["replies"]
     )
+
+
+async def test_a_routines_handoff_is_answered_once_across_a_kill_before_the_runs_post_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """``nanoslack run`` SIGKILLed after Slack accepted the run's post, before the outbox
+    recorded it (the handoff still waiting): the restarted fleet finds the post, delivers the
+    handoff into its thread, and eli answers there once."""
+    async with Emulator(ack_timeout=1.0) as emu, LLMServer() as llm:
+        alice = emu.add_user("alice")
+        dana, eli = emu.add_app("dana"), emu.add_app("eli")
+        channel = emu.create_conversation([alice.id, dana.bot_user_id, eli.bot_user_id]).id
+        root = tmp_path / "teammates"
+        for name in ("dana", "eli"):
+            (root / name).mkdir(parents=True)
+            (root / name / "SOUL.md").write_text(f"You are {name}, a teammate.\n")
+        (root / "dana" / "routines.toml").write_text(
+            f'[[routine]]\nname = "morning"\nevery = "1d"\nchannel = "{channel}"\nprompt = "Report."\n'
+        )
+        hand = ("send_to_agent", {"to": "eli", "message": "Add the build status."})
+        llm.openai.default = by_instance(
+            {
+                "dana": [openai_answer(send("Morning report."), hand)],
+                "eli": [openai_answer(send("Build: green."))],
+            }
+        )
+        db = tmp_path / "data" / "nanoslack.db"
+        env_file = write_fleet_env(
+            tmp_path / ".env",
+            emu,
+            [dana, eli],
+            db,
+            SLACK_A2A_ROOMS=channel,
+            SLACK_OWNER=alice.id,
+            NANOSLACK_A2A_ALLOW="dana>eli",
+            NANOSLACK_TEAMMATES=str(root),
+            LOG_FORMAT="json",
+            **backend_env("openai", llm, "sk-test-0123456789"),
+        )
+
+        def posts(app: App) -> list[dict[str, Any]]:
+            return [
+                m
+                for top in emu.conversation_messages(channel)
+                for m in (top, *top["replies"])
+                if m.get("bot_id") == app.bot_id
+            ]
+
+        fleet = FleetProcess.start(env_file, failpoints="outbox.posted=kill@1")
+        try:
+            await fleet.wait_for_event("fleet started")
+            await emu.wait_for(lambda: scalar(db, "SELECT count(*) FROM routines") == 1, timeout=30)
+            assert "asked for now" in routine_cli("run", "dana", "morning", db=db)
+            assert await fleet.wait(30) == -signal.SIGKILL, "the failpoint did not fire"
+        finally:
+            await fleet.kill()
+        (post,) = posts(dana)
+        assert post["text"] == "Morning report." and posts(eli) == []
+        assert sql(db, "SELECT waits_on FROM handoffs") == [(f"turn:dana:{post_turn(db)}:0",)]
+
+        fleet = FleetProcess.start(env_file)
+        try:
+            await fleet.wait_for_event("handoff delivered", to="eli")
+            await emu.wait_for(lambda: posts(eli), timeout=30)
+            await emu.wait_for(
+                lambda: scalar(db, "SELECT count(*) FROM turns WHERE status = 'running'") == 0, timeout=10
+            )
+        finally:
+            assert await fleet.stop() == 0
+        assert fleet.events("post recovered: already posted")
+        assert [m["text"] for m in posts(dana)] == ["Morning report."]
+        (answer,) = posts(eli)
+        assert (answer["text"], answer["thread_ts"]) == ("Build: green.", post["ts"])
+        assert sql(db, "SELECT thread_key, waits_on FROM handoffs") == [(post["ts"], None)]
+
+
+def post_turn(db: Path) -> int:
+    return scalar(db, "SELECT id FROM turns WHERE instance = 'dana'")
