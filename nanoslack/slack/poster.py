@@ -219,8 +219,18 @@ class Poster:
             # Slack answered: nothing was posted, so trying again is safe.
             error = str(exc.response.get("error") or "unknown_error")
             final = self._gives_up(row, exc, error)
-            self._store.outbox.mark_failed(row.id, error, final=final)
+            with self._store.transaction():
+                self._store.outbox.mark_failed(row.id, error, final=final)
+                dropped = self._store.handoffs.abandon_waiting(row.dedupe_key) if final else []
             log.warning("post failed", instance=self.instance, key=row.dedupe_key, error=error, final=final)
+            for to in dropped:
+                log.warning(
+                    "handoff not delivered",
+                    instance=self.instance,
+                    to=to,
+                    key=row.dedupe_key,
+                    reason=f"the routine's post it waited for failed ({error})",
+                )
             self._tally.post("failed")
             return False
         except Exception as exc:

@@ -19,6 +19,8 @@ _DELIVERED = text(
     "UPDATE handoffs SET ts = :ts, thread_key = :thread_key, waits_on = NULL"
     " WHERE id = :id AND waits_on IS NOT NULL"
 )
+# The run's post will never be in Slack: its waiting handoffs have no thread to go to.
+_ABANDON = text("UPDATE handoffs SET waits_on = NULL WHERE id = :id AND waits_on IS NOT NULL")
 _RECENT = text(f"SELECT {_HANDOFF.sql} FROM handoffs ORDER BY id DESC LIMIT :limit")
 # The trace a recipient's turn continues: the handoff that wrote its waking message.
 _TRACE_OF = text(
@@ -78,6 +80,16 @@ class Handoffs:
                 params = {"id": row.id, "ts": ts or row.ts, "thread_key": thread_ts}
                 conn.execute(_DELIVERED, params)
         return delivered
+
+    def abandon_waiting(self, post_key: str) -> list[str]:
+        """The handoffs waiting for the post ``post_key``, which Slack refused for good: they
+        wait no more (their messages stay ``waiting``, never answered, until retention); the
+        recipients, for the log line that says why."""
+        with self._db.transaction() as conn:
+            rows = _HANDOFF.all(conn.execute(_WAITING, {"key": post_key}).all())
+            for row in rows:
+                conn.execute(_ABANDON, {"id": row.id})
+        return [row.to_instance for row in rows]
 
     def recent(self, limit: int = 50) -> list[HandoffRow]:
         with self._db.transaction() as conn:

@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from nanoslack.emulator import App, Emulator
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
@@ -308,6 +310,28 @@ async def test_a_routine_that_only_hands_off_posts_that_it_did_and_the_answer_fo
     assert [m["text"] for m in _thread(room, str(post["ts"]))] == ["Build: green."]
     # Named in plain words: eli is woken once, by the handoff.
     assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(1,)]
+
+
+async def test_a_routines_handoff_whose_post_slack_refuses_is_dropped_saying_why(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    root = _routine(room, "Report, and have eli add the build's status.")
+    hand = ("send_to_agent", {"to": "eli", "message": "Add the build status under my report."})
+    room.emu.fail_next("chat.postMessage", 1, error="is_archived", app_id=room.apps["dana"].app_id)
+    failed = "SELECT count(*) FROM outbox WHERE instance = 'dana' AND status = 'failed'"
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance({"dana": [openai_answer(send("Morning report."), hand)]})
+        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli")
+        with capture_logs() as logs:
+            await _run_routine(room, fleet_factory, env, lambda: room.sql(failed) == [(1,)])
+
+    assert room.sql("SELECT waits_on FROM handoffs") == [(None,)]
+    assert room.sql("SELECT status FROM messages WHERE instance = 'eli' AND handoff_depth = 1") == [
+        ("waiting",)
+    ]
+    assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
+    (dropped,) = [e for e in logs if e["event"] == "handoff not delivered"]
+    assert dropped["to"] == "eli" and "(is_archived)" in dropped["reason"]
 
 
 def _eli_answered(room: Room) -> bool:
