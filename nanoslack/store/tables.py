@@ -536,7 +536,7 @@ class HandoffRow:
     # The sender's turn's trace as W3C ``traceparent`` when traces are on (schema version
     # 13): the recipient's turn continues it, in whichever process (docs/operations.md).
     traceparent: str | None
-    # A routine's handoff (schema version 19, docs/routines.md): the outbox key of the run's
+    # A routine's handoff (schema version 20, docs/routines.md): the outbox key of the run's
     # post, whose thread the answer goes to. Until that post is sent the recipient's message
     # waits (status ``waiting``, ``ts`` and ``thread_key`` not final); the poster delivers it
     # when it records the post sent, in that transaction, and clears this. NULL otherwise.

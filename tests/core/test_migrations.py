@@ -150,7 +150,7 @@ def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace
         store.handoffs.add(**hand, text="build it", depth=1, turn_id=7, ts="2.0")
     conn = sqlite3.connect(old)
     conn.executescript(
-        "DROP INDEX handoffs_waiting; ALTER TABLE handoffs DROP COLUMN waits_on;"  # version 19's
+        "DROP INDEX handoffs_waiting; ALTER TABLE handoffs DROP COLUMN waits_on;"  # version 20's
         "ALTER TABLE handoffs DROP COLUMN traceparent;"
         "UPDATE schema_meta SET value = '12' WHERE key = 'version';"
     )
@@ -163,10 +163,10 @@ def test_a_version_12_database_keeps_its_handoffs_and_new_ones_carry_their_trace
     assert _columns(fresh, "handoffs") == _columns(old, "handoffs")
 
 
-def test_a_version_18_database_keeps_its_handoffs_and_a_routines_handoff_waits_for_its_post(
+def test_a_version_19_database_keeps_its_handoffs_and_a_routines_handoff_waits_for_its_post(
     tmp_path: Path,
 ) -> None:
-    """Version 19 adds ``handoffs.waits_on``: an older handoff stays (delivered, waiting on
+    """Version 20 adds ``handoffs.waits_on``: an older handoff stays (delivered, waiting on
     nothing), a routine's new one waits for the run's post and is delivered into its thread
     when the post is sent, and the table has a fresh one's columns."""
     fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
@@ -178,7 +178,7 @@ def test_a_version_18_database_keeps_its_handoffs_and_a_routines_handoff_waits_f
     conn = sqlite3.connect(old)
     conn.executescript(
         "DROP INDEX handoffs_waiting; ALTER TABLE handoffs DROP COLUMN waits_on;"
-        "UPDATE schema_meta SET value = '18' WHERE key = 'version';"
+        "UPDATE schema_meta SET value = '19' WHERE key = 'version';"
     )
     conn.close()
     with Store.open(sqlite_url(str(old))) as store:

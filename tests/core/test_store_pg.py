@@ -59,7 +59,7 @@ def test_a_bot_message_stores_its_sender_and_a_later_name_is_kept_never_erased(s
 def test_reopening_a_store_keeps_the_schema_at_the_current_version(store_url: str, store: Store) -> None:
     with Store.open(store_url) as again, again.transaction() as conn:
         version = conn.execute(text("SELECT value FROM schema_meta WHERE key='version'")).scalar_one()
-    assert int(version) == SCHEMA_VERSION == 19
+    assert int(version) == SCHEMA_VERSION == 20
 
 
 def test_a_policy_change_made_with_psql_applies_to_the_next_message_in_every_process(
