@@ -372,3 +372,28 @@ async def test_a_message_deleted_while_its_turn_runs_leaves_the_history_that_tur
         await _turns_done(room, 2)
         later = "\n".join(r.body.decode() for r in llm.openai.requests[2:])
     assert "hunter" not in later and "alice: [a message was deleted]" in later
+
+
+async def test_a_shared_file_deleted_after_its_answer_leaves_the_store_the_disk_and_later_requests(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    async with LLMServer() as llm:
+        _answers(llm, 2)
+        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        dana = room.mention("dana")
+        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
+        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+        shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
+        await _turns_done(room, 1)
+        assert "launch code 4455" in _prompts(llm)[0]  # its answer was shown the file
+        assert _copy(room, file_id).exists() and _kept(room, "4455") != []
+        await room.emu.delete_as_user(room.human.id, room.channel, shared)
+        await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+        assert _files_of(room, shared) == [] and _kept(room, "4455") == []
+        assert not _copy(room, file_id).exists()
+        before = len(llm.openai.requests)
+        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I share?", thread_ts=root)
+        await _turns_done(room, 2)
+        later = "\n".join(r.body.decode() for r in llm.openai.requests[before:])
+    assert "4455" not in later and "secret.txt" not in later
+    assert "alice: [a message was deleted]" in later
