@@ -210,16 +210,7 @@ class CommandAgent:
     async def _execute(
         self, stdin: str, env: dict[str, str], follow: Callable[[str], None] | None = None
     ) -> tuple[str, str, int]:
-        proc = await asyncio.create_subprocess_shell(
-            self.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            # Own process group: on timeout we kill the shell's children too, which
-            # would otherwise keep running and hold the stdout pipe open.
-            start_new_session=True,
-        )
+        proc = await spawn_in_group(self.command, env)
         try:
             data = stdin.encode("utf-8")
             out, err = await asyncio.wait_for(_communicate(proc, data, follow), self.timeout)
@@ -232,6 +223,49 @@ class CommandAgent:
             raise
         code = proc.returncode if proc.returncode is not None else -1
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), code
+
+
+async def spawn_in_group(
+    command: str,
+    env: Mapping[str, str],
+    *,
+    cwd: Path | None = None,
+    stdin: int = asyncio.subprocess.PIPE,
+    stderr: int = asyncio.subprocess.PIPE,
+) -> asyncio.subprocess.Process:
+    """``command`` through the shell, stdout piped, in a process group of its own that
+    ``kill_group`` kills whole; cancelled while it starts, the group is killed too."""
+    spawning = asyncio.ensure_future(
+        asyncio.create_subprocess_shell(
+            command,
+            cwd=cwd,
+            stdin=stdin,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=dict(env),
+            # Own process group: on timeout we kill the shell's children too, which
+            # would otherwise keep running and hold the stdout pipe open.
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(spawning)
+    except asyncio.CancelledError:
+        # Cancelled while the shell starts (a loaded host runs it before the loop hears it
+        # started): the event loop's own clean-up kills the shell alone, and whatever it has
+        # started already lives on. Let the start finish, then kill the group; the callback
+        # does it even if a second cancel ends this wait.
+        spawning.add_done_callback(_kill_spawned_group)
+        with suppress(asyncio.CancelledError, Exception):
+            await kill_group(await asyncio.shield(spawning))
+        raise
+
+
+def _kill_spawned_group(spawning: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if spawning.cancelled() or spawning.exception() is not None:
+        return
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(spawning.result().pid, signal.SIGKILL)
 
 
 def _first_post(token: str | None) -> Callable[[str], None] | None:

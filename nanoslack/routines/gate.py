@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanoslack.agents.command import MCP_TOKEN_ENV, MCP_URL_ENV, kill_group
+from nanoslack.agents.command import MCP_TOKEN_ENV, MCP_URL_ENV, kill_group, spawn_in_group
 
 TIMEOUT_S = 60.0
 MAX_OUTPUT = 4_000
@@ -36,14 +36,8 @@ async def run_gate(
     env.pop(MCP_TOKEN_ENV, None)
     env.update(NANOSLACK_INSTANCE=instance, NANOSLACK_ROUTINE=routine)
     try:
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=folder,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
+        proc = await spawn_in_group(
+            command, env, cwd=folder, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
         )
     except OSError as exc:
         return GateResult("fail", reason=f"gate cannot start: {exc.strerror or exc}")

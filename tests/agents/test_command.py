@@ -8,13 +8,15 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nanoslack.agents import CommandAgent, TurnFailed, render_prompt
 from nanoslack.agents.local import LocalTools
+from nanoslack.routines.gate import run_gate
 
 from .helpers import bot, human, make_turn
 
@@ -142,6 +144,41 @@ async def test_cancelled_turn_kills_the_command(tmp_path: Path) -> None:
     await wait_until(lambda: not alive(int(pid_file.read_text())), deadline_s=20.0)
 
 
+async def test_a_turn_cancelled_as_its_command_starts_kills_what_it_started(tmp_path: Path) -> None:
+    # Under load the shell can start its own children before the event loop has heard that
+    # it started: a cancel then must kill the whole group, not the shell alone.
+    pid_file = tmp_path / "child.pid"
+    cmd = f"sleep 60 & echo $! > {shlex.quote(str(pid_file))}; wait"
+    await cancel_as_it_starts(CommandAgent(cmd, instance="dana").run(make_turn(), LocalTools()), pid_file)
+
+
+async def test_a_routine_gate_cancelled_as_it_starts_kills_what_it_started(tmp_path: Path) -> None:
+    # The gate's process group is killed whole on a cancel, as the agent's is (docs/routines.md).
+    pid_file = tmp_path / "child.pid"
+    cmd = f"sleep 60 & echo $! > {shlex.quote(str(pid_file))}; wait"
+    await cancel_as_it_starts(run_gate(cmd, tmp_path, instance="dana", routine="standup"), pid_file)
+
+
+async def cancel_as_it_starts(run: Coroutine[Any, Any, object], pid_file: Path) -> None:
+    """Cancel ``run`` once the shell it starts has started a child (its pid in ``pid_file``)
+    but before the event loop heard that the shell started; the child must die."""
+    before = children()
+    task = asyncio.create_task(run)
+    deadline = time.monotonic() + 20.0
+    # One loop iteration at a time, so the turn takes no step past the spawn unseen.
+    while not children() - before:
+        assert time.monotonic() < deadline, "the command did not start"
+        await asyncio.sleep(0)
+    # The loop stands still, as on a loaded runner, while the shell starts its child.
+    block_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", deadline_s=20.0)
+
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    await wait_until(lambda: not alive(int(pid_file.read_text())), deadline_s=20.0)
+
+
 async def test_a_command_that_ignores_stdin_still_answers() -> None:
     reply = await CommandAgent("echo hi", instance="dana").run(make_turn(human("x" * 200_000)), LocalTools())
 
@@ -164,3 +201,28 @@ async def wait_until(predicate: Callable[[], bool], deadline_s: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met before the deadline")
         await asyncio.sleep(0.05)
+
+
+def children() -> set[int]:
+    """This process's running children (read from /proc: no library lists them)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and alive(int(entry)):
+            found.add(int(entry))
+    return found
+
+
+def block_until(predicate: Callable[[], bool], deadline_s: float) -> None:
+    """Wait without yielding to the event loop: it stands still meanwhile."""
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        time.sleep(0.01)
