@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .blockkit import checked_blocks
 from .engine import NON_MARKETPLACE_LIMIT, Engine
 from .events import CHANNEL_TYPE, bot_profile, markdown_blocks
 from .files import READ_SCOPE, WRITE_SCOPE
@@ -457,8 +458,6 @@ async def chat_post_message(c: Ctx) -> JSON:
     text, blocks = _content(c, c.opt("text") or "", c.jsonish("blocks"))
     if not text and not blocks:
         raise EmulatorError("no_text")
-    if blocks is not None and not isinstance(blocks, list):
-        raise EmulatorError("invalid_blocks")
     metadata = c.jsonish("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict) or not isinstance(metadata.get("event_type"), str):
@@ -503,13 +502,13 @@ async def chat_delete(c: Ctx) -> JSON:
 MARKDOWN_TEXT_LIMIT = 12_000
 
 
-def _content(c: Ctx, text: str | None, blocks: Any) -> tuple[str | None, Any]:
-    """A post's or an edit's text and blocks; ``markdown_text`` (standard Markdown, at most
-    12,000 characters, never with ``text`` or ``blocks``) is kept as the message's text and
-    one ``markdown`` block."""
+def _content(c: Ctx, text: str | None, blocks: Any) -> tuple[str | None, list[JSON] | None]:
+    """A post's or an edit's text and blocks (checked as Slack does: ``blockkit``);
+    ``markdown_text`` (standard Markdown, at most 12,000 characters, never with ``text`` or
+    ``blocks``) is kept as the message's text and one ``markdown`` block."""
     markdown = c.opt("markdown_text")
     if markdown is None:
-        return text, blocks
+        return text, checked_blocks(blocks)
     if text or blocks is not None:
         raise EmulatorError("markdown_text_conflict")
     if len(markdown) > MARKDOWN_TEXT_LIMIT:
@@ -765,9 +764,7 @@ async def chat_append_stream(c: Ctx) -> JSON:
 @api("chat.stopStream")
 async def chat_stop_stream(c: Ctx) -> JSON:
     ch, ts, text, chunks = _stream_call(c)
-    blocks = c.jsonish("blocks")
-    if blocks is not None and not isinstance(blocks, list):
-        raise EmulatorError("invalid_blocks")
+    blocks = checked_blocks(c.jsonish("blocks"))
     msg = c.engine.stop_stream(c.bot, ch.conv.id, ts, text, chunks, blocks=blocks, metadata=_metadata(c))
     return {"channel": ch.conv.id, "ts": ts, "message": strip_meta(msg, True)}
 

@@ -8,8 +8,9 @@ carries its key in the message metadata, so after a crash between Slack's answer
 and ``mark_sent`` the next run finds the post instead of posting it twice.
 
 What Slack sees is decided here, from what the row is (``purpose``): an owner ask's
-DM is rendered as Block Kit buttons (``blocks``), and every post's metadata says
-what it is (a reply names its turn; a notice is marked so that no bot answers it).
+DM is rendered as Block Kit buttons (``blocks``), a DM reply ends with its turn's 👍 / 👎
+(``feedback``), and every post's metadata says what it is (a reply names its turn; a
+notice is marked so that no bot answers it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from nanoslack import failpoints
 from nanoslack.logs import get_logger
 from nanoslack.metrics import Tally
 from nanoslack.slack.blocks import ask_blocks, vote_blocks
+from nanoslack.slack.feedback import reply_feedback, whole_reply
 from nanoslack.slack.pacing import ChannelPacer
 from nanoslack.slack.parse import NOTICE_EVENT_TYPE
 from nanoslack.slack.retry import Backoff, classify
@@ -400,7 +402,7 @@ class Poster:
             return channel, await self._react(row, channel)
         if row.kind == "file":
             return channel, await self._uploads.send(row, channel, self._file_thread(row, channel))
-        content = _content(row, self._blocks(row))
+        content = _content(row, self._blocks(row), reply_feedback(self._store, row, channel))
         if row.kind == "update":
             ts = row.update_ts or ""  # filled in by _send before it gets here
             resp = await self._client.chat_update(channel=channel, ts=ts, **content)
@@ -449,13 +451,15 @@ class Poster:
         return self._dm_channels[user]
 
 
-def _content(row: OutboxRow, blocks: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _content(
+    row: OutboxRow, blocks: list[dict[str, Any]] | None, feedback: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """An agent's reply is standard Markdown, sent as ``markdown_text`` so Slack renders it
-    (docs/architecture.md); Slack takes that with neither ``text`` nor ``blocks``. The
-    fleet's own words (notices, an owner's question, a vote) are Slack mrkdwn in ``text``,
-    their buttons Block Kit."""
+    (docs/architecture.md), or, in a DM, as a ``markdown`` block followed by its turn's
+    feedback buttons (``feedback``; docs/agent-surface.md). The fleet's own words (notices,
+    an owner's question, a vote) are Slack mrkdwn in ``text``, their buttons Block Kit."""
     if row.purpose == "reply" and blocks is None:
-        return {"markdown_text": row.text}
+        return whole_reply(row.text, feedback)
     return {"text": row.text, "blocks": blocks}
 
 

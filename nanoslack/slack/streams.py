@@ -40,7 +40,7 @@ from nanoslack import failpoints
 from nanoslack.inbound import InboxKey
 from nanoslack.logs import get_logger
 from nanoslack.replies import STREAM_MAX_CHARS
-from nanoslack.slack.blocks import feedback_blocks
+from nanoslack.slack.feedback import reply_feedback, whole_reply
 from nanoslack.slack.status import Refusals, slack_error
 from nanoslack.store import OutboxRow, Store
 from nanoslack.turns.signals import UNSHOWN_TOOLS
@@ -169,7 +169,7 @@ class ReplyStreams:
             await self._client.chat_appendStream(channel=target.channel, ts=ts, markdown_text=piece)
             failpoints.hit("stream.appended")
         await self._client.chat_stopStream(
-            channel=target.channel, ts=ts, metadata=metadata, blocks=_feedback(row)
+            channel=target.channel, ts=ts, metadata=metadata, blocks=self._feedback(row, target)
         )
         return ts
 
@@ -214,8 +214,16 @@ class ReplyStreams:
         assert row.turn_id is not None
         steps = self.steps_not_in(row.turn_id, steps_shown)
         await self._client.chat_stopStream(
-            channel=target.channel, ts=ts, metadata=metadata, chunks=steps or None, blocks=_feedback(row)
+            channel=target.channel,
+            ts=ts,
+            metadata=metadata,
+            chunks=steps or None,
+            blocks=self._feedback(row, target),
         )
+
+    def _feedback(self, row: OutboxRow, target: StreamTarget) -> list[dict[str, Any]] | None:
+        """Slack's 👍 / 👎 under the finished message, when it is the end of its turn's reply."""
+        return reply_feedback(self._store, row, target.channel)
 
     def _refused(self, row: OutboxRow, exc: BaseException) -> bool:
         """Slack said no to the stream's start (nothing was posted): the row goes out as a
@@ -253,15 +261,17 @@ class ReplyStreams:
         return [t for t in self.tool_steps_of(turn_id) if t["id"] not in shown]
 
     async def finish(self, row: OutboxRow, ts: str, metadata: dict[str, Any]) -> None:
-        """A stream a previous run left: stop it if it still streams, then make its text
-        the whole reply and give it its metadata."""
+        """A stream a previous run left (or a draft the post does not continue): stop it if
+        it still streams, then make its text the whole reply, with its metadata and, as a
+        whole post has them, its turn's feedback buttons."""
         channel = row.posted_channel or row.channel or ""
         try:
             await self._client.chat_stopStream(channel=channel, ts=ts)
         except Exception as exc:
             if slack_error(exc) not in NOT_STREAMING:
                 raise
-        await self._client.chat_update(channel=channel, ts=ts, text=row.text, metadata=metadata)
+        content = whole_reply(row.text, reply_feedback(self._store, row, channel))
+        await self._client.chat_update(channel=channel, ts=ts, metadata=metadata, **content)
 
     async def find_started(self, row: OutboxRow, oldest: str) -> str | None:
         """The ts of a stream started for ``row`` whose ts was never recorded: the
@@ -456,11 +466,6 @@ class LiveDraft:
         with contextlib.suppress(Exception):
             await self._client.chat_delete(channel=self._target.channel, ts=self.ts)
             self._store.reply_drafts.drop(self._instance, self._turn_id)
-
-
-def _feedback(row: OutboxRow) -> list[dict[str, Any]] | None:
-    """Slack's 👍 / 👎 under a turn's reply, rendered below the finished message."""
-    return feedback_blocks(row.turn_id) if row.turn_id else None
 
 
 def _pieces(text: str, size: int = PIECE_CHARS) -> list[str]:

@@ -246,3 +246,46 @@ async def test_bolt_hears_a_feedback_click_a_stop_and_a_context_change(emu: Emul
     plain = await web.chat_postMessage(channel=im.id, text="no buttons")
     with pytest.raises(EmulatorError, match="no_feedback_buttons"):
         await emu.click_feedback(ann.id, im.id, plain["ts"])
+
+
+def _refusal(call: Any) -> str:
+    with pytest.raises(SlackApiError) as err:
+        call()
+    return str(err.value.response["error"])
+
+
+def test_a_markdown_block_with_feedback_buttons_is_kept_as_sent_and_bad_ones_are_invalid_blocks(
+    temu: ThreadedEmulator,
+) -> None:
+    client, ann, im, _ts = _dm(temu)
+    blocks = [{**FEEDBACK[0], "block_id": "md"}, FEEDBACK[1]]
+    posted = client.chat_postMessage(channel=im, text="**Answer**", blocks=blocks)
+    [kept] = [m for m in temu.conversation_messages(im) if m["ts"] == posted["ts"]]
+    # Slack's reference: a markdown block's block_id is ignored and not retained.
+    assert kept["blocks"] == FEEDBACK and kept["text"] == "**Answer**"
+    assert temu.click_feedback(ann.id, im, posted["ts"])["actions"][0]["value"] == "good"
+
+    def post(*bad: dict[str, Any], **kw: Any) -> str:
+        return _refusal(lambda: client.chat_postMessage(channel=im, text="x", blocks=list(bad), **kw))
+
+    buttons = FEEDBACK[1]["elements"][0]
+    # The markdown blocks of one message hold 12,000 characters between them.
+    assert post({"type": "markdown", "text": "a" * 6_000}, {"type": "markdown", "text": "b" * 6_001}) == (
+        "invalid_blocks"
+    )
+    assert post({"type": "markdown", "text": ""}) == "invalid_blocks"
+    assert post({"type": "context_actions", "elements": [buttons] * 6}) == "invalid_blocks"
+    assert post({"type": "context_actions", "elements": []}) == "invalid_blocks"
+    no_value = {**buttons, "negative_button": {"text": {"type": "plain_text", "text": "👎"}}}
+    assert post({"type": "context_actions", "elements": [no_value]}) == "invalid_blocks"
+    assert post({"type": "context_actions", "elements": [{"type": "button"}]}) == "invalid_blocks"
+    assert post(*[{"type": "divider"}] * 51) == "invalid_blocks"
+    assert _refusal(lambda: client.chat_update(channel=im, ts=posted["ts"], text="x", blocks=[{"x": 1}])) == (
+        "invalid_blocks"
+    )
+    # Markdown is sent either as markdown_text or in a block, never both.
+    assert _refusal(lambda: client.chat_postMessage(channel=im, markdown_text="**A**", blocks=FEEDBACK)) == (
+        "markdown_text_conflict"
+    )
+    fits = client.chat_postMessage(channel=im, text="x", blocks=[{"type": "markdown", "text": "a" * 12_000}])
+    assert fits["ok"]

@@ -19,6 +19,7 @@ LIFECYCLE = {"start", "stop", "in_thread"}
 # Lowest first: a module may import only modules before it.
 IMPORT_ORDER = [
     "state",
+    "blockkit",
     "surface",
     "files",
     "workspace",
