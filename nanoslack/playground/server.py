@@ -1,7 +1,7 @@
 """The playground's web server: the page, a server-sent event stream, and what the human
-does (post a message, share a file: ``files.py``, click a button), on 127.0.0.1 only, for this
-page only: another site's page cannot post as the human or click Allow, and a
-rebinding name cannot read the stream (``nanoslack.localhttp``).
+does (post a message, share a file: ``files.py``, click a button, 👍 / 👎 a reply), on
+127.0.0.1 only, for this page only: another site's page cannot post as the human or click
+Allow, and a rebinding name cannot read the stream (``nanoslack.localhttp``).
 
 The stream starts with a snapshot of everything the page shows, then sends each
 change as it happens: messages from the emulator's change hook, notes from the
@@ -70,6 +70,7 @@ class PlaygroundServer:
         app.router.add_post("/api/post", self._post)
         app.router.add_post("/api/click", self._click)
         app.router.add_post("/api/stop", self._stop)
+        app.router.add_post("/api/feedback", self._feedback)
         app.router.add_post("/api/routine", self._routine)
         app.router.add_post("/api/home/open", self._home_open)
         app.router.add_post("/api/home/click", self._home_click)
@@ -353,6 +354,20 @@ class PlaygroundServer:
                 str(body["ts"]),
                 str(body["action_id"]),
                 str(body["value"]) if body.get("value") is not None else None,
+            )
+        except Exception as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True})
+
+    async def _feedback(self, req: web.Request) -> web.Response:
+        """👍 (``positive``) or 👎 under a reply: Slack's ``block_actions`` of its feedback buttons."""
+        body = await _json_body(req)
+        try:
+            await self.stage.emu.click_feedback(
+                self.stage.human.id,
+                str(body["channel"]),
+                str(body["ts"]),
+                positive=bool(body.get("positive")),
             )
         except Exception as exc:
             return web.json_response({"ok": False, "error": str(exc)}, status=400)

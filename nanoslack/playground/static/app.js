@@ -15,6 +15,8 @@ const S = {
   homes: new Map(), home: null,
   // Agent sessions processing (Slack shows their Stop button), by channel and thread ts.
   sessions: new Set(),
+  // The human's last 👍 / 👎 on a reply, by channel and message ts: shown pressed, as Slack does.
+  feedback: new Map(),
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -449,10 +451,12 @@ function messageEl(channel, m, inMain) {
 
 function blocksEl(channel, m) {
   const out = [];
+  let worded = false;  // a block that shows the message's words
   for (const b of m.blocks) {
-    if (b.type === "markdown") out.push(markdownEl(b.text || ""));
-    else if (b.type === "section" && b.text) out.push(textEl(b.text.text || ""));
+    if (b.type === "markdown") { out.push(markdownEl(b.text || "")); worded = true; }
+    else if (b.type === "section" && b.text) { out.push(textEl(b.text.text || "")); worded = true; }
     else if (b.type === "context") out.push(textEl((b.elements || []).map((e) => e.text || "").join(" "), "context"));
+    else if (b.type === "context_actions") out.push(...(b.elements || []).filter((e) => e.type === "feedback_buttons").map((e) => feedbackEl(channel, m.ts, e)));
     else if (b.type === "actions") {
       const bar = el("div", "actions");
       for (const e of b.elements || []) {
@@ -465,7 +469,51 @@ function blocksEl(channel, m) {
       out.push(bar);
     }
   }
+  // A streamed reply's blocks (chat.stopStream: its feedback buttons) go below its text.
+  if (!worded && out.length && m.text) out.unshift(textEl(m.text));
   return out.length ? out : [textEl(m.text || "")];
+}
+
+// Slack's feedback buttons under a reply (a context_actions block's feedback_buttons): a click
+// is the block_actions Slack sends the app; the one clicked last shows pressed.
+function feedbackEl(channel, ts, e) {
+  const bar = el("div", "feedback");
+  const key = lineKey(channel, ts);
+  for (const [side, value] of [["positive_button", "positive"], ["negative_button", "negative"]]) {
+    const b = e[side] || {};
+    const btn = el("button", "feedback-btn");
+    // A drawn thumb (no emoji font needed); the button's own text stays for screen readers.
+    btn.append(thumbEl(value === "negative"), el("span", "sr-only", (b.text && b.text.text) || (value === "positive" ? "👍" : "👎")));
+    btn.type = "button"; btn.dataset.value = value;
+    btn.setAttribute("aria-label", b.accessibility_label || (value === "positive" ? "Good answer" : "Bad answer"));
+    btn.setAttribute("aria-pressed", String(S.feedback.get(key) === value));
+    btn.onclick = () => sendFeedback(channel, ts, value, bar);
+    bar.append(btn);
+  }
+  return bar;
+}
+
+function thumbEl(down) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", "0 0 16 16"); svg.setAttribute("aria-hidden", "true");
+  svg.classList.add("thumb");
+  svg.innerHTML = '<g fill="currentColor"' + (down ? ' transform="rotate(180 8 8)"' : "") + '>' +
+    '<rect x="1" y="7" width="3" height="8" rx="0.5"/>' +
+    '<path d="M5 7 L8 1.5 C9 1.5 9.8 2.3 9.5 3.5 L9 6 H13.5 C14.4 6 15 6.8 14.8 7.6 L13.6 13.6 C13.4 14.4 12.8 15 12 15 H5 Z"/></g>';
+  return svg;
+}
+
+async function sendFeedback(channel, ts, value, bar) {
+  for (const b of bar.querySelectorAll("button")) b.disabled = true;
+  const r = await fetch("/api/feedback", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ channel, ts, positive: value === "positive" }),
+  });
+  if (r.ok) S.feedback.set(lineKey(channel, ts), value);
+  for (const b of bar.querySelectorAll("button")) {
+    b.disabled = false;
+    b.setAttribute("aria-pressed", String(r.ok ? b.dataset.value === value : b.getAttribute("aria-pressed") === "true"));
+  }
 }
 
 // A message's files (a person's drop, an agent's send_file): raster images as pictures,
