@@ -10,40 +10,30 @@ it, and the thread's next message waits for that turn (one turn at a time per th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from pathlib import Path
 
 from nanoslack import failpoints
-from nanoslack.testing.llm_server import LLMServer, openai_answer, openai_text, send
+from nanoslack.testing.llm_server import LLMServer
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import openai_env
-
-
-def _teammates(room: Room) -> Path:
-    root = room.tmp / "teammates"
-    (root / "dana").mkdir(parents=True, exist_ok=True)
-    (root / "dana" / "SOUL.md").write_text("You are Dana.\n")
-    return root
-
-
-def _turns(room: Room) -> list[str]:
-    return [str(r[0]) for r in room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")]
-
-
-async def _turns_done(room: Room, n: int) -> None:
-    await room.emu.wait_for(lambda: len(_turns(room)) == n and "running" not in _turns(room), timeout=20)
+from tests.e2e.dana_alone import (
+    dana_answering,
+    first_requests,
+    push_answers,
+    start_dana,
+    statuses,
+    turns_done,
+)
 
 
 def _prompts(llm: LLMServer) -> list[str]:
     """Each turn's user prompt (its first request's last message), as text."""
-    firsts = [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"]
-    return [str(r.json["messages"][-1]["content"]) for r in firsts]
+    return [str(r.json["messages"][-1]["content"]) for r in first_requests(llm)]
 
 
-def _requests(llm: LLMServer) -> str:
-    """Every request the model server was sent, as one text."""
-    return "\n".join(r.body.decode() for r in llm.openai.requests)
+def _requests(llm: LLMServer, since: int = 0) -> str:
+    """Every request the model server was sent (from the ``since``-th on), as one text."""
+    return "\n".join(r.body.decode() for r in llm.openai.requests[since:])
 
 
 def _files_of(room: Room, ts: str) -> list[tuple[object, ...]]:
@@ -71,18 +61,49 @@ def _settled(room: Room) -> bool:
     """Every envelope dana recorded is processed and no message waits for a turn."""
     received = room.sql("SELECT count(*) FROM inbox WHERE status = 'received'")
     pending = room.sql("SELECT count(*) FROM messages WHERE status = 'pending'")
-    return received == [(0,)] and pending == [(0,)] and "running" not in _turns(room)
+    return received == [(0,)] and pending == [(0,)] and "running" not in statuses(room)
 
 
-def _answers(llm: LLMServer, turns: int, hold: asyncio.Event | None = None) -> None:
-    for i in range(turns):
-        first = openai_answer(send(f"answer {i}"))
-        llm.openai.push(dataclasses.replace(first, hold=hold) if i == 0 else first, openai_text())
+async def _say(room: Room, text: str, thread_ts: str | None = None) -> str:
+    """The room's person posts ``text``; its ts."""
+    return await room.emu.post_as_user(room.human.id, room.channel, text, thread_ts=thread_ts)
+
+
+async def _edit(room: Room, ts: str, text: str) -> None:
+    """The person edits their message to ``text``."""
+    await room.emu.edit_as_user(room.human.id, room.channel, ts, text)
+
+
+async def _edit_before_its_turn(room: Room, ts: str, text: str) -> None:
+    """The person edits their message to ``text``; the store holds the new words, unanswered."""
+    await _edit(room, ts, text)
+    await room.emu.wait_for(lambda: _row(room, ts) == [(text, "pending")], timeout=20)
+
+
+async def _delete(room: Room, ts: str) -> None:
+    """The person deletes their message; the store has marked it deleted, its words gone."""
+    await room.emu.delete_as_user(room.human.id, room.channel, ts)
+    await room.emu.wait_for(lambda: _row(room, ts) == [("", "deleted")], timeout=20)
+
+
+async def _launch_plan(room: Room) -> str:
+    """A thread's root that names nobody, in the store; its ts."""
+    root = await _say(room, "the launch plan")
+    await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+    return root
+
+
+async def _next_prompt(room: Room, llm: LLMServer, text: str, root: str, turns: int) -> str:
+    """The person asks ``text`` in the thread, which makes dana's turns ``turns``; what that
+    turn was shown."""
+    await _say(room, text, thread_ts=root)
+    await turns_done(room, turns)
+    return _prompts(llm)[turns - 1]
 
 
 async def _first_turn_held(room: Room, llm: LLMServer, hold: asyncio.Event) -> str:
     """The thread's first turn asked the model, which holds it; the thread's root ts."""
-    root = await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} hello")
+    root = await _say(room, f"{room.mention('dana')} hello")
     await room.emu.wait_for(lambda: len(llm.openai.requests) == 1, timeout=20)
     return root
 
@@ -91,17 +112,14 @@ async def test_an_edit_before_the_turn_is_what_the_turn_shows(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     hold = asyncio.Event()
-    async with LLMServer() as llm:
-        _answers(llm, 2, hold)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
         root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
-        ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what is 2+2?", thread_ts=root)
+        ask = await _say(room, f"{dana} what is 2+2?", thread_ts=root)
         await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 2+2?", "pending")], timeout=20)
-        await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} what is 3+3?")
-        await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 3+3?", "pending")], timeout=20)
+        await _edit_before_its_turn(room, ask, f"{dana} what is 3+3?")
         hold.set()
-        await _turns_done(room, 2)
+        await turns_done(room, 2)
         prompt = _prompts(llm)[1]
     assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
     assert "[edited]" not in prompt
@@ -111,68 +129,55 @@ async def test_a_message_deleted_before_its_turn_is_not_answered_and_its_words_l
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     hold = asyncio.Event()
-    async with LLMServer() as llm:
-        _answers(llm, 2, hold)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
         root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
-        secret = await room.emu.post_as_user(
-            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
-        )
+        secret = await _say(room, f"{dana} the password is hunter2", thread_ts=root)
         await room.emu.wait_for(
             lambda: _row(room, secret) and _row(room, secret)[0][1] == "pending", timeout=20
         )
-        await room.emu.delete_as_user(room.human.id, room.channel, secret)
-        await room.emu.wait_for(lambda: _row(room, secret) == [("", "deleted")], timeout=20)
+        await _delete(room, secret)
         hold.set()
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
         await room.emu.wait_for(lambda: _settled(room), timeout=20)
-        assert _turns(room) == ["done"], "the deleted message was answered"
-        assert llm.openai.requests and all("hunter2" not in r.body.decode() for r in llm.openai.requests[1:])
+        assert statuses(room) == ["done"], "the deleted message was answered"
+        assert llm.openai.requests and "hunter2" not in _requests(llm, since=1)
         for table in ("messages", "inbox"):
             column = "text" if table == "messages" else "payload"
             assert room.sql(f"SELECT count(*) FROM {table} WHERE {column} LIKE '%hunter2%'") == [(0,)], table
         # A later turn in the thread is shown that a message was deleted, not what it said.
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
-        await _turns_done(room, 2)
-        prompt = _prompts(llm)[1]
+        prompt = await _next_prompt(room, llm, f"{dana} still there?", root, turns=2)
     assert "[a message was deleted]" in prompt and "hunter2" not in prompt, prompt
 
 
 async def test_an_edit_after_the_answer_reaches_the_next_turn_as_edited_and_wakes_nobody(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 2)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2) as llm:
         dana = room.mention("dana")
-        ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} we ship on Friday")
-        await _turns_done(room, 1)
+        ask = await _say(room, f"{dana} we ship on Friday")
+        await turns_done(room, 1)
         # Still naming dana, as before: not newly named, so no turn.
-        await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} we ship on Monday")
+        await _edit(room, ask, f"{dana} we ship on Monday")
         edits = "SELECT status FROM messages WHERE instance = 'dana' AND edit_of = ?"
         await room.emu.wait_for(lambda: room.sql(edits, ask) == [("context",)], timeout=20)
         await room.emu.wait_for(lambda: _settled(room), timeout=20)
-        assert _turns(room) == ["done"], "an edit that does not newly name dana woke her"
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} when again?", thread_ts=ask)
-        await _turns_done(room, 2)
-        prompt = _prompts(llm)[1]
+        assert statuses(room) == ["done"], "an edit that does not newly name dana woke her"
+        prompt = await _next_prompt(room, llm, f"{dana} when again?", ask, turns=2)
     assert re.search(r"^\[edited\] alice: @dana we ship on Monday$", prompt, re.M), prompt
 
 
 async def test_an_edit_that_newly_names_the_instance_before_its_turn_wakes_it(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=1) as llm:
         dana, eli = room.mention("dana"), room.mention("eli")
-        note = await room.emu.post_as_user(room.human.id, room.channel, f"{eli} the build broke")
+        note = await _say(room, f"{eli} the build broke")
         await room.emu.wait_for(
             lambda: _row(room, note) == [(f"{eli} the build broke", "context")], timeout=20
         )
-        await room.emu.edit_as_user(room.human.id, room.channel, note, f"{eli} {dana} the build broke")
-        await _turns_done(room, 1)
+        await _edit(room, note, f"{eli} {dana} the build broke")
+        await turns_done(room, 1)
         prompt = _prompts(llm)[0]
     # The message itself, with its new words, is what the turn answers.
     assert "@dana the build broke" in prompt and "[edited]" not in prompt, prompt
@@ -181,19 +186,15 @@ async def test_an_edit_that_newly_names_the_instance_before_its_turn_wakes_it(
 async def test_an_edit_after_the_answer_that_newly_names_the_instance_wakes_it(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 2)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2) as llm:
         dana, eli = room.mention("dana"), room.mention("eli")
-        note = await room.emu.post_as_user(room.human.id, room.channel, f"{eli} the build broke")
+        note = await _say(room, f"{eli} the build broke")
         await room.emu.wait_for(lambda: _row(room, note) != [], timeout=20)
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} seen this?", thread_ts=note)
-        await _turns_done(room, 1)
+        await _say(room, f"{dana} seen this?", thread_ts=note)
+        await turns_done(room, 1)
         assert "the build broke" in _prompts(llm)[0]  # the turn was shown the note
-        await room.emu.edit_as_user(
-            room.human.id, room.channel, note, f"{eli} {dana} the build broke, fix it"
-        )
-        await _turns_done(room, 2)
+        await _edit(room, note, f"{eli} {dana} the build broke, fix it")
+        await turns_done(room, 2)
         prompt = _prompts(llm)[1]
     assert re.search(r"^\[edited\] alice: \S+ @dana the build broke, fix it$", prompt, re.M), prompt
 
@@ -202,8 +203,8 @@ async def test_a_bots_edit_and_delete_wake_nobody_and_cost_no_hop(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     async with LLMServer() as llm:
-        _answers(llm, 1)
-        _, rec = await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        push_answers(llm, 1)
+        _, rec = await start_dana(room, fleet_factory, llm)
         post = await room.bot_post("eli", "working on it…")
         await room.emu.wait_for(lambda: _settled(room) and rec.outcomes, timeout=20)
         hops = room.sql("SELECT count(*) FROM a2a_hops")
@@ -218,7 +219,7 @@ async def test_a_bots_edit_and_delete_wake_nobody_and_cost_no_hop(
 
         await room.emu.wait_for(lambda: len(changes()) == 2 and _settled(room), timeout=20)
     assert room.sql("SELECT count(*) FROM a2a_hops") == hops
-    assert _turns(room) == [] and llm.openai.requests == []
+    assert statuses(room) == [] and llm.openai.requests == []
     assert room.sql("SELECT count(*) FROM messages WHERE text LIKE '%your turn%'") == [(0,)]
 
 
@@ -226,25 +227,20 @@ async def test_a_shared_file_deleted_before_its_turn_is_never_shown_and_leaves_t
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     hold = asyncio.Event()
-    async with LLMServer() as llm:
-        _answers(llm, 2, hold)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
         root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
         shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
         await room.emu.wait_for(lambda: _files_of(room, shared) != [], timeout=20)
-        await room.emu.delete_as_user(room.human.id, room.channel, shared)
-        await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+        await _delete(room, shared)
         assert _files_of(room, shared) == []
         hold.set()
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
         await room.emu.wait_for(lambda: _settled(room), timeout=20)
         # A later turn of the thread is shown that a message was deleted, not its file.
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
-        await _turns_done(room, 2)
-        prompt = _prompts(llm)[1]
+        prompt = await _next_prompt(room, llm, f"{dana} still there?", root, turns=2)
         sent = _requests(llm)
-    assert _turns(room) == ["done", "done"]
+    assert statuses(room) == ["done", "done"]
     assert "[a message was deleted]" in prompt and "secret.txt" not in prompt, prompt
     assert "4455" not in sent
     assert not _copy(room, file_id).exists()
@@ -253,27 +249,23 @@ async def test_a_shared_file_deleted_before_its_turn_is_never_shown_and_leaves_t
 async def test_a_message_deleted_as_its_turn_is_built_is_not_answered_and_its_download_goes(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=1) as llm:
         dana = room.mention("dana")
-        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
-        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+        root = await _launch_plan(room)
         with failpoints.paused("turn.built") as built:
             # Held with its transcript built and its file downloaded, its turn not started.
             shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
             await room.emu.wait_for(built.reached.is_set, timeout=20)
             assert _copy(room, file_id).exists()
-            await room.emu.delete_as_user(room.human.id, room.channel, shared)
-            await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+            await _delete(room, shared)
             assert not _copy(room, file_id).exists()
             built.release()
             # The thread's next turn starts only once the held one is over (one at a time).
-            await room.emu.post_as_user(room.human.id, room.channel, f"{dana} still there?", thread_ts=root)
-            await _turns_done(room, 1)
+            await _say(room, f"{dana} still there?", thread_ts=root)
+            await turns_done(room, 1)
         prompt = _prompts(llm)[0]
         sent = _requests(llm)
-    assert _turns(room) == ["done"], "the deleted message had a turn of its own"
+    assert statuses(room) == ["done"], "the deleted message had a turn of its own"
     assert "[a message was deleted]" in prompt and "still there?" in prompt, prompt
     assert "4455" not in sent and "see this" not in sent
     assert not _copy(room, file_id).exists()
@@ -282,19 +274,14 @@ async def test_a_message_deleted_as_its_turn_is_built_is_not_answered_and_its_do
 async def test_an_edit_as_the_turn_is_built_is_what_the_turn_shows(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=1) as llm:
         dana = room.mention("dana")
         with failpoints.paused("turn.built") as built:
-            ask = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what is 2+2?")
+            ask = await _say(room, f"{dana} what is 2+2?")
             await room.emu.wait_for(built.reached.is_set, timeout=20)
-            await room.emu.edit_as_user(room.human.id, room.channel, ask, f"{dana} what is 3+3?")
-            await room.emu.wait_for(
-                lambda: _row(room, ask) == [(f"{dana} what is 3+3?", "pending")], timeout=20
-            )
+            await _edit_before_its_turn(room, ask, f"{dana} what is 3+3?")
             built.release()
-            await _turns_done(room, 1)
+            await turns_done(room, 1)
         prompt = _prompts(llm)[0]
     assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
 
@@ -314,31 +301,27 @@ def _kept(room: Room, words: str) -> list[tuple[object, ...]]:
 async def test_a_message_deleted_after_its_answer_is_shown_as_deleted_and_its_words_reach_no_later_request(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 4)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=4) as llm:
         dana = room.mention("dana")
-        root = await room.emu.post_as_user(room.human.id, room.channel, f"{dana} hello")
-        await _turns_done(room, 1)
-        secret = await room.emu.post_as_user(
-            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
-        )
-        await _turns_done(room, 2)
+        root = await _say(room, f"{dana} hello")
+        await turns_done(room, 1)
+        secret = await _say(room, f"{dana} the password is hunter2", thread_ts=root)
+        await turns_done(room, 2)
         # Edited after its answer: the thread's next turn is shown the edit.
-        await room.emu.edit_as_user(room.human.id, room.channel, secret, f"{dana} the password is hunter3")
+        await _edit(room, secret, f"{dana} the password is hunter3")
         await room.emu.wait_for(
             lambda: room.sql("SELECT count(*) FROM messages WHERE edit_of = ?", secret) == [(1,)], timeout=20
         )
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} got it?", thread_ts=root)
-        await _turns_done(room, 3)
+        await _say(room, f"{dana} got it?", thread_ts=root)
+        await turns_done(room, 3)
         assert "[edited] alice: @dana the password is hunter3" in _prompts(llm)[2]
         assert [t for t, _ in _kept(room, "hunter") if t == "agent_history"] != []
         await room.emu.delete_as_user(room.human.id, room.channel, secret)
         await room.emu.wait_for(lambda: _kept(room, "hunter") == [], timeout=20)
         before = len(llm.openai.requests)
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I say?", thread_ts=root)
-        await _turns_done(room, 4)
-        later = "\n".join(r.body.decode() for r in llm.openai.requests[before:])
+        await _say(room, f"{dana} what did I say?", thread_ts=root)
+        await turns_done(room, 4)
+        later = _requests(llm, since=before)
         replayed = llm.openai.requests[before].json["messages"]
     assert "hunter" not in later
     # Its line, and its edit's line, in the turns that were shown them say it was deleted.
@@ -351,49 +334,39 @@ async def test_a_message_deleted_while_its_turn_runs_leaves_the_history_that_tur
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     hold = asyncio.Event()
-    async with LLMServer() as llm:
-        _answers(llm, 2, hold)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
         dana = room.mention("dana")
-        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
-        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
-        secret = await room.emu.post_as_user(
-            room.human.id, room.channel, f"{dana} the password is hunter2", thread_ts=root
-        )
+        root = await _launch_plan(room)
+        secret = await _say(room, f"{dana} the password is hunter2", thread_ts=root)
         # The model is answering it (held): its turn runs, and keeps what it read.
         await room.emu.wait_for(lambda: len(llm.openai.requests) == 1, timeout=20)
-        await room.emu.delete_as_user(room.human.id, room.channel, secret)
-        await room.emu.wait_for(lambda: _row(room, secret) == [("", "deleted")], timeout=20)
+        await _delete(room, secret)
         hold.set()
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
         assert "hunter2" in llm.openai.requests[0].body.decode()
         assert _kept(room, "hunter") == []
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I say?", thread_ts=root)
-        await _turns_done(room, 2)
-        later = "\n".join(r.body.decode() for r in llm.openai.requests[2:])
+        await _say(room, f"{dana} what did I say?", thread_ts=root)
+        await turns_done(room, 2)
+        later = _requests(llm, since=2)
     assert "hunter" not in later and "alice: [a message was deleted]" in later
 
 
 async def test_a_shared_file_deleted_after_its_answer_leaves_the_store_the_disk_and_later_requests(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 2)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2) as llm:
         dana = room.mention("dana")
-        root = await room.emu.post_as_user(room.human.id, room.channel, "the launch plan")
-        await room.emu.wait_for(lambda: _row(room, root) != [], timeout=20)
+        root = await _launch_plan(room)
         shared, file_id = await _share(room, f"{dana} see this", "launch code 4455", thread_ts=root)
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
         assert "launch code 4455" in _prompts(llm)[0]  # its answer was shown the file
         assert _copy(room, file_id).exists() and _kept(room, "4455") != []
-        await room.emu.delete_as_user(room.human.id, room.channel, shared)
-        await room.emu.wait_for(lambda: _row(room, shared) == [("", "deleted")], timeout=20)
+        await _delete(room, shared)
         assert _files_of(room, shared) == [] and _kept(room, "4455") == []
         assert not _copy(room, file_id).exists()
         before = len(llm.openai.requests)
-        await room.emu.post_as_user(room.human.id, room.channel, f"{dana} what did I share?", thread_ts=root)
-        await _turns_done(room, 2)
-        later = "\n".join(r.body.decode() for r in llm.openai.requests[before:])
+        await _say(room, f"{dana} what did I share?", thread_ts=root)
+        await turns_done(room, 2)
+        later = _requests(llm, since=before)
     assert "4455" not in later and "secret.txt" not in later
     assert "alice: [a message was deleted]" in later

@@ -10,23 +10,21 @@ import shlex
 import struct
 import sys
 import zlib
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from nanoslack.testing.llm_server import (
     LLMServer,
+    Request,
     anthropic_answer,
     anthropic_text,
     backend_env,
-    openai_answer,
-    openai_text,
     send,
 )
 from nanoslack.testing.ports import serve
 from tests.e2e.conftest import FleetFactory, Room
-from tests.e2e.helpers import openai_env
+from tests.e2e.dana_alone import dana_answering, first_requests, statuses, teammates, turns_done
 
 
 def png(width: int = 2, height: int = 2) -> bytes:
@@ -45,39 +43,17 @@ def png(width: int = 2, height: int = 2) -> bytes:
     )
 
 
-def _teammates(room: Room) -> Path:
-    root = room.tmp / "teammates"
-    (root / "dana").mkdir(parents=True, exist_ok=True)
-    (root / "dana" / "SOUL.md").write_text("You are Dana.\n")
-    return root
-
-
-def _statuses(room: Room) -> list[str]:
-    return [str(r[0]) for r in room.sql("SELECT status FROM turns WHERE instance = 'dana' ORDER BY id")]
-
-
-async def _turns_done(room: Room, n: int) -> None:
-    await room.emu.wait_for(
-        lambda: len(_statuses(room)) == n and "running" not in _statuses(room), timeout=20
-    )
-
-
 def _prompt(llm: LLMServer, turn: int = 0) -> str:
     """The user prompt of a turn's first request (its last message), as text."""
-    firsts = [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"]
-    content = firsts[turn].json["messages"][-1]["content"]
+    content = first_requests(llm)[turn].json["messages"][-1]["content"]
     if not isinstance(content, str):
         content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
     # The transcript indents a message's later lines under its sender.
     return "\n".join(line.removeprefix("  ") for line in content.split("\n"))
 
 
-def _first(llm: LLMServer, turn: int = 0) -> Any:
-    return [r for r in llm.openai.requests if r.json["messages"][-1]["role"] == "user"][turn]
-
-
-def _answers(llm: LLMServer, turns: int) -> None:
-    llm.openai.push(*(a for i in range(turns) for a in (openai_answer(send(f"answer {i}")), openai_text())))
+def _first(llm: LLMServer, turn: int = 0) -> Request:
+    return first_requests(llm)[turn]
 
 
 async def _share(room: Room, name: str, content: bytes | str, **kw: Any) -> str:
@@ -94,12 +70,10 @@ async def _each_answered(
 ) -> LLMServer:
     """A fleet of dana on the model server; each file shared in turn, each answered by its
     own turn before the next. The model server, with every request it saw."""
-    async with LLMServer() as llm:
-        _answers(llm, len(shares))
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room), **env))
+    async with dana_answering(room, fleet_factory, turns=len(shares), env=env) as llm:
         for turn, (name, content, kw) in enumerate(shares, 1):
             await _share(room, name, content, **kw)
-            await _turns_done(room, turn)
+            await turns_done(room, turn)
     return llm
 
 
@@ -107,11 +81,9 @@ async def test_an_image_a_person_shares_reaches_the_model_as_an_image(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     image = png()
-    async with LLMServer() as llm:
-        _answers(llm, 2)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=2) as llm:
         ts = await _share(room, "shot.png", image)
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
         first = _first(llm)
         assert first.images() == [("image/png", image)]
         assert "[file: shot.png (" in _prompt(llm)
@@ -119,22 +91,20 @@ async def test_an_image_a_person_shares_reaches_the_model_as_an_image(
         await room.emu.post_as_user(
             room.human.id, room.channel, f"{room.mention('dana')} and now?", thread_ts=ts
         )
-        await _turns_done(room, 2)
+        await turns_done(room, 2)
         later = _first(llm, 1)
     assert later.images() == []
     assert "shot.png" in json.dumps(later.json["messages"])
-    assert _statuses(room) == ["done", "done"]
+    assert statuses(room) == ["done", "done"]
 
 
 async def test_a_csv_a_person_shares_reaches_the_model_as_its_rows(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     rows = "city,people\nLyon,522250\nNantes,320732\n"
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=1) as llm:
         await _share(room, "cities.csv", rows)
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
     prompt = _prompt(llm)
     assert f"[file: cities.csv ({len(rows)} B)]\n{rows}" in prompt
     assert _first(llm).images() == []
@@ -165,7 +135,7 @@ async def test_files_that_cannot_be_had_each_become_a_line_and_the_turn_still_an
         llm, 1
     )
     assert "[file: old.txt: could not be fetched: the file is gone" in _prompt(llm, 2)
-    assert _statuses(room) == ["done", "done", "done"]
+    assert statuses(room) == ["done", "done", "done"]
     # Each turn answered in the room.
     await room.emu.wait_for(
         lambda: room.sql("SELECT count(*) FROM outbox WHERE instance = 'dana' AND status = 'sent'") == [(3,)],
@@ -187,18 +157,16 @@ async def test_the_bot_token_never_follows_a_redirect_to_another_host(
     app.router.add_route("*", "/{tail:.*}", record)
     runner, port = await serve(app, "127.0.0.1")
     try:
-        async with LLMServer() as llm:
-            _answers(llm, 1)
-            await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+        async with dana_answering(room, fleet_factory, turns=1) as llm:
             await _share(
                 room, "notes.txt", "hello", fault="redirect", location=f"http://127.0.0.1:{port}/steal"
             )
-            await _turns_done(room, 1)
+            await turns_done(room, 1)
     finally:
         await runner.cleanup()
     assert seen == []  # not followed at all: the other host never heard from the fleet
     assert "Slack redirected it to another host (127.0.0.1:" in _prompt(llm)
-    assert _statuses(room) == ["done"]
+    assert statuses(room) == ["done"]
 
 
 async def test_bad_files_each_become_a_clear_line_and_the_turn_still_answers(
@@ -217,7 +185,7 @@ async def test_bad_files_each_become_a_clear_line_and_the_turn_still_answers(
     assert "[file: empty.txt: the file is empty]" in prompts[1]
     assert "[file: latin.txt: text in an encoding not readable here" in prompts[2]
     assert "[file: report.pdf: a PDF that does not parse" in prompts[3]
-    assert _statuses(room) == ["done"] * 4
+    assert statuses(room) == ["done"] * 4
 
 
 def pdf(text: str) -> bytes:
@@ -281,16 +249,14 @@ async def test_a_pdf_arrives_as_its_text_and_a_file_shared_by_id_is_looked_up_wi
 async def test_a_files_entry_without_a_url_is_a_line_and_the_turn_still_answers(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
-    async with LLMServer() as llm:
-        _answers(llm, 1)
-        await fleet_factory(["dana"], **openai_env(room.human.id, llm, _teammates(room)))
+    async with dana_answering(room, fleet_factory, turns=1) as llm:
         entry = {"id": "F0NOURL1", "name": "nourl.txt", "mimetype": "text/plain", "size": 5}
         await room.emu.inject_envelope(
             room.apps["dana"].app_id, _file_share(room, "1900000001.000100", [entry])
         )
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
     assert "[file: nourl.txt: could not be fetched: Slack gave no URL to download it from]" in _prompt(llm)
-    assert _statuses(room) == ["done"]
+    assert statuses(room) == ["done"]
 
 
 FILES_AGENT = """
@@ -325,9 +291,9 @@ async def test_the_anthropic_back_end_gets_the_image_as_an_image_block_too(
     image = png(3, 1)
     async with LLMServer() as llm:
         llm.anthropic.push(anthropic_answer(send("a red line")), anthropic_text())
-        env = {"SLACK_OWNER": room.human.id, "NANOSLACK_TEAMMATES": str(_teammates(room))}
+        env = {"SLACK_OWNER": room.human.id, "NANOSLACK_TEAMMATES": str(teammates(room))}
         await fleet_factory(["dana"], **env, **backend_env("anthropic", llm, "sk-ant-test-0123456789"))
         await _share(room, "line.png", image)
-        await _turns_done(room, 1)
+        await turns_done(room, 1)
     assert llm.anthropic.requests[0].images() == [("image/png", image)]
-    assert _statuses(room) == ["done"]
+    assert statuses(room) == ["done"]
