@@ -30,6 +30,12 @@ def teammates(room: Room) -> Path:
     return root
 
 
+def system_text(request: Request) -> str:
+    """The request's system messages, as one text (the persona opens it)."""
+    messages = (request.json or {}).get("messages", [])
+    return " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+
+
 def by_instance(scripts: dict[str, Sequence[Answer]]) -> Callable[[Request], Answer]:
     """One model server for the fleet: each instance's requests answered from its own script
     (told apart by the persona that opens the system message: the teammates list there
@@ -37,8 +43,7 @@ def by_instance(scripts: dict[str, Sequence[Answer]]) -> Callable[[Request], Ans
     queues = {name: list(answers) for name, answers in scripts.items()}
 
     def answer(request: Request) -> Answer:
-        messages = (request.json or {}).get("messages", [])
-        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        system = system_text(request)
         who = next((name for name in NAMES if system.startswith(f"You are {name},")), "")
         queue = queues.get(who, [])
         return queue.pop(0) if queue else openai_text()
@@ -54,9 +59,8 @@ def prompts_of(llm: LLMServer, name: str) -> list[str]:
     """The user prompts (the last user message) the model was sent for ``name``'s turns."""
     found = []
     for request in llm.openai.requests:
-        messages = (request.json or {}).get("messages", [])
-        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-        if system.startswith(f"You are {name},"):
+        if system_text(request).startswith(f"You are {name},"):
+            messages = request.json["messages"]
             users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
             found.append(users[-1] if users else "")
     return found
@@ -84,6 +88,40 @@ def dm_with(room: Room, name: str) -> str:
     return room.emu.create_conversation([room.human.id, room.apps[name].bot_user_id], kind="im").id
 
 
+async def start_fleet(
+    room: Room,
+    fleet_factory: FleetFactory,
+    llm: LLMServer,
+    names: Sequence[str] = ("dana", "eli"),
+    *,
+    root: Path | None = None,
+    **env: str,
+) -> None:
+    """A fleet of ``names`` on the model server ``llm``, with the personas in ``root`` (by
+    default ``teammates``) and the keys ``env``."""
+    await fleet_factory(list(names), **openai_env(room.human.id, llm, root or teammates(room), **env))
+
+
+async def dana_posted(room: Room, answer: str) -> None:
+    """dana's one post anywhere is ``answer``, and the fleet has nothing left to do."""
+    await room.emu.wait_for(lambda: bot_posts(room, "dana") == [answer] and settled(room), timeout=20)
+
+
+async def ask_dana(room: Room, text: str, answer: str) -> None:
+    """The owner writes ``text`` in dana's DM; dana answers ``answer`` and the fleet settles."""
+    await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), text)
+    await dana_posted(room, answer)
+
+
+def eli_turns_row(room: Room) -> str:
+    """The one row of ``nanoslack turns --instance eli``."""
+    listing = io.StringIO()
+    argv = ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "--instance", "eli"]
+    assert admin.turns_main(argv, out=listing) == 0
+    (row,) = listing.getvalue().splitlines()[1:]
+    return row
+
+
 def steps_listing(room: Room, turn_id: int) -> list[list[str]]:
     out = io.StringIO()
     assert admin.turns_main(["--db", str(room.db), "--steps", str(turn_id)], out=out) == 0
@@ -104,14 +142,8 @@ async def test_in_a_dm_dana_asks_eli_and_answers_her_owner_with_elis_words_while
             }
         )
         # DM replies stream (the default): eli's words reach dana's DM only as dana posts them.
-        env = openai_env(room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli")
-        await fleet_factory(["dana", "eli"], **env)
-        dm = dm_with(room, "dana")
-        await room.emu.post_as_user(room.human.id, dm, "when do we ship? ask eli")
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli says: Friday, after the freeze."] and settled(room),
-            timeout=20,
-        )
+        await start_fleet(room, fleet_factory, llm, NANOSLACK_A2A_ALLOW="dana>eli")
+        await ask_dana(room, "when do we ship? ask eli", "eli says: Friday, after the freeze.")
 
     assert bot_posts(room, "eli") == []  # eli answered dana, not Slack
     eli_prompt = prompts_of(llm, "eli")[0]
@@ -150,10 +182,7 @@ async def test_in_a_dm_send_to_agent_is_refused_with_a_result_that_names_ask_age
         llm.openai.default = by_instance(
             {"dana": [openai_answer(("send_to_agent", {"to": "eli", "message": "when do we ship?"}))]}
         )
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
-        )
-        await fleet_factory(["dana", "eli"], **env)
+        await start_fleet(room, fleet_factory, llm, NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0")
         await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
         await room.emu.wait_for(
             lambda: (
@@ -197,17 +226,17 @@ async def test_an_ask_to_itself_an_unknown_name_outside_the_allowlist_the_asker_
                 "fay": [openai_answer(ask("gus", "q3")), openai_answer(send("fay: ok"))],
             }
         )
-        env = openai_env(
-            room.human.id,
+        await start_fleet(
+            room,
+            fleet_factory,
             llm,
-            root,
+            ["dana", "eli", "fay", "gus"],
+            root=root,
             # eli>dana is allowed: what refuses eli's ask back is the rule, not the allowlist.
             NANOSLACK_A2A_ALLOW="dana>eli,eli>dana,eli>fay,fay>gus",
             NANOSLACK_STREAM="0",
         )
-        await fleet_factory(["dana", "eli", "fay", "gus"], **env)
-        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask around")
-        await room.emu.wait_for(lambda: bot_posts(room, "dana") == ["done"] and settled(room), timeout=20)
+        await ask_dana(room, "ask around", "done")
 
     dana = [error for _, error in step_errors(room, "dana")]
     assert dana[0] == "not asked: you cannot ask yourself"
@@ -238,19 +267,15 @@ async def test_an_ask_to_a_teammate_whose_model_hangs_times_out_and_its_turn_is_
                 "eli": [Answer(delay=30, json=openai_text("too late").json)],
             }
         )
-        env = openai_env(
-            room.human.id,
+        await start_fleet(
+            room,
+            fleet_factory,
             llm,
-            teammates(room),
             NANOSLACK_A2A_ALLOW="dana>eli",
             NANOSLACK_ASK_TIMEOUT="1",
             NANOSLACK_STREAM="0",
         )
-        await fleet_factory(["dana", "eli"], **env)
-        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli is away"] and settled(room), timeout=20
-        )
+        await ask_dana(room, "ask eli", "eli is away")
 
     ((_, error),) = step_errors(room, "dana")
     assert error == (
@@ -260,10 +285,7 @@ async def test_an_ask_to_a_teammate_whose_model_hangs_times_out_and_its_turn_is_
         ("cancelled", "no answer within 1 s (NANOSLACK_ASK_TIMEOUT): cancelled")
     ]
     # How a withdrawn ask looks in nanoslack turns: its own thread, status cancelled, the reason.
-    listing = io.StringIO()
-    argv = ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "--instance", "eli"]
-    assert admin.turns_main(argv, out=listing) == 0
-    (row,) = listing.getvalue().splitlines()[1:]
+    row = eli_turns_row(room)
     assert row.split()[3:5] == [f"ask:{dana_turn_id(room)}:1", "cancelled"]
     assert "no answer within 1 s" in row
     assert bot_posts(room, "eli") == []
@@ -285,16 +307,11 @@ async def test_an_ask_passes_on_a_file_the_turn_saw_and_refuses_a_name_it_did_no
                 "eli": [openai_answer(send("Friday, says the plan."))],
             }
         )
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
-        )
-        await fleet_factory(["dana", "eli"], **env)
+        await start_fleet(room, fleet_factory, llm, NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0")
         await room.emu.share_file(
             room.human.id, dm_with(room, "dana"), "plan.txt", "We ship on Friday.\n", text="ask eli"
         )
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli read it"] and settled(room), timeout=20
-        )
+        await dana_posted(room, "eli read it")
 
     eli_prompt = prompts_of(llm, "eli")[0]
     assert "Read the notes: when?" in eli_prompt and "We ship on Friday." in eli_prompt
@@ -322,8 +339,7 @@ async def test_a_routines_turn_asks_a_teammate_and_posts_the_combined_answer(
                 "eli": [openai_answer(send("The build is green."))],
             }
         )
-        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli")
-        await fleet_factory(["dana", "eli"], **env)
+        await start_fleet(room, fleet_factory, llm, root=root, NANOSLACK_A2A_ALLOW="dana>eli")
         await room.emu.wait_for(
             lambda: room.sql("SELECT count(*) FROM routines WHERE instance = 'dana'") == [(1,)]
         )
@@ -355,8 +371,7 @@ async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_tha
 
     def model(request: Request) -> Answer:
         messages = request.json["messages"]
-        system = " ".join(str(m.get("content", "")) for m in messages if m["role"] == "system")
-        if system.startswith("You are dana,"):
+        if system_text(request).startswith("You are dana,"):
             return dana.pop(0) if dana else openai_text()
         if messages[-1]["role"] == "tool":
             return openai_text()
@@ -366,8 +381,9 @@ async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_tha
 
     async with LLMServer() as llm:
         llm.openai.default = model
-        env = openai_env(room.human.id, llm, root, NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_ASK_TIMEOUT="30")
-        await fleet_factory(["dana", "eli"], **env)
+        await start_fleet(
+            room, fleet_factory, llm, root=root, NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_ASK_TIMEOUT="30"
+        )
         await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('eli')} the build?")
         await room.emu.wait_for(lambda: len(prompts_of(llm, "eli")) == 1, timeout=20)
         await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli when we ship")
@@ -377,9 +393,7 @@ async def test_a_serial_teammate_busy_in_another_thread_answers_the_ask_when_tha
         )
         assert len(prompts_of(llm, "eli")) == 1  # the asked turn waits for eli's slot
         held.set()
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli says: Friday."] and settled(room), timeout=20
-        )
+        await dana_posted(room, "eli says: Friday.")
 
     eli = prompts_of(llm, "eli")
     assert not eli[0].startswith("[Asked by") and eli[-1].startswith("[Asked by dana]")
@@ -394,31 +408,24 @@ async def test_an_ask_to_a_teammate_whose_daily_budget_is_spent_is_refused_befor
         llm.openai.default = by_instance(
             {"dana": [openai_answer(ask("eli", "When?")), openai_answer(send("eli is out of budget"))]}
         )
-        env = openai_env(
-            room.human.id,
+        await start_fleet(
+            room,
+            fleet_factory,
             llm,
-            teammates(room),
             NANOSLACK_A2A_ALLOW="dana>eli",
             NANOSLACK_DAILY_TOKENS_ELI="100",
             NANOSLACK_STREAM="0",
         )
-        await fleet_factory(["dana", "eli"], **env)
         room.sql(
             "INSERT INTO agent_usage (instance, day, tokens) VALUES ('eli', ?, 150)",
             time.strftime("%Y-%m-%d", time.gmtime()),
         )
-        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli is out of budget"] and settled(room), timeout=20
-        )
+        await ask_dana(room, "ask eli", "eli is out of budget")
     assert prompts_of(llm, "eli") == []  # eli's model was never called
     ((_, error),) = step_errors(room, "dana")
     assert error == "not answered: eli's daily token budget spent: 150 of 100 tokens used today"
     assert room.sql("SELECT status FROM turns WHERE instance = 'eli'") == [("budget",)]
-    listing = io.StringIO()
-    argv = ["--db", str(room.db), "--env-file", str(room.tmp / ".env"), "--instance", "eli"]
-    assert admin.turns_main(argv, out=listing) == 0
-    (row,) = listing.getvalue().splitlines()[1:]
+    row = eli_turns_row(room)
     assert row.split()[3:5] == [f"ask:{dana_turn_id(room)}:1", "budget"]
 
 
@@ -435,14 +442,10 @@ async def test_an_ask_to_a_teammate_another_process_runs_is_refused_saying_so(
             {"dana": [openai_answer(ask("eli", "When?")), openai_answer(send("eli is elsewhere"))]}
         )
         # eli is named by the allowlist but run by another process (several hosts).
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        await start_fleet(
+            room, fleet_factory, llm, ["dana"], NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
         )
-        await fleet_factory(["dana"], **env)
-        await room.emu.post_as_user(room.human.id, dm_with(room, "dana"), "ask eli")
-        await room.emu.wait_for(
-            lambda: bot_posts(room, "dana") == ["eli is elsewhere"] and settled(room), timeout=20
-        )
+        await ask_dana(room, "ask eli", "eli is elsewhere")
     ((_, error),) = step_errors(room, "dana")
     assert error is not None and error.startswith("not asked: eli runs in another process (several hosts)")
     assert room.sql("SELECT count(*) FROM turns WHERE instance = 'eli'") == [(0,)]
@@ -455,17 +458,13 @@ async def test_a_halt_that_cancels_the_asking_turn_cancels_the_asked_turn_too(
     dana = [openai_answer(ask("eli", "When do we ship?"))]
 
     def model(request: Request) -> Answer:
-        system = " ".join(
-            str(m.get("content", "")) for m in request.json["messages"] if m["role"] == "system"
-        )
-        if "You are dana," in system:
+        if "You are dana," in system_text(request):
             return dana.pop(0) if dana else openai_text()
         return dataclasses.replace(openai_answer(send("Friday.")), hold=held)  # eli thinks, held
 
     async with LLMServer() as llm:
         llm.openai.default = model
-        env = openai_env(room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli")
-        await fleet_factory(["dana", "eli"], **env)
+        await start_fleet(room, fleet_factory, llm, NANOSLACK_A2A_ALLOW="dana>eli")
         await room.emu.post_as_user(room.human.id, room.channel, f"{room.mention('dana')} when do we ship?")
         await room.emu.wait_for(lambda: len(prompts_of(llm, "eli")) == 1, timeout=20)
         room.sql(
