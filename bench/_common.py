@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -25,6 +26,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(1, str(ROOT))  # after bench/ itself, so _common and fleet_bench come first
+
+from nanoslack.testing.ports import serve  # noqa: E402  # after the sys.path line above
 
 PROXY_KEYS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
@@ -136,6 +139,17 @@ async def bare_bolt_apps(
     finally:
         for h in handlers:
             await h.close_async()  # type: ignore[no-untyped-call]
+
+
+async def serve_model(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> tuple[web.AppRunner, str]:
+    """A bench's model server: ``handle`` answers the OpenAI chat completions on a free port of
+    127.0.0.1. Its runner (to clean up) and the base URL for ``OPENAI_BASE_URL``."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    runner, port = await serve(app, "127.0.0.1")
+    return runner, f"http://127.0.0.1:{port}/v1"
 
 
 async def wait_until(

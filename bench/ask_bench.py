@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _common import drop_proxies, percentile, start_emulator, stop_process, wait_until
+from _common import drop_proxies, percentile, serve_model, start_emulator, stop_process, wait_until
 from aiohttp import web
 
 from nanoslack.config import load_settings
@@ -224,13 +224,7 @@ async def with_asks_in_flight(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = Model()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", model.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+    runner, model_url = await serve_model(model.handle)
 
     proc, info = start_emulator(N_APPS)
     tmp = Path(tempfile.mkdtemp(prefix="ask-bench-"))
@@ -247,7 +241,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "SLACK_A2A_ROOMS": info["conversations"][0]["id"],
         "NANOSLACK_AGENT": "openai",
         "NANOSLACK_MODEL": "m",
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+        "OPENAI_BASE_URL": model_url,
         "OPENAI_API_KEY": "sk-bench-000000",
         "NANOSLACK_TEAMMATES": str(tmp / "teammates"),
         "NANOSLACK_A2A_ALLOW": ",".join(f"app{i}>app{(i + 1) % N_APPS}" for i in range(N_APPS)),

@@ -30,7 +30,6 @@ import json
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from _common import drop_proxies, percentile, start_emulator, stop_process, wait_until
@@ -43,12 +42,11 @@ from fleet_bench import (
     envelopes_for,
     replying_agent,
     silent_agent,
+    unpaced_fleet_settings,
     workload,
-    write_fleet_env,
 )
 
 from nanoslack import heap
-from nanoslack.config import load_settings
 from nanoslack.config.files import DEFAULT_FILE_FETCHES, DEFAULT_FILE_MEMORY_BYTES
 from nanoslack.logs import configure_logging
 from nanoslack.slack.fleet import Fleet
@@ -67,19 +65,8 @@ async def _start(
 ) -> tuple[Any, dict[str, Any], Driver, Fleet]:
     proc, info = start_emulator(n_apps)
     drv = Driver(info["base_url"])
-    alice = info["users"][0]["id"]
-    write_fleet_env(
-        Path(tmp) / ".env",
-        info,
-        info["apps"],
-        Path(tmp) / "nanoslack.db",
-        SLACK_OWNER=alice,
-        LOG_LEVEL="warning",
-        NANOSLACK_POST_RATE="0",
-        **(replying_agent(tmp) if replying else silent_agent(tmp)),
-        **extra,
-    )
-    fleet = Fleet(load_settings(Path(tmp) / ".env", environ={}))
+    agent = replying_agent(tmp) if replying else silent_agent(tmp)
+    fleet = Fleet(unpaced_fleet_settings(tmp, info, agent, **extra))
     started = await fleet.start()
     assert len(started) == n_apps, started
     await wait_until(lambda: _connections_at_least(drv, n_apps), within=30, what="fleet connected")

@@ -60,7 +60,7 @@ from _common import (
 )
 
 from nanoslack import eventloop, heap
-from nanoslack.config import env_suffix, load_settings
+from nanoslack.config import Settings, env_suffix, load_settings
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.inbound import Inbound
 from nanoslack.logs import configure_logging
@@ -477,6 +477,27 @@ def replying_agent(tmp: str | Path) -> dict[str, str]:
     return {"NANOSLACK_AGENT": "script", "NANOSLACK_AGENT_SCRIPT": str(rules)}
 
 
+def unpaced_fleet_settings(
+    tmp: str | Path, info: dict[str, Any], agent: dict[str, str], **extra: str
+) -> Settings:
+    """The settings of a fleet of every app of the emulator ``info``, written to ``tmp``'s
+    ``.env``: owned by its first user, logging warnings only, posting unpaced
+    (``NANOSLACK_POST_RATE=0``), on the agent ``agent`` (``replying_agent``, ``silent_agent``),
+    with ``extra``."""
+    write_fleet_env(
+        Path(tmp) / ".env",
+        info,
+        info["apps"],
+        Path(tmp) / "nanoslack.db",
+        SLACK_OWNER=info["users"][0]["id"],
+        LOG_LEVEL="warning",
+        NANOSLACK_POST_RATE="0",
+        **agent,
+        **extra,
+    )
+    return load_settings(Path(tmp) / ".env", environ={})
+
+
 async def phase_replies(
     rate: float, seconds: float, database_url: str | None, socket: SocketOptions
 ) -> dict[str, Any]:
@@ -492,18 +513,7 @@ async def phase_replies(
         try:
             alice, room = info["users"][0]["id"], info["conversations"][0]["id"]
             on_url = {"DATABASE_URL": database_url} if database_url else {}
-            write_fleet_env(
-                Path(tmp) / ".env",
-                info,
-                info["apps"],
-                Path(tmp) / "nanoslack.db",
-                SLACK_OWNER=alice,
-                LOG_LEVEL="warning",
-                NANOSLACK_POST_RATE="0",
-                **replying_agent(tmp),
-                **on_url,
-            )
-            settings = load_settings(Path(tmp) / ".env", environ={})
+            settings = unpaced_fleet_settings(tmp, info, replying_agent(tmp), **on_url)
             if database_url:
                 empty_tables(database_url)
             fleet = Fleet(settings, socket=socket)

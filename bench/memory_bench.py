@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import drop_proxies, percentile
+from _common import drop_proxies, percentile, serve_model
 from aiohttp import web
 
 from nanoslack.agents import llm as llm_module
@@ -127,13 +127,7 @@ def _p(values: list[float]) -> dict[str, float]:
 
 async def run(turns: int) -> dict[str, Any]:
     model = CachingModel()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", model.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+    runner, model_url = await serve_model(model.handle)
 
     recall_ms: list[tuple[float, float]] = []
     record_ms: list[tuple[float, float]] = []
@@ -167,7 +161,7 @@ async def run(turns: int) -> dict[str, Any]:
                 "SLACK_OWNER": alice.id,
                 "NANOSLACK_AGENT": "openai",
                 "NANOSLACK_MODEL": "m",
-                "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+                "OPENAI_BASE_URL": model_url,
                 "OPENAI_API_KEY": "sk-bench-000000",
                 "NANOSLACK_TEAMMATES": str(tmp / "teammates"),
                 "NANOSLACK_A2A_ALLOW": "dana>eli",
