@@ -41,6 +41,13 @@ def _create_tables(conn: Connection) -> None:
     tables.METADATA.create_all(conn)
 
 
+def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
+    """``ALTER TABLE table ADD COLUMN column ddl``, unless the column is there (a fresh
+    database has it from create_all)."""
+    if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+
+
 def _v2_cache_version(conn: Connection) -> None:
     """Version 2: cache_version (kept by triggers on PostgreSQL) and instance_leases."""
     _create_tables(conn)
@@ -72,15 +79,13 @@ def _v4_asks(conn: Connection) -> None:
     ``turn_id``) instead of a key prefix; ``room_notices`` gone (a notice's outbox key is
     its once-only claim)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
     for column, ddl in (
         ("purpose", "TEXT NOT NULL DEFAULT 'post'"),
         ("ask_id", "INTEGER"),
         ("turn_id", "INTEGER"),
         ("update_of", "TEXT"),
     ):
-        if column not in have:
-            conn.exec_driver_sql(f"ALTER TABLE outbox ADD COLUMN {column} {ddl}")
+        _add_column(conn, "outbox", column, ddl)
     # Rows written before v4 say what they are in their metadata only: replies (the
     # poster holds one to a halted room, the next turn shows an unsent one) and updates
     # waiting for the ts of the post they update.
@@ -108,9 +113,7 @@ def _v6_attempted_at(conn: Connection) -> None:
     """Version 6: ``outbox.attempted_at``, when the poster last called Slack for the row
     (written before the call), so the lookup of a post in doubt reads only what is newer."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
-    if "attempted_at" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN attempted_at REAL")
+    _add_column(conn, "outbox", "attempted_at", "REAL")
 
 
 def _metadata(raw: str) -> dict[str, Any]:
@@ -125,9 +128,7 @@ def _v5_steps(conn: Connection) -> None:
     """Version 5: ``turn_steps``, ``handoffs``, ``a2a_rooms``, ``rounds`` and
     ``round_members``; a message a handoff wrote says so (``messages.handoff_depth``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("messages")}
-    if "handoff_depth" not in have:
-        conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN handoff_depth INTEGER NOT NULL DEFAULT 0")
+    _add_column(conn, "messages", "handoff_depth", "INTEGER NOT NULL DEFAULT 0")
     if conn.dialect.name == "postgresql":
         _cache_trigger(conn, "a2a_rooms")  # the router caches a room's kind
 
@@ -136,9 +137,7 @@ def _v7_team(conn: Connection) -> None:
     """Version 7: team rooms' ``tasks``, ``boards``, ``votes`` and ``ballots``; an outbox row
     of a vote names it (``outbox.vote_id``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("outbox")}
-    if "vote_id" not in have:
-        conn.exec_driver_sql("ALTER TABLE outbox ADD COLUMN vote_id INTEGER")
+    _add_column(conn, "outbox", "vote_id", "INTEGER")
 
 
 def _v8_memory(conn: Connection) -> None:
@@ -146,9 +145,7 @@ def _v8_memory(conn: Connection) -> None:
     (``memories``); a step says how much of its input came from a prompt cache
     (``turn_steps.cached_tokens``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("turn_steps")}
-    if "cached_tokens" not in have:
-        conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0")
+    _add_column(conn, "turn_steps", "cached_tokens", "INTEGER NOT NULL DEFAULT 0")
 
 
 def _v9_assistant_threads(conn: Connection) -> None:
@@ -174,17 +171,13 @@ def _v11_reply_drafts(conn: Connection) -> None:
 def _v12_step_cost(conn: Connection) -> None:
     """Version 12: what each model call cost in US dollars (``turn_steps.cost_usd``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("turn_steps")}
-    if "cost_usd" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE turn_steps ADD COLUMN cost_usd FLOAT")
+    _add_column(conn, "turn_steps", "cost_usd", "FLOAT")
 
 
 def _v13_handoff_trace(conn: Connection) -> None:
     """Version 13: the trace a handoff continues (``handoffs.traceparent``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("handoffs")}
-    if "traceparent" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE handoffs ADD COLUMN traceparent VARCHAR")
+    _add_column(conn, "handoffs", "traceparent", "VARCHAR")
 
 
 def _v15_routine_source(conn: Connection) -> None:
@@ -209,26 +202,20 @@ def _v15_routine_source(conn: Connection) -> None:
 def _v18_message_edits(conn: Connection) -> None:
     """Version 18: an edit made after the answer is a message row of its own (``messages.edit_of``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("messages")}
-    if "edit_of" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE messages ADD COLUMN edit_of VARCHAR")
+    _add_column(conn, "messages", "edit_of", "VARCHAR")
 
 
 def _v19_history_shown(conn: Connection) -> None:
     """Version 19: where each message a turn was shown sits in its history row's prompt
     (``agent_history.shown``), so a message deleted after its answer can leave it."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("agent_history")}
-    if "shown" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE agent_history ADD COLUMN shown VARCHAR")
+    _add_column(conn, "agent_history", "shown", "VARCHAR")
 
 
 def _v20_handoff_waits(conn: Connection) -> None:
     """Version 20: a routine's handoff waits for the run's post (``handoffs.waits_on``)."""
     _create_tables(conn)
-    have = {c["name"] for c in inspect(conn).get_columns("handoffs")}
-    if "waits_on" not in have:  # a fresh database has it from create_all
-        conn.exec_driver_sql("ALTER TABLE handoffs ADD COLUMN waits_on VARCHAR")
+    _add_column(conn, "handoffs", "waits_on", "VARCHAR")
 
 
 # Each entry upgrades the schema from version i to i+1. Version 1 is the first
