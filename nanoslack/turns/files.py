@@ -150,26 +150,12 @@ def _read(fetched: Fetched, chars: int) -> SeenFile:
     ref = fetched.ref
     name = ref.name or ref.id or "unnamed"
     if fetched.path is None:
-        return SeenFile(
-            ref.id,
-            name,
-            ref.mimetype,
-            ref.size,
-            "missing",
-            f"[file: {name}: could not be fetched: {fetched.failure}]",
-        )
+        return _unfetched(fetched, f"[file: {name}: could not be fetched: {fetched.failure}]")
     path = fetched.path
     try:
         size = path.stat().st_size
     except OSError as exc:
-        return SeenFile(
-            ref.id,
-            name,
-            ref.mimetype,
-            ref.size,
-            "missing",
-            f"[file: {name}: its download is gone ({exc.strerror})]",
-        )
+        return _unfetched(fetched, f"[file: {name}: its download is gone ({exc.strerror})]")
     mimetype = ref.mimetype or mimetypes.guess_type(name)[0] or "application/octet-stream"
     kind = kind_of(name, mimetype)
     seen = SeenFile(ref.id, name, mimetype, size, kind, "", str(path))
@@ -185,6 +171,12 @@ def _read(fetched: Fetched, chars: int) -> SeenFile:
     except OSError as exc:
         return _bad(seen, f"[file: {name}: could not be read here ({exc.strerror})]")
     return _other(seen)
+
+
+def _unfetched(fetched: Fetched, shown: str) -> SeenFile:
+    """A file the turn has no bytes of: the line saying why, under Slack's name for it."""
+    ref = fetched.ref
+    return SeenFile(ref.id, ref.name or ref.id or "unnamed", ref.mimetype, ref.size, "missing", shown)
 
 
 def _bad(seen: SeenFile, shown: str) -> SeenFile:

@@ -148,16 +148,7 @@ def test_old_turns_are_pruned_but_a_threads_newest_turn_keeps_where_the_next_tra
     store: Store, sql: Callable[[str], int]
 ) -> None:
     def turn(through: str, status: str | None) -> int:
-        turn_id = store.turns.start(
-            instance=INSTANCE,
-            channel=ROOM,
-            thread_key="1700000000.000001",
-            reply_thread_ts="1700000000.000001",
-            sender_id="slack:U0HUMAN",
-            through_ts=through,
-            messages=1,
-            wrapping_up=False,
-        )
+        turn_id = _thread_turn(store, through)
         if status is not None:
             store.turns.finish(turn_id, status)
         return turn_id
@@ -182,16 +173,7 @@ def test_peoples_feedback_on_a_pruned_turn_goes_with_it_and_a_kept_turns_stays(
     store: Store, sql: Callable[[str], int]
 ) -> None:
     def turn(through: str) -> int:
-        turn_id = store.turns.start(
-            instance=INSTANCE,
-            channel=ROOM,
-            thread_key="1700000000.000001",
-            reply_thread_ts="1700000000.000001",
-            sender_id="slack:U0HUMAN",
-            through_ts=through,
-            messages=1,
-            wrapping_up=False,
-        )
+        turn_id = _thread_turn(store, through)
         store.turns.finish(turn_id, "done")
         return turn_id
 
@@ -395,3 +377,17 @@ def test_a_messages_files_and_their_download_go_with_it_and_a_file_still_named_s
     assert store.message_files.of(INSTANCE, ROOM, [old.ts, recent.ts]) == {recent.ts: (shared,)}
     assert removed == 1
     assert sorted(p.name for p in folder.iterdir()) == ["F0BOTH"]
+
+
+def _thread_turn(store: Store, through: str) -> int:
+    """A person's turn in one room thread, through the message ``through``."""
+    return store.turns.start(
+        instance=INSTANCE,
+        channel=ROOM,
+        thread_key="1700000000.000001",
+        reply_thread_ts="1700000000.000001",
+        sender_id="slack:U0HUMAN",
+        through_ts=through,
+        messages=1,
+        wrapping_up=False,
+    )
