@@ -14,7 +14,10 @@ remembers (``/api/memories``, read only) the page reads at start and again when 
 Each bot's Home tab (docs/agent-surface.md): the page opens it as the human does in Slack
 (``/api/home/open``: ``app_home_opened`` with ``tab: home``), shows the view the bot
 published (sent with the snapshot and again each time the bot publishes it) and its
-buttons' clicks go to the bot as a Home's do (``/api/home/click``).
+buttons' clicks go to the bot as a Home's do (``/api/home/click``). Opening a bot's DM is
+opening its Messages tab (``/api/dm/open``: ``app_home_opened`` with ``tab: messages``); the
+suggested prompts the bot sets on that DM are sent like its Home, and the page shows them
+above the DM's composer.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from nanoslack.emulator.state import Conversation
 from nanoslack.localhttp import LocalGuard
 from nanoslack.logs import get_logger
 from nanoslack.playground.files import MAX_BODY_BYTES, PlaygroundFiles
@@ -57,6 +61,8 @@ class PlaygroundServer:
         self._homes: dict[str, str | None] = {}
         # The processing sessions the page was last told of (each shows its Stop button).
         self._sessions: list[JSON] = []
+        # The suggested prompts on the human's bot DMs the page was last told of.
+        self._prompts: dict[str, JSON] = {}
         self.url = ""
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -74,6 +80,7 @@ class PlaygroundServer:
         app.router.add_post("/api/routine", self._routine)
         app.router.add_post("/api/home/open", self._home_open)
         app.router.add_post("/api/home/click", self._home_click)
+        app.router.add_post("/api/dm/open", self._dm_open)
         PlaygroundFiles(self.stage).routes(app)
         app.router.add_static("/static/", STATIC)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -164,6 +171,7 @@ class PlaygroundServer:
             "status": self.status(),
             "homes": self.homes(),
             "sessions": self.sessions(),
+            "prompts": self.prompts(),
         }
 
     def sessions(self) -> list[JSON]:
@@ -174,6 +182,26 @@ class PlaygroundServer:
             if session.status == "processing" and self._conversation(channel) is not None:
                 found.append({"channel": channel, "thread_ts": thread_ts})
         return found
+
+    def prompts(self) -> dict[str, JSON]:
+        """The suggested prompts each bot set on its DM with the human (an ``agent_view``
+        app's, set without ``thread_ts``): {channel: {"prompts": [{title, message}], "title"?}}."""
+        found = {}
+        for conv in self.stage.emu.conversations():
+            prompts = self.stage.emu.suggested_prompts(conv.id) if self._bot_of(conv) else None
+            if prompts is not None:
+                found[conv.id] = prompts
+        return found
+
+    def _dm_bot(self, channel: str) -> str | None:
+        """The bot whose DM with the human ``channel`` is (None: not such a DM)."""
+        conv = next((c for c in self.stage.emu.conversations() if c.id == channel), None)
+        return self._bot_of(conv) if conv is not None else None
+
+    def _bot_of(self, conv: Conversation) -> str | None:
+        if conv.kind != "im" or self.stage.human.id not in conv.members:
+            return None
+        return next((n for n, a in self.stage.apps.items() if a.bot_user_id in conv.members), None)
 
     def homes(self) -> dict[str, JSON | None]:
         """Each bot's Home view as the human sees it (None: never published for them)."""
@@ -264,6 +292,7 @@ class PlaygroundServer:
                 status = self.status()
                 self._send_homes()
                 self._send_sessions()
+                self._send_prompts()
             except Exception as exc:  # a busy store must not end the page's updates
                 log.warning("playground watch failed", error=type(exc).__name__)
                 continue
@@ -276,6 +305,12 @@ class PlaygroundServer:
         if sessions != self._sessions:
             self._sessions = sessions
             self._send({"type": "sessions", "sessions": sessions})
+
+    def _send_prompts(self) -> None:
+        prompts = self.prompts()
+        if prompts != self._prompts:
+            self._prompts = prompts
+            self._send({"type": "prompts", "prompts": prompts})
 
     def _send_homes(self) -> None:
         """A bot published the human's Home again: the page shows the new view."""
@@ -389,6 +424,17 @@ class PlaygroundServer:
             return web.json_response({"ok": False, "error": f"no bot {bot!r}"}, status=400)
         await self.stage.emu.open_app_home(self.stage.human.id, bot)
         return web.json_response({"ok": True, "view": self.stage.emu.home_view(bot, self.stage.human.id)})
+
+    async def _dm_open(self, req: web.Request) -> web.Response:
+        """The human opens a bot's DM, its Messages tab: ``app_home_opened`` with ``tab:
+        messages`` to that bot, which sets the DM's suggested prompts (they come in the stream)."""
+        channel = str((await _json_body(req)).get("channel", ""))
+        bot = self._dm_bot(channel)
+        if bot is None:
+            log.info("dm open refused", channel=channel, reason="not the human's DM with a bot")
+            return web.json_response({"ok": False, "error": f"no bot DM {channel!r}"}, status=400)
+        await self.stage.emu.open_app_home(self.stage.human.id, bot, tab="messages")
+        return web.json_response({"ok": True, "bot": bot})
 
     async def _home_click(self, req: web.Request) -> web.Response:
         """A button of a bot's Home: a ``block_actions`` from the Home view, like Slack's."""

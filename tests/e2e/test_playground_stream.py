@@ -31,7 +31,7 @@ class Stream:
                 line = (await self.resp.content.readline()).decode()
                 if not line.startswith("data: "):
                     continue
-                event = json.loads(line[6:])
+                event = dict(json.loads(line[6:]))
                 self.events.append(event)
                 if predicate(event):
                     return event
@@ -195,6 +195,30 @@ async def test_a_shared_file_is_a_file_share_message_served_to_the_page_only_whe
             refused = await http.post(url + "api/file", json=body)
             assert refused.status == 400 and not (await refused.json())["ok"]
     assert [m["ts"] for m in stage.emu.all_messages(stage.room) if m.get("subtype") == "file_share"] == [ts]
+
+
+async def test_opening_a_bots_dm_is_its_messages_tab_whose_prompts_reach_the_page(
+    served: tuple[Stage, str],
+) -> None:
+    stage, url = served
+    async with aiohttp.ClientSession() as http, http.get(url + "events") as resp:
+        stream = Stream(resp)
+        snap = await stream.until(lambda e: e["type"] == "snapshot")
+        assert snap["prompts"] == {}  # set when alice opens the DM, as in Slack
+        (dm,) = [c["id"] for c in snap["conversations"] if c["kind"] == "im" and c["label"] == "dana"]
+        opened = await http.post(url + "api/dm/open", json={"channel": dm})
+        assert (await opened.json()) == {"ok": True, "bot": "dana"}
+        event = await stream.until(lambda e: e["type"] == "prompts" and dm in e["prompts"])
+        # Only a bot's DM with alice is a Messages tab: a room is refused, and nothing is sent.
+        refused = await http.post(url + "api/dm/open", json={"channel": stage.room})
+        assert refused.status == 400 and not (await refused.json())["ok"]
+    assert event["prompts"][dm]["prompts"] == [
+        {"title": "Plan my day", "message": "Plan my day"},
+        {"title": "What is blocked?", "message": "What is blocked?"},
+    ]
+    # An agent's DM: set on the DM itself, no thread_ts (docs/agent-surface.md).
+    calls = [c for c in stage.emu.engine.api_calls if c.method == "assistant.threads.setSuggestedPrompts"]
+    assert [(c.params.get("channel_id"), c.params.get("thread_ts")) for c in calls] == [(dm, None)]
 
 
 def _b64(data: bytes) -> str:

@@ -17,6 +17,8 @@ const S = {
   sessions: new Set(),
   // The human's last 👍 / 👎 on a reply, by channel and message ts: shown pressed, as Slack does.
   feedback: new Map(),
+  // The suggested prompts each bot set on its DM with the human, by channel.
+  prompts: new Map(),
 };
 const COLORS = ["#e8912d", "#2bac76", "#1264a3", "#7c3085", "#cd2553", "#4a9a9a"];
 const NOTE_TAGS = {
@@ -52,6 +54,7 @@ function handle(ev) {
   if (ev.type === "status") { S.status = ev.status; return renderStatus(); }
   if (ev.type === "status_line") return onStatusLine(ev);
   if (ev.type === "sessions") return onSessions(ev.sessions);
+  if (ev.type === "prompts") { S.prompts = new Map(Object.entries(ev.prompts)); return renderPrompts(); }
   if (ev.type === "home") { S.homes.set(ev.bot, ev.view); if (S.home === ev.bot) renderMain(); }
 }
 
@@ -90,6 +93,7 @@ function loadSnapshot(ev) {
   S.convs = new Map(ev.conversations.map((c) => [c.id, c]));
   S.homes = new Map(Object.entries(ev.homes || {}));
   S.sessions = new Set((ev.sessions || []).map((x) => lineKey(x.channel, x.thread_ts)));
+  S.prompts = new Map(Object.entries(ev.prompts || {}));
   S.msgs = new Map();
   for (const [ch, list] of Object.entries(ev.messages)) S.msgs.set(ch, new Map(list.map((m) => [m.ts, m])));
   if (!S.current || !S.convs.has(S.current)) S.current = ev.room;
@@ -307,6 +311,54 @@ function openConversation(id) {
   S.current = id; S.unread.delete(id); S.home = null;
   if (S.thread && S.thread.channel !== id) S.thread = null;
   renderSidebar(); renderMain(); renderThread();
+  if (isBotDm(S.convs.get(id))) openMessagesTab(id);
+}
+
+function isBotDm(conv) {
+  return !!conv && conv.kind === "im" && [...S.users.values()].some((u) => u.bot && conv.members.includes(u.name));
+}
+
+// Opening a bot's DM is opening its Messages tab: Slack sends the bot app_home_opened
+// (tab: messages) and the bot sets the DM's suggested prompts, which come in the stream.
+async function openMessagesTab(channel) {
+  try {
+    await fetch("/api/dm/open", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ channel }),
+    });
+  } catch (_) { /* the DM works without its prompts */ }
+}
+
+// The bot's suggested prompts as chips above its DM's composer, as Slack shows them; a click
+// posts the prompt's message as the human's own.
+function renderPrompts() {
+  const box = $("prompts");
+  box.replaceChildren();
+  const set = !S.home && isBotDm(S.convs.get(S.current)) ? S.prompts.get(S.current) : null;
+  box.hidden = !set || !(set.prompts || []).length;
+  if (box.hidden) return;
+  if (set.title) box.append(el("span", "prompts-title", set.title));
+  const channel = S.current;
+  for (const p of set.prompts) {
+    const chip = el("button", "prompt-chip", p.title);
+    chip.type = "button"; chip.dataset.message = p.message; chip.title = p.message;
+    chip.onclick = () => sendPrompt(channel, p.message, box);
+    box.append(chip);
+  }
+}
+
+async function sendPrompt(channel, text, box) {
+  for (const b of box.querySelectorAll("button")) b.disabled = true;
+  try {
+    const r = await fetch("/api/post", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ channel, text, thread_ts: null }),
+    });
+    const answer = await r.json();
+    // As a typed message: the bot answers in its thread, shown straight away.
+    if (answer.ok) openThread(channel, answer.ts);
+  } finally {
+    for (const b of box.querySelectorAll("button")) b.disabled = false;
+  }
 }
 
 function openThread(channel, ts) {
@@ -324,6 +376,7 @@ function isTop(m) { return !m.thread_ts || m.thread_ts === m.ts; }
 function sorted(list) { return [...list].sort((a, b) => parseFloat(a.ts) - parseFloat(b.ts)); }
 
 function renderMain() {
+  renderPrompts();
   if (S.home) return renderHome();
   $("composer").hidden = false;
   const conv = S.convs.get(S.current);
