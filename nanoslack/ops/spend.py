@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nanoslack.budgets import usd
-from nanoslack.config import ConfigError, split_list
+from nanoslack.config import ConfigError, split_list, teammates_dir
 from nanoslack.config.agent import InstanceKeys, daily_tokens, daily_usd
 from nanoslack.ops.admin import _parser, _run, table
 from nanoslack.routines import spec as routine_spec
@@ -27,7 +27,6 @@ from nanoslack.store import Store
 from nanoslack.store.steps import SpendRow
 
 DAY_S = 86_400
-DEFAULT_TEAMMATES = "teammates"
 
 
 @dataclass
@@ -82,7 +81,9 @@ def _spend(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
     )
     out.write("\n")
     routines = _totals((r for r in rows if r.routine), lambda r: f"{r.instance}/{r.routine}")
-    routine_caps = _routine_caps(env, args.env_file, {key.split("/")[0] for key in routines})
+    # The routines' files where the fleet reads them (``run``'s rule, over this command's env).
+    teammates = teammates_dir(args.env_file, env)
+    routine_caps = _routine_caps(teammates, {key.split("/")[0] for key in routines})
     table(
         out,
         ("ROUTINE", "TURNS", "TOKENS", "TOKEN CAP", "USD", "UNPRICED"),
@@ -144,11 +145,7 @@ def _room_caps(lookup: Callable[[str], str | None]) -> tuple[int | None, float |
     return tokens, dollars
 
 
-def _routine_caps(
-    env: dict[str, str], env_file: Path | None, instances: Iterable[str]
-) -> dict[str, int | None]:
-    base = env_file.expanduser().resolve().parent if env_file else Path.cwd()
-    teammates = base / (env.get("NANOSLACK_TEAMMATES", "").strip() or DEFAULT_TEAMMATES)
+def _routine_caps(teammates: Path, instances: Iterable[str]) -> dict[str, int | None]:
     caps: dict[str, int | None] = {}
     for instance in instances:
         loaded = routine_spec.load(routine_spec.routines_path(teammates, instance), instance)
