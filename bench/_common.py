@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -107,12 +107,21 @@ def stop_process(proc: subprocess.Popen[str], timeout: float = 10.0) -> None:
             proc.wait(timeout)
 
 
+class BoltSocket(Protocol):
+    """What the benches use of slack-bolt's ``AsyncSocketModeHandler``: bolt leaves these
+    methods unannotated, so their calls are typed here (a handler is one by its shape)."""
+
+    async def connect_async(self) -> None: ...
+
+    async def close_async(self) -> None: ...
+
+
 async def connect_bare_bolt_apps(
     info: dict[str, Any], events: tuple[str, ...] = ("message",)
-) -> list[AsyncSocketModeHandler]:
+) -> list[BoltSocket]:
     """One slack-bolt AsyncApp + AsyncSocketModeHandler per emulator app, with a no-op
     listener per event type (so bolt acks them)."""
-    handlers = []
+    handlers: list[BoltSocket] = []
     for a in info["apps"]:
         bolt = AsyncApp(client=AsyncWebClient(token=a["bot_token"], base_url=info["api_url"]))
         for event in events:
@@ -121,7 +130,7 @@ async def connect_bare_bolt_apps(
             async def noop() -> None:
                 return None
 
-        h = AsyncSocketModeHandler(bolt, app_token=a["app_token"])
+        h: BoltSocket = AsyncSocketModeHandler(bolt, app_token=a["app_token"])
         await h.connect_async()
         handlers.append(h)
     return handlers
@@ -130,15 +139,15 @@ async def connect_bare_bolt_apps(
 @contextlib.asynccontextmanager
 async def bare_bolt_apps(
     info: dict[str, Any], events: tuple[str, ...] = ("message",)
-) -> AsyncIterator[list[AsyncSocketModeHandler]]:
+) -> AsyncIterator[list[BoltSocket]]:
     """``connect_bare_bolt_apps`` for the length of a ``with``: closed at its end."""
-    handlers: list[AsyncSocketModeHandler] = []
+    handlers: list[BoltSocket] = []
     try:
         handlers = await connect_bare_bolt_apps(info, events)
         yield handlers
     finally:
         for h in handlers:
-            await h.close_async()  # type: ignore[no-untyped-call]
+            await h.close_async()
 
 
 async def serve_model(

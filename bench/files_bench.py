@@ -137,7 +137,7 @@ async def phase_acks(n_messages: int, rounds: int, file_bytes: int, rate: float 
             print(json.dumps(runs[-1]), flush=True)
 
     def median(key: str, files: bool) -> float:
-        return statistics.median(run[key] for run in runs if run["files"] is files)
+        return statistics.median(float(run[key]) for run in runs if run["files"] is files)
 
     plain_rate, files_rate = median("envelopes_acked_per_s", False), median("envelopes_acked_per_s", True)
     return {

@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from _common import drop_proxies, percentile, serve_model
@@ -120,6 +121,12 @@ def _timed(samples: list[tuple[float, float]], fn: Callable[..., Any]) -> Callab
     return wrapper
 
 
+def _time_in(module: ModuleType, name: str, samples: list[tuple[float, float]]) -> None:
+    """Time the function ``module`` calls as ``name`` where ``module`` looks it up: a name it
+    imported from elsewhere (llm.py's ``replay``/``keep``, not re-exported), so set by name."""
+    setattr(module, name, _timed(samples, getattr(module, name)))
+
+
 def _p(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     return {"p50": round(percentile(ordered, 50), 2), "p99": round(percentile(ordered, 99), 2)}
@@ -137,8 +144,8 @@ async def run(turns: int) -> dict[str, Any]:
     memory.recall = _timed(recall_ms, memory.recall)  # type: ignore[method-assign]
     memory.record = _timed(record_ms, memory.record)  # type: ignore[method-assign]
     # The LLM back end's side: the kept JSON parsed into model messages, and written.
-    llm_module.replay = _timed(replay_ms, llm_module.replay)
-    llm_module.keep = _timed(keep_ms, llm_module.keep)
+    _time_in(llm_module, "replay", replay_ms)
+    _time_in(llm_module, "keep", keep_ms)
 
     tmp = Path(tempfile.mkdtemp(prefix="memory-bench-"))
     (tmp / "teammates" / "dana").mkdir(parents=True)

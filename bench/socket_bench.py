@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -37,6 +37,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from nanoslack.slack.adapter import Frames, SocketModeClient
 
 Closer = Callable[[], Awaitable[None]]
+
+
+class SdkSocket(Protocol):
+    """What the bench uses of slack-sdk's Socket Mode client: its ``connect`` and ``close``
+    are unannotated, so their calls are typed here (the client is one by its shape)."""
+
+    async def connect(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 async def _stats(session: aiohttp.ClientSession, base: str) -> dict[str, int]:
@@ -53,8 +62,9 @@ async def connect_sdk(info: dict[str, Any]) -> list[Closer]:
             await c.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
 
         client.socket_mode_request_listeners.append(ack)
-        await client.connect()
-        closers.append(client.close)
+        socket: SdkSocket = client
+        await socket.connect()
+        closers.append(socket.close)
     return closers
 
 
