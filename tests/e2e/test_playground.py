@@ -233,6 +233,22 @@ def test_the_playground_page_plays_an_a2a_room_with_the_guard_visible(demo: Demo
     demo.wait_line(re.compile(r"nanoslack demo: stopped"), timeout=5)
 
 
+def _ask_dana_in_her_dm(demo: Demo, page: Any, text: str) -> Any:
+    """alice opens the page, then her DM with dana, and sends ``text``: the thread's timeline."""
+    from playwright.sync_api import expect
+
+    page.goto(demo.wait_line(URL_RE, timeout=90).group(1))
+    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
+    page.locator("#show-notes").uncheck()
+    page.locator('#dms .conv[data-kind="im"]', has_text="dana").click()
+    expect(page.locator("#conv-title")).to_have_text("dana")
+    composer = page.locator("#composer textarea")
+    composer.click()
+    composer.press_sequentially(text)
+    composer.press("Enter")
+    return page.locator("#thread-timeline")
+
+
 def test_the_playground_dm_shows_danas_status_line_then_her_streamed_answer(
     demo: Demo, browser_page: Any
 ) -> None:
@@ -241,18 +257,8 @@ def test_the_playground_dm_shows_danas_status_line_then_her_streamed_answer(
     status line is gone."""
     from playwright.sync_api import expect
 
-    url = demo.wait_line(URL_RE, timeout=90).group(1)
     page = browser_page
-    page.goto(url)
-    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
-    page.locator("#show-notes").uncheck()
-    page.locator('#dms .conv[data-kind="im"]', has_text="dana").click()
-    expect(page.locator("#conv-title")).to_have_text("dana")
-    composer = page.locator("#composer textarea")
-    composer.click()
-    composer.press_sequentially("Plan my day")
-    composer.press("Enter")
-    thread = page.locator("#thread-timeline")
+    thread = _ask_dana_in_her_dm(demo, page, "Plan my day")
     status = thread.locator(".status-line")
     expect(status).to_contain_text("dana is thinking…", timeout=STEP_MS)
     _shot(page, "playground-dm-status.png")
@@ -273,18 +279,8 @@ def test_the_playground_dm_shows_a_stop_button_that_stops_danas_running_turn(
     says ``Stopped.`` and the button is gone (docs/agent-surface.md "Sessions and Stop")."""
     from playwright.sync_api import expect
 
-    url = demo.wait_line(URL_RE, timeout=90).group(1)
     page = browser_page
-    page.goto(url)
-    expect(page.locator("#status .instance[data-connected=true]")).to_have_count(3, timeout=STEP_MS)
-    page.locator("#show-notes").uncheck()
-    page.locator('#dms .conv[data-kind="im"]', has_text="dana").click()
-    expect(page.locator("#conv-title")).to_have_text("dana")
-    composer = page.locator("#composer textarea")
-    composer.click()
-    composer.press_sequentially("Write the quarterly report")
-    composer.press("Enter")
-    thread = page.locator("#thread-timeline")
+    thread = _ask_dana_in_her_dm(demo, page, "Write the quarterly report")
     stop = thread.locator(".status-line .stop-button")
     expect(stop).to_be_visible(timeout=STEP_MS)
     expect(thread.locator(".status-line")).to_contain_text("dana is thinking…")
