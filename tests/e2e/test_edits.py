@@ -108,21 +108,31 @@ async def _first_turn_held(room: Room, llm: LLMServer, hold: asyncio.Event) -> s
     return root
 
 
+def _still_held(room: Room, llm: LLMServer) -> None:
+    """The thread's first turn still waits on the model: no later turn of the thread has been
+    built yet (one turn at a time per thread), so what happened meanwhile came before it."""
+    assert statuses(room) == ["running"] and len(llm.openai.requests) == 1, statuses(room)
+
+
 async def test_an_edit_before_the_turn_is_what_the_turn_shows(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
     hold = asyncio.Event()
-    async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
+    async with dana_answering(room, fleet_factory, turns=3, hold=hold) as llm:
         root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
         ask = await _say(room, f"{dana} what is 2+2?", thread_ts=root)
         await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 2+2?", "pending")], timeout=20)
         await _edit_before_its_turn(room, ask, f"{dana} what is 3+3?")
+        # Recorded pending, then edited, and only then can its turn be built.
+        _still_held(room, llm)
         hold.set()
         await turns_done(room, 2)
         prompt = _prompts(llm)[1]
+        # Its answer read the new words: the edit is no news for the thread's next turn.
+        later = await _next_prompt(room, llm, f"{dana} and 4+4?", root, turns=3)
     assert "what is 3+3?" in prompt and "2+2" not in prompt, prompt
-    assert "[edited]" not in prompt
+    assert "[edited]" not in prompt and "[edited]" not in later, later
 
 
 async def test_a_message_deleted_before_its_turn_is_not_answered_and_its_words_leave_the_store(
@@ -137,6 +147,8 @@ async def test_a_message_deleted_before_its_turn_is_not_answered_and_its_words_l
             lambda: _row(room, secret) and _row(room, secret)[0][1] == "pending", timeout=20
         )
         await _delete(room, secret)
+        # Recorded pending, then deleted, and only then can its turn be built.
+        _still_held(room, llm)
         hold.set()
         await turns_done(room, 1)
         await room.emu.wait_for(lambda: _settled(room), timeout=20)
