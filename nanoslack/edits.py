@@ -9,10 +9,11 @@ already posted does, before the guard and in the pipeline's transaction.
   ``[edited] <name>: <new text>``. It wakes a turn only when the edit newly names the
   instance: then it is routed as a mention would be (guard, router, gate).
 - A deleted message's row stays as a tombstone (its ts keeps its place; its text, its
-  edits' rows, its files (their rows, and their downloads unless another stored message
-  names the same file), the words in its inbox entries and its lines in the agent's kept
-  history of the turns that were shown it go): never answered, shown to later
-  turns as ``[a message was deleted]``. A deleted thread parent leaves its thread as it
+  edits' rows, its files (their rows, the refs to them in the messages the fleet wrote
+  that passed them on, whose words then say the file is gone, and their downloads unless
+  another stored message names the same file), the words in its inbox entries and its
+  lines in the agent's kept history of the turns that were shown it go): never answered,
+  shown to later turns as ``[a message was deleted]``. A deleted thread parent leaves its thread as it
   is: the replies stay, and are answered, as Slack keeps them.
 - A bot's edit or deletion never reaches the guard: no hop is counted and nothing wakes.
   An edit of a bot's post no turn was shown replaces its text (a teammate's stream that
@@ -25,13 +26,15 @@ duplicate there; applying the same edit twice writes the same text.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from nanoslack.agents.prompt import DELETED_LINE
-from nanoslack.inbound import DELETED, Inbound, InboxKey
+from nanoslack.inbound import DELETED, FileRef, Inbound, InboxKey, file_gone_label
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
+from nanoslack.store.files import Copy
 
 log = get_logger(__name__)
 
@@ -75,9 +78,13 @@ class MessageChanges:
         row = store.messages.get(key)
         # Its edits' rows go with it, and the files any of them carried.
         rows = [key.ts, *store.messages.edits_of(key)]
-        gone = tuple(
+        files = tuple(
             dict.fromkeys(i for ts in rows for i in store.message_files.drop(key.instance, key.channel, ts))
         )
+        # The copies the fleet made of its files (a handoff passed them on) go with it too.
+        for copy in store.message_files.drop_copies(key.channel, files):
+            self._file_gone(key.channel, copy)
+        gone = store.message_files.unnamed(files)
         if row is not None:
             # What the turns that were shown it keep of it: its line says it was deleted.
             store.history.scrub(key.instance, key.channel, row.thread_key, rows, DELETED_LINE)
@@ -86,6 +93,27 @@ class MessageChanges:
         if not stored:
             return Change("dropped", "deleted message not stored", files_gone=gone)
         return Change("processed", "message deleted", files_gone=gone)
+
+    def _file_gone(self, channel: str, copy: Copy) -> None:
+        """A message the fleet wrote (a handoff) passed on files whose share was deleted: its
+        words say each is gone where they named it, for the turn that answers it (one being
+        built is built again: ``set_text`` counts a change) and in what the turns that were
+        shown it keep."""
+        key = InboxKey(copy.instance, channel, copy.ts)
+        row = self._store.messages.get(key)
+        if row is None or row.status == "deleted":
+            return
+        text = without_files(row.text, copy.dropped)
+        self._store.messages.set_text(key, text)
+        self._store.history.scrub(copy.instance, channel, row.thread_key, [copy.ts], text)
+        log.info(
+            "passed file gone",
+            instance=copy.instance,
+            channel=channel,
+            ts=copy.ts,
+            files=[ref.id for ref in copy.dropped],
+            reason="the message that shared it was deleted",
+        )
 
     def _edit(self, msg: Inbound, key: InboxKey) -> Change:
         messages = self._store.messages
@@ -120,6 +148,18 @@ class MessageChanges:
         messages.add(edit, group_id=row.messaging_group_id, status="context")
         messages.mark_edit(edit.key, key.ts)
         return Change("processed", "edit noted for the next turn")
+
+
+def without_files(text: str, refs: Sequence[FileRef]) -> str:
+    """``text`` with each file's ``[file: name]`` line saying the file is gone (the line
+    added when the words do not name it)."""
+    lines = text.split("\n")
+    for ref in refs:
+        try:
+            lines[lines.index(ref.label)] = file_gone_label(ref.name)
+        except ValueError:
+            lines.append(file_gone_label(ref.name))
+    return "\n".join(lines)
 
 
 def _thread_of(msg: Inbound) -> str:

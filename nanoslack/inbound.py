@@ -76,6 +76,15 @@ def file_label(name: str) -> str:
     return f"[file: {name}]" if name else "[file]"
 
 
+# What a message the fleet wrote says in place of a file it passed on whose share was since
+# deleted (docs/agents.md, "Edits and deletes"): the words of a file Slack says is gone.
+FILE_GONE = "the file is gone (deleted, or no longer shared)"
+
+
+def file_gone_label(name: str) -> str:
+    return f"[file: {name or 'unnamed'}: {FILE_GONE}]"
+
+
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Who an instance is on Slack, from ``auth.test``."""

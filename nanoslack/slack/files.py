@@ -33,7 +33,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from nanoslack.config.files import MAX_FILES_PER_MESSAGE, FileSettings
-from nanoslack.inbound import FileRef
+from nanoslack.inbound import FILE_GONE, FileRef
 from nanoslack.logs import get_logger
 from nanoslack.secret import Secret
 from nanoslack.turns.files import Fetched, human_size
@@ -350,11 +350,7 @@ class SlackFiles:
             answer = await self._client.files_info(file=ref.id)
         except SlackApiError as exc:
             error = str(exc.response.get("error", "")) if exc.response is not None else ""
-            reason = (
-                "the file is gone (deleted, or no longer shared)"
-                if error in _GONE
-                else f"files.info answered {error or 'an error'}"
-            )
+            reason = FILE_GONE if error in _GONE else f"files.info answered {error or 'an error'}"
             log.warning("file not fetched", instance=self.instance, file=ref.id, reason=reason)
             return Fetched(ref, failure=reason)
         except Exception as exc:  # noqa: BLE001 — the network, the SDK: each a reason, never a failed turn

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from sqlalchemy import Connection, bindparam, text
 
-from nanoslack.inbound import FileRef, Inbound
+from nanoslack.inbound import FLEET_SENDER, FileRef, Inbound
 from nanoslack.store.database import Database
 from nanoslack.store.fastpath import hot_execute
 from nanoslack.store.rows import Row
@@ -25,6 +26,25 @@ _ONE = text("SELECT files FROM message_files WHERE instance = :instance AND chan
 _DROP = text("DELETE FROM message_files WHERE instance = :instance AND channel = :channel AND ts = :ts")
 # The rows that may name a file id (``like`` narrows the read, the parsed row decides).
 _NAMING = text("SELECT files FROM message_files WHERE files LIKE :like")
+# The fleet's own messages of a channel (a handoff, a round's brief) whose files may name a
+# file id: the copies a deleted share takes with it.
+_COPIES = text(
+    "SELECT f.instance, f.ts, f.files FROM message_files f JOIN messages m"
+    " ON m.instance = f.instance AND m.channel = f.channel AND m.ts = f.ts"
+    " WHERE f.channel = :channel AND f.files LIKE :like AND (m.handoff_depth > 0 OR m.sender_id = :fleet)"
+)
+_SET = text(
+    "UPDATE message_files SET files = :files WHERE instance = :instance AND channel = :channel AND ts = :ts"
+)
+
+
+class Copy(NamedTuple):
+    """A message the fleet wrote that named files of a deleted share (a handoff that passed
+    them on): whose it is, its ts, and the files it no longer carries."""
+
+    instance: str
+    ts: str
+    dropped: tuple[FileRef, ...]
 
 
 class MessageFiles:
@@ -57,16 +77,46 @@ class MessageFiles:
 
     def drop(self, instance: str, channel: str, ts: str) -> tuple[str, ...]:
         """A deleted message's files leave the store (docs/agents.md, "Edits and deletes"):
-        its row goes; the ids of its files no other stored message names any more, whose
-        downloads may go too."""
+        its row goes; the ids of the files it named (``unnamed`` says which downloads may go)."""
         key = {"instance": instance, "channel": channel, "ts": ts}
         with self._db.transaction() as conn:
             row = conn.execute(_ONE, key).first()
             if row is None:
                 return ()
             conn.execute(_DROP, key)
-            ids = dict.fromkeys(ref.id for ref in _refs(str(row[0])) if ref.id)
-            return tuple(i for i in ids if not _named(conn, i))
+            return tuple(dict.fromkeys(ref.id for ref in _refs(str(row[0])) if ref.id))
+
+    def drop_copies(self, channel: str, file_ids: Sequence[str]) -> list[Copy]:
+        """The files ``file_ids``, whose share in ``channel`` was deleted, leave every message
+        the fleet wrote there that passed them on (a handoff's, any instance's): the row keeps
+        its other files, or goes. The copies, for their words to say the file is gone."""
+        ids = set(file_ids)
+        if not ids:
+            return []
+        copies: list[Copy] = []
+        with self._db.transaction() as conn:
+            rows: dict[tuple[str, str], str] = {}
+            for file_id in ids:
+                params = {"channel": channel, "like": f'%"{file_id}"%', "fleet": FLEET_SENDER}
+                rows.update({(str(r[0]), str(r[1])): str(r[2]) for r in conn.execute(_COPIES, params).all()})
+            for (instance, ts), raw in rows.items():
+                refs = _refs(raw)
+                kept = tuple(ref for ref in refs if ref.id not in ids)
+                if len(kept) == len(refs):
+                    continue  # the ``like`` matched words, not an id
+                key = {"instance": instance, "channel": channel, "ts": ts}
+                if kept:
+                    conn.execute(_SET, {**key, "files": _row(instance, channel, ts, kept)["files"]})
+                else:
+                    conn.execute(_DROP, key)
+                copies.append(Copy(instance, ts, tuple(ref for ref in refs if ref.id in ids)))
+        return copies
+
+    def unnamed(self, file_ids: Sequence[str]) -> tuple[str, ...]:
+        """Of ``file_ids``, those no stored message names any more: their downloads may go."""
+        # In the deletion's transaction: it reads what the deletion left.
+        with self._db.transaction() as conn:
+            return tuple(i for i in dict.fromkeys(file_ids) if not _named(conn, i))
 
     def file_ids(self) -> set[str]:
         """Every file id a stored message still names: what the download cache may keep."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
+from nanoslack import failpoints
 from nanoslack.emulator import App, Emulator
 from nanoslack.fleetproc import FleetProcess
 from nanoslack.testing.fleet_env import scalar, sql, write_fleet_env
@@ -238,6 +239,62 @@ async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_d
         "not sent: you were shown no file named 'secret.png'; the files you saw: shot.png",
     ]
     assert room.sql("SELECT count(*) FROM handoffs") == [(1,)]
+
+
+def _passed_files(room: Room) -> list[tuple[object, ...]]:
+    """The files rows of the messages handoffs gave eli."""
+    return room.sql(
+        "SELECT f.files FROM message_files f JOIN messages m ON (m.instance, m.channel, m.ts) ="
+        " (f.instance, f.channel, f.ts) WHERE f.instance = 'eli' AND m.handoff_depth = 1"
+    )
+
+
+async def test_a_file_a_handoff_passed_on_leaves_with_the_deleted_message_that_shared_it(
+    room: Room, fleet_factory: FleetFactory
+) -> None:
+    image = png()
+    hand = ("send_to_agent", {"to": "eli", "message": "What is wrong here?", "files": ["shot.png"]})
+    async with LLMServer() as llm:
+        llm.openai.default = by_instance(
+            {
+                "dana": [openai_answer(hand), openai_answer(send("eli will look at it"))],
+                "eli": [openai_answer(send("I see no screenshot."))],
+            }
+        )
+        env = openai_env(
+            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+        )
+        await fleet_factory(["dana", "eli"], **env)
+        shared = await room.emu.share_file(
+            room.human.id, room.channel, "shot.png", image, text=f"{room.mention('dana')} what is wrong?"
+        )
+        ts, file_id = str(shared["ts"]), str(shared["files"][0]["id"])
+        copy = room.db.parent / "files" / file_id
+        # dana's turn is past its build once it asks the model: the next turn built is eli's,
+        # held there with the passed file fetched, its turn not started.
+        await room.emu.wait_for(lambda: _requests_of(llm, "dana") != [], timeout=20)
+        with failpoints.paused("turn.built") as built:
+            await room.emu.wait_for(built.reached.is_set, timeout=20)
+            assert copy.exists() and _passed_files(room) != []
+            await room.emu.delete_as_user(room.human.id, room.channel, ts)
+            await room.emu.wait_for(lambda: not copy.exists() and _passed_files(room) == [], timeout=20)
+            assert _requests_of(llm, "eli") == []
+            built.release()
+            await room.emu.wait_for(
+                lambda: (
+                    room.sql("SELECT status FROM turns WHERE instance = 'eli'") == [("done",)]
+                    and _settled(room)
+                ),
+                timeout=20,
+            )
+
+    (eli_first, *_) = _requests_of(llm, "eli")
+    sent = json.dumps(eli_first.json)
+    assert eli_first.images() == []
+    assert "What is wrong here?" in sent and "[file: shot.png (" not in sent
+    assert "[file: shot.png: the file is gone (deleted, or no longer shared)]" in sent, sent
+    assert not copy.exists()
+    assert room.sql("SELECT count(*) FROM message_files") == [(0,)]
 
 
 def _routine(room: Room, prompt: str) -> Path:
