@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nanoslack.agents.prompt import DELETED_LINE
-from nanoslack.inbound import DELETED, FileRef, Inbound, InboxKey, file_gone_label
+from nanoslack.inbound import DELETED, FileRef, Inbound, InboxKey, file_gone_label, file_label
 from nanoslack.logs import get_logger
 from nanoslack.store import Store
 from nanoslack.store.files import Copy
@@ -103,7 +103,7 @@ class MessageChanges:
         row = self._store.messages.get(key)
         if row is None or row.status == "deleted":
             return
-        text = without_files(row.text, copy.dropped)
+        text = _without_files(row.text, copy.dropped)
         self._store.messages.set_text(key, text)
         self._store.history.scrub(copy.instance, channel, row.thread_key, [copy.ts], text)
         log.info(
@@ -150,15 +150,18 @@ class MessageChanges:
         return Change("processed", "edit noted for the next turn")
 
 
-def without_files(text: str, refs: Sequence[FileRef]) -> str:
+def _without_files(text: str, refs: Sequence[FileRef]) -> str:
     """``text`` with each file's ``[file: name]`` line saying the file is gone (the line
     added when the words do not name it)."""
     lines = text.split("\n")
     for ref in refs:
-        try:
-            lines[lines.index(ref.label)] = file_gone_label(ref.name)
-        except ValueError:
-            lines.append(file_gone_label(ref.name))
+        # A handoff names a file Slack gave no name by its id (``SeenFile.name``).
+        named = [i for i, line in enumerate(lines) if line in (ref.label, file_label(ref.name or ref.id))]
+        gone = file_gone_label(ref.name or ref.id)
+        if named:
+            lines[named[0]] = gone
+        else:
+            lines.append(gone)
     return "\n".join(lines)
 
 
