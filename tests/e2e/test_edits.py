@@ -108,6 +108,17 @@ async def _first_turn_held(room: Room, llm: LLMServer, hold: asyncio.Event) -> s
     return root
 
 
+async def _pending_behind_held_turn(
+    room: Room, llm: LLMServer, hold: asyncio.Event, text: str
+) -> tuple[str, str]:
+    """The thread's first turn held at the model, and ``text`` said in its thread and recorded
+    pending behind it: (the thread's root ts, the message's ts)."""
+    root = await _first_turn_held(room, llm, hold)
+    ts = await _say(room, text, thread_ts=root)
+    await room.emu.wait_for(lambda: _row(room, ts) == [(text, "pending")], timeout=20)
+    return root, ts
+
+
 def _still_held(room: Room, llm: LLMServer) -> None:
     """The thread's first turn still waits on the model: no later turn of the thread has been
     built yet (one turn at a time per thread), so what happened meanwhile came before it."""
@@ -119,10 +130,8 @@ async def test_an_edit_before_the_turn_is_what_the_turn_shows(
 ) -> None:
     hold = asyncio.Event()
     async with dana_answering(room, fleet_factory, turns=3, hold=hold) as llm:
-        root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
-        ask = await _say(room, f"{dana} what is 2+2?", thread_ts=root)
-        await room.emu.wait_for(lambda: _row(room, ask) == [(f"{dana} what is 2+2?", "pending")], timeout=20)
+        root, ask = await _pending_behind_held_turn(room, llm, hold, f"{dana} what is 2+2?")
         await _edit_before_its_turn(room, ask, f"{dana} what is 3+3?")
         # Recorded pending, then edited, and only then can its turn be built.
         _still_held(room, llm)
@@ -140,12 +149,8 @@ async def test_a_message_deleted_before_its_turn_is_not_answered_and_its_words_l
 ) -> None:
     hold = asyncio.Event()
     async with dana_answering(room, fleet_factory, turns=2, hold=hold) as llm:
-        root = await _first_turn_held(room, llm, hold)
         dana = room.mention("dana")
-        secret = await _say(room, f"{dana} the password is hunter2", thread_ts=root)
-        await room.emu.wait_for(
-            lambda: _row(room, secret) and _row(room, secret)[0][1] == "pending", timeout=20
-        )
+        root, secret = await _pending_behind_held_turn(room, llm, hold, f"{dana} the password is hunter2")
         await _delete(room, secret)
         # Recorded pending, then deleted, and only then can its turn be built.
         _still_held(room, llm)
