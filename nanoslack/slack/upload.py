@@ -56,12 +56,21 @@ class Uploads:
             return file_id
         else:
             log.info("file recovered: completing it", instance=self.instance, key=row.dedupe_key, id=file_id)
-        await self._client.files_completeUploadExternal(
-            files=[{"id": file_id, "title": spec.title}],
-            channel_id=channel,
-            thread_ts=thread_ts or None,
-            initial_comment=row.text or None,
-        )
+        try:
+            await self._client.files_completeUploadExternal(
+                files=[{"id": file_id, "title": spec.title}],
+                channel_id=channel,
+                thread_ts=thread_ts or None,
+                initial_comment=row.text or None,
+            )
+        except SlackApiError as exc:
+            # A re-run whose files.info could not answer: the run before the crash completed
+            # it (always into this channel), so it is shared, not failed.
+            if spec.file_id is None or exc.response.get("error") != "file_already_completed":
+                raise
+            log.info(
+                "file recovered: already completed", instance=self.instance, key=row.dedupe_key, id=file_id
+            )
         return file_id
 
     async def _upload(self, filename: str, data: bytes) -> str:

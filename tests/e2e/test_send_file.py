@@ -177,16 +177,18 @@ async def test_a_file_sent_into_an_a2a_room_is_a_post_that_costs_the_reading_bot
 
 
 @pytest.mark.parametrize(
-    ("failpoint", "recovered"),
+    ("failpoint", "recovered", "info_fails"),
     [
         # Killed between the upload and its completion: the file is shared nowhere yet.
-        ("outbox.uploaded", "file recovered: completing it"),
+        ("outbox.uploaded", "file recovered: completing it", False),
         # Killed after the completion, before the row was marked sent: shared already.
-        ("outbox.posted", "file recovered: already shared"),
+        ("outbox.posted", "file recovered: already shared", False),
+        # The same, with files.info failing after the restart: Slack's file_already_completed says it.
+        ("outbox.posted", "file recovered: already completed", True),
     ],
 )
 async def test_a_fleet_killed_while_sending_a_file_shares_that_file_once_after_restart(
-    emu: Emulator, tmp_path: Path, failpoint: str, recovered: str
+    emu: Emulator, tmp_path: Path, failpoint: str, recovered: str, info_fails: bool
 ) -> None:
     alice = emu.add_user("alice")
     dana = emu.add_app("dana")
@@ -215,6 +217,8 @@ async def test_a_fleet_killed_while_sending_a_file_shares_that_file_once_after_r
         assert sql(db, "SELECT status FROM outbox") == [("sending",)]
         shared_before = len(_shared_files(emu, channel, ask, dana.bot_id))
         assert shared_before == (failpoint == "outbox.posted")
+        if info_fails:
+            emu.fail_next("files.info", error="internal_error")
 
         fleet = FleetProcess.start(env)
         try:
