@@ -199,6 +199,20 @@ def _requests_of(llm: LLMServer, name: str) -> list[Request]:
     ]
 
 
+async def _dana_and_eli_shown_a_shot(
+    room: Room, fleet_factory: FleetFactory, llm: LLMServer, image: bytes
+) -> dict[str, Any]:
+    """dana and eli (dana may hand to eli, replies whole) run on ``llm``; the person shares
+    ``image`` as shot.png asking dana what is wrong: Slack's message."""
+    env = openai_env(
+        room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
+    )
+    await fleet_factory(["dana", "eli"], **env)
+    return await room.emu.share_file(
+        room.human.id, room.channel, "shot.png", image, text=f"{room.mention('dana')} what is wrong?"
+    )
+
+
 async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_did_not_see(
     room: Room, fleet_factory: FleetFactory
 ) -> None:
@@ -212,13 +226,7 @@ async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_d
                 "eli": [openai_answer(send("The save button is cut off."))],
             }
         )
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
-        )
-        await fleet_factory(["dana", "eli"], **env)
-        shared = await room.emu.share_file(
-            room.human.id, room.channel, "shot.png", image, text=f"{room.mention('dana')} what is wrong?"
-        )
+        shared = await _dana_and_eli_shown_a_shot(room, fleet_factory, llm, image)
         ts = str(shared["ts"])
         await room.emu.wait_for(lambda: len(_thread(room, ts)) == 2 and _settled(room), timeout=20)
 
@@ -229,11 +237,8 @@ async def test_a_handoff_passes_on_an_image_the_turn_saw_and_refuses_a_name_it_d
     assert "What is wrong here?" in json.dumps(eli_first.json)
     assert "[file: shot.png (" in json.dumps(eli_first.json)
     # It travelled by reference, through the store: eli's own files row for the handoff.
-    ((files,),) = room.sql(
-        "SELECT f.files FROM message_files f JOIN messages m ON (m.instance, m.channel, m.ts) ="
-        " (f.instance, f.channel, f.ts) WHERE f.instance = 'eli' AND m.handoff_depth = 1"
-    )
-    assert json.loads(files)[0][1:3] == ["shot.png", "image/png"]
+    ((files,),) = _passed_files(room)
+    assert json.loads(str(files))[0][1:3] == ["shot.png", "image/png"]
     assert [error for name, error in _steps(room, "dana") if name == "send_to_agent"] == [
         None,
         "not sent: you were shown no file named 'secret.png'; the files you saw: shot.png",
@@ -261,13 +266,7 @@ async def test_a_file_a_handoff_passed_on_leaves_with_the_deleted_message_that_s
                 "eli": [openai_answer(send("I see no screenshot."))],
             }
         )
-        env = openai_env(
-            room.human.id, llm, teammates(room), NANOSLACK_A2A_ALLOW="dana>eli", NANOSLACK_STREAM="0"
-        )
-        await fleet_factory(["dana", "eli"], **env)
-        shared = await room.emu.share_file(
-            room.human.id, room.channel, "shot.png", image, text=f"{room.mention('dana')} what is wrong?"
-        )
+        shared = await _dana_and_eli_shown_a_shot(room, fleet_factory, llm, image)
         ts, file_id = str(shared["ts"]), str(shared["files"][0]["id"])
         copy = room.db.parent / "files" / file_id
         # dana's turn is past its build once it asks the model: the next turn built is eli's,
