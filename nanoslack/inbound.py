@@ -53,6 +53,12 @@ def platform_id(channel: str) -> str:
     return f"slack:{channel}"
 
 
+def is_dm_channel(channel: str) -> bool:
+    """A one-to-one DM: Slack's IM ids begin with ``D``, and only theirs (a group DM's with
+    ``G`` or ``C``). For places that have the id and no ``channel_type`` (a reaction, a row)."""
+    return channel.startswith("D")
+
+
 class FileRef(NamedTuple):
     """One file a message carries (``files[]``; docs/agents.md "Files"), as Slack described
     it: what the turn that answers the message downloads and shows. A NamedTuple: it goes

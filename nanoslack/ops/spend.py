@@ -21,6 +21,7 @@ from typing import TextIO
 from nanoslack.budgets import usd
 from nanoslack.config import ConfigError, split_list, teammates_dir
 from nanoslack.config.agent import InstanceKeys, daily_tokens, daily_usd
+from nanoslack.inbound import is_dm_channel
 from nanoslack.ops.admin import _parser, _run, table
 from nanoslack.routines import spec as routine_spec
 from nanoslack.store import Store
@@ -74,7 +75,7 @@ def _spend(store: Store, args: argparse.Namespace, env: dict[str, str], out: Tex
         out,
         ("CONVERSATION", "TURNS", "TOKENS", "TOKEN CAP", "USD", "USD CAP", "UNPRICED"),
         [
-            (channel, *_spent(t, room_tokens, room_usd, capped=not channel.startswith("D")), t.unpriced)
+            (channel, *_spent(t, room_tokens, room_usd, capped=not is_dm_channel(channel)), t.unpriced)
             for channel, t in rooms.items()
         ],
         "no turns",

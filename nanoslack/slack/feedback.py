@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nanoslack.inbound import is_dm_channel
 from nanoslack.replies import MAX_CHARS
 from nanoslack.slack.blocks import Block, feedback_blocks
 from nanoslack.store import OutboxRow, Store
@@ -25,15 +26,10 @@ from nanoslack.store import OutboxRow, Store
 MARKDOWN_BLOCK_MAX_CHARS = MAX_CHARS
 
 
-def is_im(channel: str) -> bool:
-    """A DM with the app: Slack's IM ids begin with ``D`` (a group DM's with ``G`` or ``C``)."""
-    return channel.startswith("D")
-
-
 def carries_feedback(store: Store, row: OutboxRow, channel: str) -> bool:
     """Whether ``row``, about to be sent to ``channel``, shows the 👍 / 👎 of its turn: a
     turn's reply post in a DM and the last of that turn's posts there."""
-    if row.purpose != "reply" or row.kind != "post" or not row.turn_id or not is_im(channel):
+    if row.purpose != "reply" or row.kind != "post" or not row.turn_id or not is_dm_channel(channel):
         return False
     later = _next_part_key(row)
     following = store.outbox.get_by_key(later) if later is not None else None

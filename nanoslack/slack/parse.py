@@ -26,6 +26,7 @@ from nanoslack.inbound import (
     SessionStop,
     file_label,
     human_sender_id,
+    is_dm_channel,
 )
 from nanoslack.mrkdwn import extract_mentions
 
@@ -297,8 +298,8 @@ def _parse_reaction(body: Mapping[str, Any], event: Mapping[str, Any], *, instan
         instance=instance,
         team_id=_installation(body)[0],
         channel=fields["channel"],
-        # Slack's IM ids start with D (and only IMs'): a reaction carries no channel_type.
-        channel_type="im" if fields["channel"].startswith("D") else None,
+        # A reaction carries no channel_type: an IM is told by its id.
+        channel_type="im" if is_dm_channel(fields["channel"]) else None,
         ts=fields["ts"],
         thread_ts=None,
         user=fields["user"],

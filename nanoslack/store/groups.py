@@ -14,6 +14,7 @@ from typing import Literal
 
 from sqlalchemy import text
 
+from nanoslack.inbound import is_dm_channel
 from nanoslack.store.database import Cached, Database
 from nanoslack.store.fastpath import hot_execute_in_order, hot_exists, hot_rows, in_order, positional_names
 from nanoslack.store.rows import Row
@@ -131,7 +132,7 @@ class MessagingGroups(Cached):
         """The instance started a thread with a top-level post (``ts``): it is engaged there.
         A DM has no threads (nothing to do); a room the instance was never mentioned in
         gets its messaging group, with a group's defaults."""
-        if channel.startswith("D"):
+        if is_dm_channel(channel):
             return
         platform_id = f"slack:{channel}"
         group = self.get(platform_id, instance) or self.create(platform_id, instance, kind="group")

@@ -12,6 +12,7 @@ import time
 
 from sqlalchemy import text
 
+from nanoslack.inbound import is_dm_channel
 from nanoslack.store.database import Database
 from nanoslack.store.rows import Row
 from nanoslack.store.tables import ReactionRow as ReactionRow
@@ -42,7 +43,7 @@ class Reactions:
                 return False
             thread_ts, dm_user, body = post
             # A reply's thread; a DM's top level is its one thread; a room's top-level post starts its own.
-            thread_key = thread_ts or ("" if dm_user or channel.startswith("D") else item_ts)
+            thread_key = thread_ts or ("" if dm_user or is_dm_channel(channel) else item_ts)
             words = str(body).split()
             excerpt = " ".join(words[:EXCERPT_WORDS]) + ("…" if len(words) > EXCERPT_WORDS else "")
             conn.execute(
