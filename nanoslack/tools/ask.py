@@ -28,7 +28,13 @@ from nanoslack import tracing
 from nanoslack.agents import SeenFile, ToolResult
 from nanoslack.agents.tool import Arguments, Tool
 from nanoslack.logs import get_logger
-from nanoslack.tools.host import MAX_PASSED_FILES, passed_files_refusal, unknown_teammate
+from nanoslack.tools.host import (
+    MAX_PASSED_FILES,
+    file_names,
+    files_named,
+    passed_files_refusal,
+    unknown_teammate,
+)
 
 log = get_logger(__name__)
 
@@ -127,7 +133,7 @@ class AskTools:
         ctx = self._ctx
         self._asks += 1  # every call counts: the n-th ask_agent step is ask:<turn>:<n>
         to = args.to.strip().lstrip("@").lower()
-        names = tuple(dict.fromkeys(f.strip() for f in args.files if f.strip()))
+        names = file_names(args.files)
         refusal = self._refusal(to, args.question, names)
         if refusal is not None:
             log.info("ask refused", instance=ctx.instance, turn=ctx.turn_id, to=to, reason=refusal)
@@ -139,7 +145,7 @@ class AskTools:
             asker=ctx.instance,
             to=to,
             question=args.question.strip(),
-            files=tuple(next(f for f in ctx.files_seen if f.name == name) for name in names),
+            files=files_named(names, ctx.files_seen),
             depth=(ctx.asked.depth if ctx.asked else 0) + 1,
             chain=chain,
             asker_turn=ctx.turn_id,

@@ -282,11 +282,11 @@ class HostTools:
 
     def _send_to_agent(self, to: str, message: str, files: Sequence[str] = ()) -> ToolResult:
         me, to = self._ctx.instance, to.strip().lstrip("@").lower()
-        names = tuple(dict.fromkeys(f.strip() for f in files if f.strip()))
+        names = file_names(files)
         refusal = self._handoff_refusal(me, to, message) or self._files_refusal(names)
         if refusal is not None:
             return ToolResult(refusal, is_error=True)
-        passed = tuple(next(f for f in self._ctx.files_seen if f.name == name) for name in names)
+        passed = files_named(names, self._ctx.files_seen)
         self.effects.handoffs.append(Handoff(to, message.strip(), tracing.traceparent(), passed))
         with_files = f" with {', '.join(names)}" if names else ""
         if self._ctx.sourced:  # the run's post is not in Slack yet: the answer goes under it
@@ -341,6 +341,16 @@ class HostTools:
             return ToolResult("not sent: the text is empty", is_error=True)
         self.effects.owner_messages.append(text.strip())
         return ToolResult("sent to the owners")
+
+
+def file_names(files: Sequence[str]) -> tuple[str, ...]:
+    """The file names a handoff or an ask was given, stripped, each once, in order."""
+    return tuple(dict.fromkeys(f.strip() for f in files if f.strip()))
+
+
+def files_named(names: Sequence[str], seen: Sequence[SeenFile]) -> tuple[SeenFile, ...]:
+    """The files the turn saw, by the names it passes on (``passed_files_refusal`` let them)."""
+    return tuple(next(f for f in seen if f.name == name) for name in names)
 
 
 def passed_files_refusal(
